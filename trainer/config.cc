@@ -92,12 +92,9 @@ absl::Status ValidateConfig(const TrainConfig& c) {
     return Invalid(absl::StrCat("--lr_warmup_steps=", c.lr_warmup_steps(),
                                 " must be non-negative"));
   }
-  if (c.lr_schedule() == "cosine" &&
-      c.lr_decay_steps() <= c.lr_warmup_steps()) {
-    return Invalid(absl::StrCat(
-        "--lr_decay_steps=", c.lr_decay_steps(),
-        " must exceed --lr_warmup_steps=", c.lr_warmup_steps(),
-        " for --lr_schedule=cosine (the decay runs between them)"));
+  if (c.lr_decay_steps() < 0) {
+    return Invalid(absl::StrCat("--lr_decay_steps=", c.lr_decay_steps(),
+                                " must be non-negative (0: --steps)"));
   }
   if (!(c.min_lr() >= 0 && c.min_lr() <= c.lr())) {
     return Invalid(absl::StrCat("--min_lr=", c.min_lr(),

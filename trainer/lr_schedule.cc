@@ -13,7 +13,7 @@ double LearningRateAt(const LrSchedule& schedule, int64_t step) {
            static_cast<double>(schedule.warmup_steps);
   }
   if (schedule.kind == LrScheduleKind::kConstant) return schedule.lr;
-  CHECK_GT(schedule.decay_steps, schedule.warmup_steps);
+  // Also covers decay_steps <= warmup_steps: the floor right after warm-up.
   if (step >= schedule.decay_steps) return schedule.min_lr;
   const double ratio =
       static_cast<double>(step - schedule.warmup_steps) /

@@ -13,7 +13,8 @@ struct LrSchedule {
   double lr = 1e-3;
   double min_lr = 0;
   int64_t warmup_steps = 0;
-  // Cosine: the step at which the rate reaches min_lr (> warmup_steps).
+  // Cosine: the step at which the rate reaches min_lr. At or below
+  // warmup_steps, the rate drops to min_lr right after warm-up.
   int64_t decay_steps = 0;
 };
 

@@ -27,6 +27,13 @@ TEST(LrSchedule, CosineDecaysToTheFloorAndStaysThere) {
   }
 }
 
+TEST(LrSchedule, CosineEndingWithinWarmUpDropsToTheFloorAfterIt) {
+  // A short run with the default warm-up: --steps=3 -> decay_steps 3.
+  LrSchedule s{LrScheduleKind::kCosine, 1.0, 0.1, 10, 3};
+  EXPECT_DOUBLE_EQ(LearningRateAt(s, 3), 0.3);
+  EXPECT_DOUBLE_EQ(LearningRateAt(s, 11), 0.1);
+}
+
 TEST(LrSchedule, ConstantHoldsThePeakAfterWarmUp) {
   LrSchedule s{LrScheduleKind::kConstant, 0.3, 0.0, 2, 0};
   EXPECT_DOUBLE_EQ(LearningRateAt(s, 1), 0.15);

@@ -149,9 +149,14 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   record.set_loss(loss);
   record.set_grad_norm(grad_norm);
   if (any_non_finite != 0) {
+    // NaN's sign is noise ("-nan"): print every NaN as "nan".
+    auto format = [](double value) {
+      return std::isnan(value) ? std::string("nan")
+                               : absl::StrFormat("%g", value);
+    };
     std::string cause = absl::StrFormat(
-        "step %d of %d: the loss (%g) or the gradient norm (%g) is not finite",
-        step, config_.steps(), loss, grad_norm);
+        "step %d of %d: the loss (%s) or the gradient norm (%s) is not finite",
+        step, config_.steps(), format(loss), format(grad_norm));
     if (step == config_.inject_nan_step()) {
       absl::StrAppend(&cause, " (injected by --inject_nan_step=", step, ")");
     }
@@ -198,12 +203,17 @@ void LogStart(const TrainConfig& config, const RankInfo& rank,
       config.precision(), config.dropout(),
       config.activation_checkpointing() ? ", activation checkpointing" : "",
       config.steps(), config.repeat());
+  const std::string schedule =
+      config.lr_schedule() == "cosine"
+          ? absl::StrFormat("cosine to %g at step %d", config.min_lr(),
+                            config.lr_decay_steps())
+          : std::string("constant");
   LOG(INFO) << absl::StrFormat(
-      "optimizer: AdamW lr %g (%s, warm-up %d, decay to %g at step %d), "
-      "betas (%g, %g), eps %g, weight decay %g, clip %g",
-      config.lr(), config.lr_schedule(), config.lr_warmup_steps(),
-      config.min_lr(), config.lr_decay_steps(), config.beta1(), config.beta2(),
-      config.eps(), config.weight_decay(), config.max_grad_norm());
+      "optimizer: AdamW lr %g (warm-up %d steps, then %s), betas (%g, %g), "
+      "eps %g, weight decay %g, clip %g",
+      config.lr(), config.lr_warmup_steps(), schedule, config.beta1(),
+      config.beta2(), config.eps(), config.weight_decay(),
+      config.max_grad_norm());
   LOG(INFO) << "data: " << data.Describe();
 }
 

@@ -42,9 +42,9 @@ at::Tensor CounterDropout::Apply(const at::Tensor& x, int64_t layer,
       << "dropout: batch rows vs sample indices";
   const at::Tensor keep =
       DropoutKeepMask(x.sizes(), sample_indices, seed, step, layer, site, p);
-  // The mask carries the 1 / (1 - p) scale so that x is multiplied once.
-  const at::Tensor scale = keep.to(x.scalar_type()).mul_(1.0 / (1.0 - p));
-  return x * scale;
+  // Written as the definition reads, x * mask / (1 - p): the same kernels in
+  // the same order as the PyTorch reference, so results agree bit for bit.
+  return x * keep.to(x.scalar_type()) / (1.0 - p);
 }
 
 }  // namespace nn
