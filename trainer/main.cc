@@ -39,6 +39,7 @@ constexpr char kProgram[] = "trainer";
 
 int main(int argc, char** argv) {
   mtb::InitLogging(argv[0]);
+  mtb::SetProcessLogRank(0);  // one rank for now
   mtb::ParseCommandLineOrExit(argc, argv, kUsage);
 
   mtb::TrainConfig config = mtb::TrainConfigFromFlags();
