@@ -8,10 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/nn/autocast.h"
+#include "common/report.h"
 #include "common/nn/layers.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "glog/logging.h"
+#include "google/protobuf/text_format.h"
 #include "trainer/config.h"
 #include "trainer/metrics.h"
 
@@ -184,10 +186,26 @@ absl::StatusOr<StepRecord> Trainer::Step() {
 
 namespace {
 
+// The resolved configuration as a two-column table, one row per flag.
+std::string OptionsTable(const TrainConfig& config) {
+  MarkdownTable table;
+  table.headers = {"option", "value"};
+  const google::protobuf::Descriptor* descriptor = config.GetDescriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
+    std::string value;
+    google::protobuf::TextFormat::PrintFieldValueToString(config, field, -1,
+                                                          &value);
+    table.rows.push_back({absl::StrCat("--", field->name()), value});
+  }
+  return table.Render();
+}
+
 void LogStart(const TrainConfig& config, const RankInfo& rank,
               const Strategy& strategy, const DataSource& data,
               const GptModel& model, int64_t tokens_per_step) {
   if (rank.rank != 0) return;
+  LOG(INFO) << "resolved options:\n" << OptionsTable(config);
   const ModelShape& s = model.shape();
   LOG(INFO) << absl::StrFormat(
       "model: GPT vocab %d, d_model %d, %d layers x %d heads, context %d | "
