@@ -52,8 +52,7 @@ absl::StatusOr<bool> ParseBool(const EnvMap& env, const std::string& name) {
 
 EnvMap ProcessEnvironment() {
   EnvMap env;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr;
-       ++entry) {
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
     const std::string line = *entry;
     const size_t equals = line.find('=');
     if (equals == std::string::npos) continue;
@@ -107,10 +106,9 @@ absl::StatusOr<RankEnv> ParseRankEnv(const EnvMap& env) {
   }
   ASSIGN_OR_RETURN(rank_env.group_rank, ParseInt(env, "GROUP_RANK", 0, 0));
   if (rank_env.group_rank >= rank_env.world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GROUP_RANK=", rank_env.group_rank,
-                     " must be < WORLD_SIZE=", rank_env.world_size,
-                     " (a node runs at least one rank)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GROUP_RANK=", rank_env.group_rank, " must be < WORLD_SIZE=",
+        rank_env.world_size, " (a node runs at least one rank)"));
   }
   ASSIGN_OR_RETURN(rank_env.restart_count,
                    ParseInt(env, "TORCHELASTIC_RESTART_COUNT", 0, 0));
@@ -160,8 +158,7 @@ EnvMap TorchrunVariables(const RankEnv& rank_env, int group_world_size) {
       {"MASTER_ADDR", rank_env.master_addr},
       {"MASTER_PORT", absl::StrCat(rank_env.master_port)},
       {"TORCHELASTIC_RESTART_COUNT", absl::StrCat(rank_env.restart_count)},
-      {"TORCHELASTIC_USE_AGENT_STORE",
-       rank_env.agent_store ? "True" : "False"},
+      {"TORCHELASTIC_USE_AGENT_STORE", rank_env.agent_store ? "True" : "False"},
   };
 }
 

@@ -81,8 +81,9 @@ TEST(RankEnv, TorchrunVariablesRoundTrip) {
 TEST(RankEnv, NoRankVariablesMeansNotAWorker) {
   EXPECT_FALSE(HasRankEnv({{"MASTER_ADDR", "x"}, {"LOCAL_RANK", "0"}}));
   EXPECT_TRUE(HasRankEnv({{"WORLD_SIZE", "2"}}));
-  ExpectInvalid({}, "neither RANK nor WORLD_SIZE is set (launch with --nproc, "
-                    "or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT)");
+  ExpectInvalid({},
+                "neither RANK nor WORLD_SIZE is set (launch with --nproc, "
+                "or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT)");
 }
 
 TEST(RankEnv, RankOutsideTheWorldIsInvalid) {
