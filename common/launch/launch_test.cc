@@ -260,7 +260,7 @@ TEST(Launch, RankKilledBySignalIsNamedWithTheSignal) {
   EXPECT_EQ(Lines(launcher.Stderr()).back(),
             absl::StrCat("launch: rank 1 (pid ", pids.at(1),
                          ") was killed by signal 9 (SIGKILL); terminated "
-                         "ranks 0"));
+                         "rank 0"));
   ExpectAllGone(pids);
 }
 

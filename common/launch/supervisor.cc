@@ -38,6 +38,12 @@ constexpr size_t kMaxLineBytes = 64 * 1024;
 
 int signal_pipe_write = -1;
 
+// "rank 2", "ranks 0, 2".
+std::string Ranks(const std::vector<int>& ranks) {
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                      absl::StrJoin(ranks, ", "));
+}
+
 extern "C" void OnSignal(int signal_number) {
   const int saved_errno = errno;
   const unsigned char byte = static_cast<unsigned char>(signal_number);
@@ -253,18 +259,23 @@ class GroupSupervisor {
         break;
       }
       Poll(drain_deadline);
-      for (int signal_number : signals_.Drain()) {
-        if (signal_number == SIGCHLD) continue;
-        if (forwarded_signal_ == 0) forwarded_signal_ = signal_number;
-        SignalRunning(signal_number);
-        StartGraceClock();
-      }
+      ForwardSignals();
       Reap(/*block=*/false);
       if (kill_deadline_.has_value() && Clock::now() >= *kill_deadline_) {
         KillAll();
         kill_deadline_.reset();
         killed_ = true;
       }
+    }
+  }
+
+  // Forwards the signals received since the last call to the running ranks.
+  void ForwardSignals() {
+    for (int signal_number : signals_.Drain()) {
+      if (signal_number == SIGCHLD) continue;
+      if (forwarded_signal_ == 0) forwarded_signal_ = signal_number;
+      SignalRunning(signal_number);
+      StartGraceClock();
     }
   }
 
@@ -372,6 +383,10 @@ class GroupSupervisor {
       child.end.core_dumped = WIFSIGNALED(status) && WCOREDUMP(status);
       ended.push_back(&child);
     }
+    // Ctrl-C reaches the ranks (same process group) as well as us: a rank
+    // that died of it is not "the failure". Our handler has run by now if the
+    // signal came before the rank's death was collected.
+    ForwardSignals();
     for (Child* child : ended) {
       if (child->end.Failed() && !child->end.stopped_by_us && failure_ < 0 &&
           forwarded_signal_ == 0) {
@@ -414,25 +429,25 @@ class GroupSupervisor {
       }
     }
     std::string line = "launch: ";
-    if (result.failure < 0) {
-      absl::StrAppend(&line, "received ", SignalName(result.forwarded_signal),
-                      "; forwarded it to ranks ", absl::StrJoin(stopped, ", "));
-    } else {
+    if (result.failure >= 0) {
       const ChildEnd& failed = result.ends[result.failure];
       absl::StrAppend(&line, "rank ", failed.rank, " (pid ", failed.pid, ") ",
                       failed.Describe());
       if (!stopped.empty()) {
-        absl::StrAppend(&line, "; terminated ranks ",
-                        absl::StrJoin(stopped, ", "));
+        absl::StrAppend(&line, "; terminated ", Ranks(stopped));
+      }
+    } else {
+      absl::StrAppend(&line, "received ", SignalName(result.forwarded_signal));
+      if (!stopped.empty()) {
+        absl::StrAppend(&line, "; forwarded it to ", Ranks(stopped));
       }
     }
     if (!sigkilled.empty()) {
-      absl::StrAppend(&line, " (", sigkilled.size() == 1 ? "rank " : "ranks ",
-                      absl::StrJoin(sigkilled, ", "), " needed SIGKILL after ",
+      absl::StrAppend(&line, " (", Ranks(sigkilled), " needed SIGKILL after ",
                       absl::FormatDuration(options_.kill_grace), ")");
     }
     if (!also_failed.empty()) {
-      absl::StrAppend(&line, result.failure >= 0 ? "; also " : "",
+      absl::StrAppend(&line, result.failure >= 0 ? "; also " : "; ",
                       absl::StrJoin(also_failed, "; "));
     }
     if (result.failure >= 0 && !options_.log_dir.empty()) {

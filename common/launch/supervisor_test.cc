@@ -109,7 +109,7 @@ TEST_F(SupervisorTest, DeathBySignalIsNamedWithTheSignal) {
   EXPECT_EQ(result.summary,
             absl::StrCat("launch: rank 1 (pid ", result.ends[1].pid,
                          ") was killed by signal 9 (SIGKILL); terminated "
-                         "ranks 0"));
+                         "rank 0"));
 }
 
 TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
@@ -128,7 +128,7 @@ TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
   EXPECT_EQ(result.ends[0].signal, SIGKILL);
   EXPECT_EQ(result.summary,
             absl::StrCat("launch: rank 1 (pid ", result.ends[1].pid,
-                         ") exited with code 5; terminated ranks 0 (rank 0 "
+                         ") exited with code 5; terminated rank 0 (rank 0 "
                          "needed SIGKILL after 200ms); its output: ",
                          dir_, "/rank_1.log"));
 }
