@@ -36,7 +36,8 @@ constexpr int kPollBackstopMs = 500;
 // A line longer than this is written in pieces.
 constexpr size_t kMaxLineBytes = 64 * 1024;
 
-int signal_pipe_write = -1;
+// Written before the handlers are installed, read by them.
+volatile sig_atomic_t signal_pipe_write = -1;
 
 // "rank 2", "ranks 0, 2".
 std::string Ranks(const std::vector<int>& ranks) {
