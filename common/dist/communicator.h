@@ -148,8 +148,9 @@ class Communicator {
   // Changes the per-collective timeout from the next collective on, e.g.
   // generous for the first step (lazy initialisation, compilation) and tighter
   // afterwards (torchtitan's pattern). Every rank calls it at the same point;
-  // no collective of this rank may be in flight (kFailedPrecondition otherwise).
-  // A halving-doubling reduce-scatter context is rebuilt at its next use.
+  // no collective of this rank may be in flight (kFailedPrecondition
+  // otherwise). A halving-doubling reduce-scatter context is rebuilt at its
+  // next use.
   absl::Status SetTimeout(absl::Duration timeout);
 
   // Same contract as CommunicatorOptions::reduce_scatter_algorithm: every rank
@@ -165,7 +166,8 @@ class Communicator {
 
   // tensor: any shape, same on every rank. Replaced by the reduction over
   // ranks.
-  absl::Status AllReduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+  absl::Status AllReduce(const at::Tensor& tensor,
+                         ReduceOp op = ReduceOp::kSum);
   CollectiveHandle AllReduceAsync(const at::Tensor& tensor,
                                   ReduceOp op = ReduceOp::kSum);
 

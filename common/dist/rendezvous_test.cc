@@ -101,7 +101,8 @@ class RefusingPort {
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     address.sin_port = 0;
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) !=
+        0) {
       ADD_FAILURE() << "bind failed";
     }
     socklen_t length = sizeof(address);
@@ -121,7 +122,8 @@ TEST(Rendezvous, UnreachableStoreIsDeadlineExceededAfterTheConnectTimeout) {
   RendezvousOptions options = Options(1, 2, refusing.port());
   options.connect_timeout = absl::Seconds(1);
   const absl::Time start = absl::Now();
-  const absl::StatusOr<std::unique_ptr<Communicator>> comm = Rendezvous(options);
+  const absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      Rendezvous(options);
   const absl::Duration elapsed = absl::Now() - start;
   EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded)
       << comm.status();

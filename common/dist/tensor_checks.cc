@@ -85,9 +85,8 @@ absl::Status CheckTensor(absl::string_view what, absl::string_view name,
   if (!Supported(tensor.scalar_type(), use)) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": ", name, " has dtype ", DtypeName(tensor.scalar_type()),
-        ", which it cannot ",
-        use == TensorUse::kCopy ? "move" : "reduce", "; supported: ",
-        SupportedList(use)));
+        ", which it cannot ", use == TensorUse::kCopy ? "move" : "reduce",
+        "; supported: ", SupportedList(use)));
   }
   return absl::OkStatus();
 }
@@ -119,24 +118,24 @@ absl::Status CheckSameRowShape(absl::string_view what, absl::string_view name,
   if (other.sizes().slice(1) == reference.sizes().slice(1)) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, ": ", name, " has shape ", ShapeText(other), " and ",
-      reference_name, " has shape ", ShapeText(reference),
-      "; all dims after dim 0 must match"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": ", name, " has shape ", ShapeText(other), " and ",
+                   reference_name, " has shape ", ShapeText(reference),
+                   "; all dims after dim 0 must match"));
 }
 
 absl::Status CheckCounts(absl::string_view what, absl::string_view name,
                          absl::Span<const int64_t> counts, int world_size) {
   if (static_cast<int64_t>(counts.size()) != world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", name, " has ", counts.size(),
-                     " entries, expected one per rank: world_size ",
-                     world_size));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", name, " has ", counts.size(),
+        " entries, expected one per rank: world_size ", world_size));
   }
   for (int p = 0; p < world_size; ++p) {
     if (counts[p] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": ", name, "[", p, "] is ", counts[p], "; counts must be >= 0"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", name, "[", p,
+                                                     "] is ", counts[p],
+                                                     "; counts must be >= 0"));
     }
   }
   return absl::OkStatus();
@@ -146,8 +145,9 @@ absl::Status CheckNoOverlap(absl::string_view what, const at::Tensor& input,
                             const at::Tensor& output) {
   if (!Overlap(input, output)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      what, ": input and output share memory; this collective needs separate "
-            "buffers"));
+      what,
+      ": input and output share memory; this collective needs separate "
+      "buffers"));
 }
 
 absl::Status CheckNoOverlapExceptSlot(absl::string_view what,
@@ -161,8 +161,9 @@ absl::Status CheckNoOverlapExceptSlot(absl::string_view what,
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      what, ": input overlaps output other than as this rank's own block "
-            "(output elements [",
+      what,
+      ": input overlaps output other than as this rank's own block "
+      "(output elements [",
       offset, ", ", offset + input.numel(),
       ")); pass separate buffers or exactly that block"));
 }
