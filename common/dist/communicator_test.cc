@@ -361,6 +361,28 @@ TEST_P(ReduceScatterTest, RecordNamesTheAlgorithmThatRan) {
   });
 }
 
+TEST_P(ReduceScatterTest, HalvingDoublingFallsBackForEmptyBlocks) {
+  if (n() == 1) GTEST_SKIP() << "needs a rank with an empty block";
+  Run([&](Communicator& comm) {
+    // Rank 1's block is empty: Gloo's halving-doubling hangs on some such
+    // layouts (n = 3, {2, 0, 3}), so it is never given one.
+    std::vector<int64_t> counts(n(), 2);
+    counts[1] = 0;
+    const int64_t total = 2 * (n() - 1);
+    at::Tensor output = at::empty({counts[comm.rank()]});
+    ASSERT_TRUE(comm.ReduceScatterV(at::ones({total}), output, counts).ok());
+    ExpectEqual(output, at::full({counts[comm.rank()]}, n(), at::kFloat));
+    const CollectiveRecord record = comm.log().Records().back();
+    if (std::get<1>(GetParam()) == ReduceScatterAlgorithm::kHalvingDoubling) {
+      EXPECT_EQ(record.algorithm,
+                "gloo_alltoall_base+local_reduce (halving_doubling skipped for "
+                "empty blocks)");
+    } else {
+      EXPECT_EQ(record.algorithm, "gloo_alltoall_base+local_reduce");
+    }
+  });
+}
+
 TEST_P(CommunicatorTest, AllToAllSendsBlockPToRankP) {
   Run([&](Communicator& comm) {
     // 2 rows of 3 per peer; row j of the block rank r sends to p holds

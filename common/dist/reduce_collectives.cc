@@ -19,10 +19,10 @@ namespace mtb::dist {
 
 // kAuto's choice. //common/dist:reduce_scatter_benchmark (docs/dist.md,
 // "Reduce-scatter") measured alltoall_base + local sum faster than Gloo's
-// halving-doubling at 2 and 3 ranks for every size from 1 KiB to 64 MiB but
-// one noisy point, by 1.3-2.9x at 2 ranks and 1.6-18x at 3: the halving-
-// doubling object registers its buffers with its peers on every call, and
-// 3 ranks (not a power of two) add a step.
+// halving-doubling from 1 MiB up in every run (1.3-4.1x at 2 ranks, 1.3-4.8x
+// at 3), with no consistent winner below 256 KiB (ratios 0.5-18 from run to
+// run on two shared cores). Halving-doubling also blocks the caller and skips
+// empty blocks, so alltoall runs at every size.
 constexpr ReduceScatterAlgorithm kDefaultReduceScatterAlgorithm =
     ReduceScatterAlgorithm::kAllToAll;
 
