@@ -91,9 +91,9 @@ CollectiveHandle Communicator::Impl::AllGatherList(
       RETURN_IF_ERROR(CheckTensor(what, name, outputs[p], TensorUse::kCopy));
       RETURN_IF_ERROR(CheckSameDtype(what, name, outputs[p], "input", input));
       if (outputs[p].sizes() != input.sizes()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": ", name, " has shape ", ShapeText(outputs[p]),
-                         ", expected input's ", ShapeText(input)));
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": ", name, " has shape ", c10::str(outputs[p].sizes()),
+            ", expected input's ", c10::str(input.sizes())));
       }
     }
     return absl::OkStatus();
@@ -160,8 +160,8 @@ CollectiveHandle Communicator::Impl::AllToAll(const at::Tensor& input,
     RETURN_IF_ERROR(CheckRowTensors(what, input, output, TensorUse::kCopy));
     if (output.sizes() != input.sizes()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(what, ": output has shape ", ShapeText(output),
-                       ", expected input's ", ShapeText(input)));
+          absl::StrCat(what, ": output has shape ", c10::str(output.sizes()),
+                       ", expected input's ", c10::str(input.sizes())));
     }
     if (input.size(0) % world_size() != 0) {
       return absl::InvalidArgumentError(

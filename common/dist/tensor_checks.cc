@@ -4,7 +4,7 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "c10/util/StringUtil.h"
 #include "common/dtype.h"
 
 namespace mtb::dist {
@@ -36,10 +36,6 @@ const char* SupportedList(TensorUse use) {
              ? "float32, float64, float16, bfloat16, int8, uint8, int16, "
                "int32, int64, bool"
              : "float32, float64, float16, bfloat16, int8, uint8, int32, int64";
-}
-
-std::string StridesText(const at::Tensor& tensor) {
-  return absl::StrCat("[", absl::StrJoin(tensor.strides(), ", "), "]");
 }
 
 struct ByteRange {
@@ -79,8 +75,9 @@ absl::Status CheckTensor(absl::string_view what, absl::string_view name,
   }
   if (!tensor.is_contiguous()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": ", name, " is not contiguous (shape ", ShapeText(tensor),
-        ", strides ", StridesText(tensor), "); pass tensor.contiguous()"));
+        what, ": ", name, " is not contiguous (shape ",
+        c10::str(tensor.sizes()), ", strides ", c10::str(tensor.strides()),
+        "); pass tensor.contiguous()"));
   }
   if (!Supported(tensor.scalar_type(), use)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -118,10 +115,10 @@ absl::Status CheckSameRowShape(absl::string_view what, absl::string_view name,
   if (other.sizes().slice(1) == reference.sizes().slice(1)) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, ": ", name, " has shape ", ShapeText(other), " and ",
-                   reference_name, " has shape ", ShapeText(reference),
-                   "; all dims after dim 0 must match"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, ": ", name, " has shape ", c10::str(other.sizes()), " and ",
+      reference_name, " has shape ", c10::str(reference.sizes()),
+      "; all dims after dim 0 must match"));
 }
 
 absl::Status CheckCounts(absl::string_view what, absl::string_view name,
@@ -178,10 +175,6 @@ int64_t Sum(absl::Span<const int64_t> counts) {
   int64_t sum = 0;
   for (int64_t count : counts) sum += count;
   return sum;
-}
-
-std::string ShapeText(const at::Tensor& tensor) {
-  return absl::StrCat("[", absl::StrJoin(tensor.sizes(), ", "), "]");
 }
 
 at::Tensor BitsView(const at::Tensor& tensor) {

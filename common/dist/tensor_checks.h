@@ -56,7 +56,6 @@ absl::Status CheckNoOverlapExceptSlot(absl::string_view what,
 // Elements of one row: the product of dims 1.. (1 for a 1-D tensor).
 int64_t RowNumel(const at::Tensor& tensor);
 int64_t Sum(absl::Span<const int64_t> counts);
-std::string ShapeText(const at::Tensor& tensor);
 
 struct TransportTensor {
   at::Tensor tensor;
