@@ -9,11 +9,16 @@ namespace mtb {
 namespace {
 
 constexpr std::pair<absl::string_view, c10::ScalarType> kNames[] = {
-    {"float32", c10::ScalarType::Float},   {"float64", c10::ScalarType::Double},
-    {"float16", c10::ScalarType::Half},    {"bfloat16", c10::ScalarType::BFloat16},
-    {"int8", c10::ScalarType::Char},       {"uint8", c10::ScalarType::Byte},
-    {"int16", c10::ScalarType::Short},     {"int32", c10::ScalarType::Int},
-    {"int64", c10::ScalarType::Long},      {"bool", c10::ScalarType::Bool},
+    {"float32", c10::ScalarType::Float},
+    {"float64", c10::ScalarType::Double},
+    {"float16", c10::ScalarType::Half},
+    {"bfloat16", c10::ScalarType::BFloat16},
+    {"int8", c10::ScalarType::Char},
+    {"uint8", c10::ScalarType::Byte},
+    {"int16", c10::ScalarType::Short},
+    {"int32", c10::ScalarType::Int},
+    {"int64", c10::ScalarType::Long},
+    {"bool", c10::ScalarType::Bool},
 };
 
 constexpr std::pair<absl::string_view, c10::ScalarType> kAliases[] = {

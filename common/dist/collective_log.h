@@ -119,7 +119,8 @@ class CollectiveLog {
   int64_t in_flight_ ABSL_GUARDED_BY(mutex_) = 0;
   std::vector<CollectiveRecord> records_ ABSL_GUARDED_BY(mutex_);
   CollectiveTotals totals_ ABSL_GUARDED_BY(mutex_);
-  std::map<CollectiveOp, CollectiveTotals> totals_by_op_ ABSL_GUARDED_BY(mutex_);
+  std::map<CollectiveOp, CollectiveTotals> totals_by_op_
+      ABSL_GUARDED_BY(mutex_);
   CollectiveObserver observer_ ABSL_GUARDED_BY(mutex_);
 };
 

@@ -33,8 +33,10 @@ TEST(CollectiveLog, SequenceNumbersFollowIssueOrder) {
 
 TEST(CollectiveLog, TotalsCountSuccessfulCompletionsOnly) {
   CollectiveLog log;
-  const CollectiveRecord a = log.Issue(Record(CollectiveOp::kAllReduce, 64, 64));
-  const CollectiveRecord b = log.Issue(Record(CollectiveOp::kAllGather, 32, 32));
+  const CollectiveRecord a =
+      log.Issue(Record(CollectiveOp::kAllReduce, 64, 64));
+  const CollectiveRecord b =
+      log.Issue(Record(CollectiveOp::kAllGather, 32, 32));
   const CollectiveRecord c = log.Issue(Record(CollectiveOp::kAllReduce, 8, 8));
   log.Complete(Completed(a, absl::OkStatus()));
   log.Complete(Completed(b, absl::OkStatus()));

@@ -45,8 +45,8 @@ absl::string_view ReduceOpName(ReduceOp op);
 // How ReduceScatter and ReduceScatterV run (docs/dist.md, "Reduce-scatter").
 // Every rank of a communicator must use the same one.
 enum class ReduceScatterAlgorithm {
-  // The measured default (see kDefaultReduceScatterAlgorithm's comment in
-  // communicator.cc and docs/dist.md).
+  // The measured default: kAllToAll at every size (docs/dist.md,
+  // "Reduce-scatter"; kDefaultReduceScatterAlgorithm in reduce_collectives.cc).
   kAuto,
   // c10d alltoall_base (rank p receives every rank's p-th block) + a local
   // reduction over the n received blocks. Asynchronous like any c10d op.
@@ -54,8 +54,8 @@ enum class ReduceScatterAlgorithm {
   // gloo::ReduceScatterHalvingDoubling on a second gloo context connected
   // through the same store (created at the first use; every rank creates it at
   // the same call). Runs on the calling thread: its Async variant has finished
-  // when it returns. float32/float64/int32/int64 only; other dtypes use
-  // kAllToAll (the record says which ran).
+  // when it returns. float32/float64/int32/int64 only; other dtypes, and calls
+  // with an empty block, use kAllToAll (the record says which ran).
   kHalvingDoubling,
 };
 absl::string_view ReduceScatterAlgorithmName(ReduceScatterAlgorithm algorithm);
@@ -84,7 +84,9 @@ class PendingCollective;
 
 // A collective in flight. Copyable; copies share the collective. Holds
 // references to the tensors involved until completion: do not modify the
-// inputs or read the outputs before Wait() returns OK.
+// inputs or read the outputs before Wait() returns OK. Dropping the last copy
+// waits for the collective (like a std::future from std::async), so its
+// record and any failure are never lost.
 class CollectiveHandle {
  public:
   // An empty handle; Wait() returns kFailedPrecondition.
@@ -148,8 +150,9 @@ class Communicator {
   // Changes the per-collective timeout from the next collective on, e.g.
   // generous for the first step (lazy initialisation, compilation) and tighter
   // afterwards (torchtitan's pattern). Every rank calls it at the same point;
-  // no collective of this rank may be in flight (kFailedPrecondition otherwise).
-  // A halving-doubling reduce-scatter context is rebuilt at its next use.
+  // no collective of this rank may be in flight (kFailedPrecondition
+  // otherwise). A halving-doubling reduce-scatter context is rebuilt at its
+  // next use.
   absl::Status SetTimeout(absl::Duration timeout);
 
   // Same contract as CommunicatorOptions::reduce_scatter_algorithm: every rank
@@ -165,7 +168,8 @@ class Communicator {
 
   // tensor: any shape, same on every rank. Replaced by the reduction over
   // ranks.
-  absl::Status AllReduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+  absl::Status AllReduce(const at::Tensor& tensor,
+                         ReduceOp op = ReduceOp::kSum);
   CollectiveHandle AllReduceAsync(const at::Tensor& tensor,
                                   ReduceOp op = ReduceOp::kSum);
 

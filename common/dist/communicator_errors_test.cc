@@ -33,7 +33,8 @@ void ExpectInvalid(int world_size,
   });
 }
 
-TEST(CommunicatorErrors, AllGatherOutputSizeNamesTheArithmeticThenRefusesLaterCalls) {
+TEST(CommunicatorErrors,
+     AllGatherOutputSizeNamesTheArithmeticThenRefusesLaterCalls) {
   RunOn(3, [](Communicator& comm) {
     at::Tensor output = at::empty({10});
     const absl::Status status = comm.AllGather(at::ones({3}), output);
@@ -49,7 +50,8 @@ TEST(CommunicatorErrors, AllGatherOutputSizeNamesTheArithmeticThenRefusesLaterCa
     EXPECT_THAT(std::string(later.message()),
                 StartsWith("barrier on rank " + std::to_string(comm.rank()) +
                            " of 3: refused, the communicator is unusable"));
-    EXPECT_THAT(std::string(later.message()), HasSubstr("output has 10 elements"));
+    EXPECT_THAT(std::string(later.message()),
+                HasSubstr("output has 10 elements"));
     // Refused calls are not issued: no sequence number, no record.
     EXPECT_EQ(comm.log().NextSequence(), 0);
   });
@@ -120,7 +122,9 @@ TEST(CommunicatorErrors, RowShapesAfterDimZeroMustMatch) {
 TEST(CommunicatorErrors, NonContiguousTensorIsRejectedWithItsStrides) {
   ExpectInvalid(
       1,
-      [](Communicator& comm) { return comm.AllReduce(at::ones({2, 3}).t()); },
+      [](Communicator& comm) {
+        return comm.AllReduce(at::ones({2, 3}).t());
+      },
       "tensor is not contiguous (shape [3, 2], strides [1, 3]); pass "
       "tensor.contiguous()");
 }
@@ -128,7 +132,9 @@ TEST(CommunicatorErrors, NonContiguousTensorIsRejectedWithItsStrides) {
 TEST(CommunicatorErrors, BoolCannotBeReduced) {
   ExpectInvalid(
       1,
-      [](Communicator& comm) { return comm.AllReduce(at::ones({2}, at::kBool)); },
+      [](Communicator& comm) {
+        return comm.AllReduce(at::ones({2}, at::kBool));
+      },
       "tensor has dtype bool, which it cannot reduce");
 }
 
@@ -160,9 +166,7 @@ TEST(CommunicatorErrors, BroadcastRootMustBeARank) {
 TEST(CommunicatorErrors, SendToSelfIsRejected) {
   ExpectInvalid(
       2,
-      [](Communicator& comm) {
-        return comm.Send(at::ones({2}), comm.rank());
-      },
+      [](Communicator& comm) { return comm.Send(at::ones({2}), comm.rank()); },
       "is this rank");
 }
 

@@ -33,7 +33,8 @@ void ExpectSameBits(const at::Tensor& actual, const at::Tensor& expected) {
 }
 
 // 1, 2, ..., numel as float32 times `factor`.
-at::Tensor Ramp(int64_t numel, double factor, at::ScalarType dtype = at::kFloat) {
+at::Tensor Ramp(int64_t numel, double factor,
+                at::ScalarType dtype = at::kFloat) {
   return (at::arange(1, numel + 1, at::kDouble) * factor).to(dtype);
 }
 
@@ -56,7 +57,8 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, CommunicatorTest,
                            return "n" + std::to_string(info.param);
                          });
 
-TEST_P(CommunicatorTest, AllReduceSumOfRankScaledRampIsTriangularNumberTimesRamp) {
+TEST_P(CommunicatorTest,
+       AllReduceSumOfRankScaledRampIsTriangularNumberTimesRamp) {
   Run([&](Communicator& comm) {
     // 7 elements: not divisible by 2, 3 or 4.
     for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kHalf, at::kInt,
@@ -113,10 +115,13 @@ TEST_P(CommunicatorTest, BroadcastFromEveryRootReplacesWithRootsValues) {
 // Bit patterns a float conversion would not preserve: NaN payloads, -0,
 // infinities, the smallest subnormal.
 at::Tensor OddBfloat16Bits(int rank) {
-  const std::vector<int16_t> bits = {
-      0x7fc1, static_cast<int16_t>(0xffa5), static_cast<int16_t>(0x8000),
-      0x7f80, static_cast<int16_t>(0xff80), 0x0001,
-      static_cast<int16_t>(0x3f80 + rank)};
+  const std::vector<int16_t> bits = {0x7fc1,
+                                     static_cast<int16_t>(0xffa5),
+                                     static_cast<int16_t>(0x8000),
+                                     0x7f80,
+                                     static_cast<int16_t>(0xff80),
+                                     0x0001,
+                                     static_cast<int16_t>(0x3f80 + rank)};
   return at::tensor(bits, at::kShort).view(at::kBFloat16);
 }
 
@@ -195,10 +200,12 @@ TEST_P(CommunicatorTest, AllGatherInPlaceFromOwnBlockOfOutput) {
 TEST_P(CommunicatorTest, AllGatherListFillsOneTensorPerRank) {
   Run([&](Communicator& comm) {
     std::vector<at::Tensor> outputs;
-    for (int p = 0; p < n(); ++p) outputs.push_back(at::empty({2, 2}, at::kInt));
-    ASSERT_TRUE(comm.AllGatherList(Ramp(4, comm.rank() + 1, at::kInt).view({2, 2}),
-                                   outputs)
-                    .ok());
+    for (int p = 0; p < n(); ++p)
+      outputs.push_back(at::empty({2, 2}, at::kInt));
+    ASSERT_TRUE(
+        comm.AllGatherList(Ramp(4, comm.rank() + 1, at::kInt).view({2, 2}),
+                           outputs)
+            .ok());
     for (int p = 0; p < n(); ++p) {
       ExpectEqual(outputs[p], Ramp(4, p + 1, at::kInt).view({2, 2}));
     }
@@ -223,8 +230,8 @@ TEST_P(CommunicatorTest, AllGatherVConcatenatesUnevenRowCounts) {
     int64_t total = 0;
     for (int64_t count : counts) total += count;
     at::Tensor output = at::empty({total, 2}, at::kFloat);
-    ASSERT_TRUE(comm.AllGatherV(RowsOf(comm.rank(), counts[comm.rank()]), output,
-                                counts)
+    ASSERT_TRUE(comm.AllGatherV(RowsOf(comm.rank(), counts[comm.rank()]),
+                                output, counts)
                     .ok());
     int64_t offset = 0;
     for (int p = 0; p < n(); ++p) {
@@ -248,10 +255,11 @@ class ReduceScatterTest
 
 INSTANTIATE_TEST_SUITE_P(
     WorldSizesAndAlgorithms, ReduceScatterTest,
-    ::testing::Combine(::testing::Values(1, 2, 3, 4),
-                       ::testing::Values(ReduceScatterAlgorithm::kAuto,
-                                         ReduceScatterAlgorithm::kAllToAll,
-                                         ReduceScatterAlgorithm::kHalvingDoubling)),
+    ::testing::Combine(
+        ::testing::Values(1, 2, 3, 4),
+        ::testing::Values(ReduceScatterAlgorithm::kAuto,
+                          ReduceScatterAlgorithm::kAllToAll,
+                          ReduceScatterAlgorithm::kHalvingDoubling)),
     [](const auto& info) {
       return "n" + std::to_string(std::get<0>(info.param)) + "_" +
              std::string(ReduceScatterAlgorithmName(std::get<1>(info.param)));
@@ -261,13 +269,14 @@ TEST_P(ReduceScatterTest, EachRankGetsTheSumOfItsBlock) {
   Run([&](Communicator& comm) {
     // Rank r's input: (r+1) * (1, 2, ..., 5n); rank q's block: elements
     // [5q, 5q+5), which sum to n(n+1)/2 * (5q+1, ..., 5q+5).
-    for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kInt, at::kLong,
-                                 at::kHalf}) {
+    for (at::ScalarType dtype :
+         {at::kFloat, at::kDouble, at::kInt, at::kLong, at::kHalf}) {
       const at::Tensor input = Ramp(5 * n(), comm.rank() + 1, dtype);
       at::Tensor output = at::empty({5}, dtype);
       ASSERT_TRUE(comm.ReduceScatter(input, output).ok());
-      ExpectEqual(output, Ramp(5 * n(), Triangle(n()), dtype)
-                              .narrow(0, 5 * comm.rank(), 5));
+      ExpectEqual(
+          output,
+          Ramp(5 * n(), Triangle(n()), dtype).narrow(0, 5 * comm.rank(), 5));
     }
   });
 }
@@ -290,7 +299,8 @@ TEST_P(ReduceScatterTest, OutputMayBeTheRanksOwnBlockOfInput) {
     at::Tensor buffer = Ramp(4 * n(), comm.rank() + 1);
     at::Tensor mine = buffer.narrow(0, 4 * comm.rank(), 4);
     ASSERT_TRUE(comm.ReduceScatter(buffer, mine).ok());
-    ExpectEqual(mine, Ramp(4 * n(), Triangle(n())).narrow(0, 4 * comm.rank(), 4));
+    ExpectEqual(mine,
+                Ramp(4 * n(), Triangle(n())).narrow(0, 4 * comm.rank(), 4));
   });
 }
 
@@ -334,7 +344,8 @@ TEST_P(ReduceScatterTest, RecordNamesTheAlgorithmThatRan) {
     at::Tensor output = at::empty({2});
     ASSERT_TRUE(comm.ReduceScatter(at::ones({2 * n()}), output).ok());
     at::Tensor half_output = at::empty({2}, at::kHalf);
-    ASSERT_TRUE(comm.ReduceScatter(at::ones({2 * n()}, at::kHalf), half_output).ok());
+    ASSERT_TRUE(
+        comm.ReduceScatter(at::ones({2 * n()}, at::kHalf), half_output).ok());
     const std::vector<CollectiveRecord> records = comm.log().Records();
     ASSERT_EQ(records.size(), 2u);
     const ReduceScatterAlgorithm chosen = std::get<1>(GetParam());
@@ -347,6 +358,28 @@ TEST_P(ReduceScatterTest, RecordNamesTheAlgorithmThatRan) {
       EXPECT_EQ(records[0].algorithm, "gloo_alltoall_base+local_reduce");
     }
     EXPECT_THAT(records[1].algorithm, HasSubstr("gloo_alltoall_base"));
+  });
+}
+
+TEST_P(ReduceScatterTest, HalvingDoublingFallsBackForEmptyBlocks) {
+  if (n() == 1) GTEST_SKIP() << "needs a rank with an empty block";
+  Run([&](Communicator& comm) {
+    // Rank 1's block is empty: Gloo's halving-doubling hangs on some such
+    // layouts (n = 3, {2, 0, 3}), so it is never given one.
+    std::vector<int64_t> counts(n(), 2);
+    counts[1] = 0;
+    const int64_t total = 2 * (n() - 1);
+    at::Tensor output = at::empty({counts[comm.rank()]});
+    ASSERT_TRUE(comm.ReduceScatterV(at::ones({total}), output, counts).ok());
+    ExpectEqual(output, at::full({counts[comm.rank()]}, n(), at::kFloat));
+    const CollectiveRecord record = comm.log().Records().back();
+    if (std::get<1>(GetParam()) == ReduceScatterAlgorithm::kHalvingDoubling) {
+      EXPECT_EQ(record.algorithm,
+                "gloo_alltoall_base+local_reduce (halving_doubling skipped for "
+                "empty blocks)");
+    } else {
+      EXPECT_EQ(record.algorithm, "gloo_alltoall_base+local_reduce");
+    }
   });
 }
 
@@ -430,7 +463,8 @@ TEST_P(CommunicatorTest, BarrierCompletesAndIsRecorded) {
 
 TEST_P(CommunicatorTest, AsyncAllReducesCompleteInAnyWaitOrderAndIssueInOrder) {
   Run([&](Communicator& comm) {
-    std::vector<std::pair<CollectiveEvent, int64_t>> events;  // this thread only
+    std::vector<std::pair<CollectiveEvent, int64_t>>
+        events;  // this thread only
     comm.log().SetObserver(
         [&](CollectiveEvent event, const CollectiveRecord& record) {
           events.emplace_back(event, record.sequence);
@@ -483,6 +517,155 @@ TEST_P(CommunicatorTest, EveryRankNumbersTheSameCallsAlike) {
       {3, CollectiveOp::kReduceScatter},
       {4, CollectiveOp::kBarrier}};
   for (int r = 0; r < n(); ++r) EXPECT_EQ(seen[r], expected) << "rank " << r;
+}
+
+// Bytes per call against figures computed by hand (docs/dist.md), n = 3,
+// float32 (4 bytes), S in nccl-tests' convention.
+TEST(CommunicatorBytes, RecordsMatchHandComputedFiguresOnThreeRanks) {
+  struct Expected {
+    CollectiveOp op;
+    // Per rank.
+    std::vector<int64_t> elements, size_bytes, sent, received;
+  };
+  const std::vector<Expected> expected = {
+      // all_reduce of 12 floats: S = 48, 2 * 2/3 * 48 = 64 each way.
+      {CollectiveOp::kAllReduce,
+       {12, 12, 12},
+       {48, 48, 48},
+       {64, 64, 64},
+       {64, 64, 64}},
+      // bf16 all_reduce of 12: S = 24 bytes, moved as float32: 64 each way.
+      {CollectiveOp::kAllReduce,
+       {12, 12, 12},
+       {24, 24, 24},
+       {64, 64, 64},
+       {64, 64, 64}},
+      // broadcast of 12 floats from rank 0: the root sends 48, others get 48.
+      {CollectiveOp::kBroadcast,
+       {12, 12, 12},
+       {48, 48, 48},
+       {48, 0, 0},
+       {0, 48, 48}},
+      // all_gather of 4 floats per rank: S = 48 (the output), 2/3 * 48 = 32.
+      {CollectiveOp::kAllGather,
+       {12, 12, 12},
+       {48, 48, 48},
+       {32, 32, 32},
+       {32, 32, 32}},
+      // reduce_scatter of 12 floats (S = input = 48): 32 each way.
+      {CollectiveOp::kReduceScatter,
+       {12, 12, 12},
+       {48, 48, 48},
+       {32, 32, 32},
+       {32, 32, 32}},
+      // all_to_all of 12 floats: 32 each way.
+      {CollectiveOp::kAllToAll,
+       {12, 12, 12},
+       {48, 48, 48},
+       {32, 32, 32},
+       {32, 32, 32}},
+      // all_gather_v, counts {1, 0, 4} rows of 2 floats (8 bytes a row):
+      // rank 0 sends its 1 row to 2 peers (16), receives 0 + 4 rows (32); ...
+      {CollectiveOp::kAllGatherV,
+       {10, 10, 10},
+       {40, 40, 40},
+       {16, 0, 64},
+       {32, 40, 8}},
+      // reduce_scatter_v, counts {2, 0, 3} rows of 8 bytes: rank r sends the
+      // rows of the others' blocks, receives its block from 2 peers.
+      {CollectiveOp::kReduceScatterV,
+       {10, 10, 10},
+       {40, 40, 40},
+       {24, 40, 16},
+       {32, 0, 48}},
+      // all_to_allv with kAllToAllVRows[3] = {{2,0,1},{1,3,0},{0,2,2}} rows of
+      // 8 bytes: rank 0 sends 0+1 rows, receives 1+0; rank 1 sends 1+0,
+      // receives 0+2; rank 2 sends 0+2, receives 1+0.
+      // S is this rank's input: 3, 4 and 4 rows.
+      {CollectiveOp::kAllToAllV,
+       {6, 8, 8},
+       {24, 32, 32},
+       {8, 8, 16},
+       {8, 16, 8}},
+      {CollectiveOp::kBarrier, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},
+      // 0 sends 12 floats to 1.
+      {CollectiveOp::kSend, {12, 12, 12}, {48, 48, 48}, {48, 0, 0}, {0, 0, 0}},
+  };
+  std::vector<std::vector<CollectiveRecord>> records(3);
+  const absl::Status status = RunRanksAsThreads(3, [&](Communicator& comm) {
+    const int r = comm.rank();
+    at::Tensor twelve = at::ones({12});
+    ASSERT_TRUE(comm.AllReduce(twelve).ok());
+    ASSERT_TRUE(comm.AllReduce(at::ones({12}, at::kBFloat16)).ok());
+    ASSERT_TRUE(comm.Broadcast(twelve, 0).ok());
+    at::Tensor gathered = at::empty({12});
+    ASSERT_TRUE(comm.AllGather(at::ones({4}), gathered).ok());
+    at::Tensor shard = at::empty({4});
+    ASSERT_TRUE(comm.ReduceScatter(twelve, shard).ok());
+    at::Tensor exchanged = at::empty({12});
+    ASSERT_TRUE(comm.AllToAll(twelve, exchanged).ok());
+    const std::vector<int64_t> gather_counts = {1, 0, 4};
+    at::Tensor gathered_v = at::empty({5, 2});
+    ASSERT_TRUE(comm.AllGatherV(at::ones({gather_counts[r], 2}), gathered_v,
+                                gather_counts)
+                    .ok());
+    const std::vector<int64_t> scatter_counts = {2, 0, 3};
+    at::Tensor scattered_v = at::empty({scatter_counts[r], 2});
+    ASSERT_TRUE(
+        comm.ReduceScatterV(at::ones({5, 2}), scattered_v, scatter_counts)
+            .ok());
+    const auto& rows = kAllToAllVRows[3];
+    std::vector<int64_t> send_counts, recv_counts;
+    for (int p = 0; p < 3; ++p) {
+      send_counts.push_back(rows[r][p]);
+      recv_counts.push_back(rows[p][r]);
+    }
+    at::Tensor input =
+        at::ones({send_counts[0] + send_counts[1] + send_counts[2], 2});
+    at::Tensor output =
+        at::empty({recv_counts[0] + recv_counts[1] + recv_counts[2], 2});
+    ASSERT_TRUE(comm.AllToAllV(input, output, send_counts, recv_counts).ok());
+    ASSERT_TRUE(comm.Barrier().ok());
+    if (r == 0) {
+      ASSERT_TRUE(comm.Send(twelve, 1).ok());
+    } else if (r == 1) {
+      ASSERT_TRUE(comm.Recv(twelve, 0).ok());
+    }
+    records[r] = comm.log().Records();
+
+    // Totals add up the records.
+    int64_t sent = 0, received = 0;
+    for (const CollectiveRecord& record : records[r]) {
+      sent += record.bytes_sent;
+      received += record.bytes_received;
+    }
+    EXPECT_EQ(comm.log().Totals().bytes_sent, sent);
+    EXPECT_EQ(comm.log().Totals().bytes_received, received);
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  for (int r = 0; r < 3; ++r) {
+    // Rank 2 takes no part in the send; rank 1's last record is the recv.
+    const size_t calls = r == 2 ? expected.size() - 1 : expected.size();
+    ASSERT_EQ(records[r].size(), calls) << "rank " << r;
+    for (size_t i = 0; i < calls; ++i) {
+      const CollectiveRecord& record = records[r][i];
+      const Expected& want = expected[i];
+      SCOPED_TRACE("rank " + std::to_string(r) + ", call " + std::to_string(i) +
+                   " " + std::string(CollectiveOpName(record.op)));
+      EXPECT_EQ(record.sequence, static_cast<int64_t>(i));
+      if (r == 1 && want.op == CollectiveOp::kSend) {
+        EXPECT_EQ(record.op, CollectiveOp::kRecv);
+        EXPECT_EQ(record.bytes_sent, 0);
+        EXPECT_EQ(record.bytes_received, 48);
+        continue;
+      }
+      EXPECT_EQ(record.op, want.op);
+      EXPECT_EQ(record.elements, want.elements[r]);
+      EXPECT_EQ(record.size_bytes, want.size_bytes[r]);
+      EXPECT_EQ(record.bytes_sent, want.sent[r]);
+      EXPECT_EQ(record.bytes_received, want.received[r]);
+    }
+  }
 }
 
 }  // namespace

@@ -38,10 +38,9 @@ bool HalvingDoublingSupports(at::ScalarType dtype) {
          dtype == at::kLong;
 }
 
-void HalvingDoublingReduceScatter(const std::shared_ptr<::gloo::Context>& context,
-                                  const at::Tensor& buffer,
-                                  const std::vector<int>& recv_elements,
-                                  HalvingDoublingOp op) {
+void HalvingDoublingReduceScatter(
+    const std::shared_ptr<::gloo::Context>& context, const at::Tensor& buffer,
+    const std::vector<int>& recv_elements, HalvingDoublingOp op) {
   const int64_t count =
       std::accumulate(recv_elements.begin(), recv_elements.end(), int64_t{0});
   if (count != buffer.numel()) {

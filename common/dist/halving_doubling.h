@@ -27,10 +27,9 @@ bool HalvingDoublingSupports(at::ScalarType dtype);
 // +recv_elements[r]), in buffer's first recv_elements[r] elements. The rest
 // of buffer is clobbered. Collective; throws what Gloo throws (timeouts
 // included).
-void HalvingDoublingReduceScatter(const std::shared_ptr<::gloo::Context>& context,
-                                  const at::Tensor& buffer,
-                                  const std::vector<int>& recv_elements,
-                                  HalvingDoublingOp op);
+void HalvingDoublingReduceScatter(
+    const std::shared_ptr<::gloo::Context>& context, const at::Tensor& buffer,
+    const std::vector<int>& recv_elements, HalvingDoublingOp op);
 
 }  // namespace mtb::dist
 

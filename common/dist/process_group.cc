@@ -15,7 +15,8 @@ absl::StatusOr<GlooDevices> DevicesForInterfaces(absl::string_view interfaces,
                                                  absl::string_view origin) {
   GlooDevices result;
   result.description = std::string(origin);
-  for (absl::string_view name : absl::StrSplit(interfaces, ',', absl::SkipEmpty())) {
+  for (absl::string_view name :
+       absl::StrSplit(interfaces, ',', absl::SkipEmpty())) {
     absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> device =
         CallGuarded(absl::StrCat("gloo device for interface '", name, "' (",
                                  origin, ")"),
@@ -27,9 +28,8 @@ absl::StatusOr<GlooDevices> DevicesForInterfaces(absl::string_view interfaces,
     result.devices.push_back(*std::move(device));
   }
   if (result.devices.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gloo device: no interface name in '", interfaces,
-                     "' (", origin, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo device: no interface name in '", interfaces, "' (", origin, ")"));
   }
   return result;
 }
@@ -75,12 +75,12 @@ absl::StatusOr<GlooDevices> MakeGlooDevices(const GlooDeviceSpec& spec) {
     GlooDevices result;
     result.description = absl::StrCat("hostname ", spec.hostname);
     absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> device =
-        CallGuarded(absl::StrCat("gloo device for hostname '", spec.hostname,
-                                 "'"),
-                    [&] {
-                      return c10d::ProcessGroupGloo::createDeviceForHostname(
-                          spec.hostname);
-                    });
+        CallGuarded(
+            absl::StrCat("gloo device for hostname '", spec.hostname, "'"),
+            [&] {
+              return c10d::ProcessGroupGloo::createDeviceForHostname(
+                  spec.hostname);
+            });
     if (!device.ok()) return device.status();
     result.devices.push_back(*std::move(device));
     return result;
@@ -92,9 +92,8 @@ absl::StatusOr<GlooDevices> MakeGlooDevices(const GlooDeviceSpec& spec) {
   GlooDevices result;
   result.description = "default device";
   absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> device =
-      CallGuarded("gloo default device", [] {
-        return c10d::ProcessGroupGloo::createDefaultDevice();
-      });
+      CallGuarded("gloo default device",
+                  [] { return c10d::ProcessGroupGloo::createDefaultDevice(); });
   if (!device.ok()) return device.status();
   result.devices.push_back(*std::move(device));
   return result;
@@ -122,13 +121,12 @@ absl::StatusOr<c10::intrusive_ptr<GlooProcessGroup>> CreateGlooProcessGroup(
       });
 }
 
-absl::StatusOr<std::shared_ptr<::gloo::rendezvous::Context>>
-CreateGlooContext(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                  int world_size, absl::Duration timeout,
-                  const GlooDevices& devices) {
+absl::StatusOr<std::shared_ptr<::gloo::rendezvous::Context>> CreateGlooContext(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
+    absl::Duration timeout, const GlooDevices& devices) {
   return CallGuarded(
-      absl::StrCat("connecting a gloo context (rank ", rank, " of ",
-                   world_size, ", ", devices.description, ")"),
+      absl::StrCat("connecting a gloo context (rank ", rank, " of ", world_size,
+                   ", ", devices.description, ")"),
       [&] {
         auto context =
             std::make_shared<::gloo::rendezvous::Context>(rank, world_size);

@@ -61,10 +61,9 @@ absl::StatusOr<c10::intrusive_ptr<GlooProcessGroup>> CreateGlooProcessGroup(
 // e.g. gloo::ReduceScatterHalvingDoubling) connected through `store` on the
 // first device. Collective, like CreateGlooProcessGroup. The context's pairs
 // keep `timeout` for life.
-absl::StatusOr<std::shared_ptr<::gloo::rendezvous::Context>>
-CreateGlooContext(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                  int world_size, absl::Duration timeout,
-                  const GlooDevices& devices);
+absl::StatusOr<std::shared_ptr<::gloo::rendezvous::Context>> CreateGlooContext(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
+    absl::Duration timeout, const GlooDevices& devices);
 
 inline std::chrono::milliseconds ToChronoMs(absl::Duration d) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));

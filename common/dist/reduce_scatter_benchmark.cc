@@ -2,8 +2,8 @@
 // other (docs/dist.md, "Reduce-scatter"): c10d alltoall_base + local sum, and
 // gloo::ReduceScatterHalvingDoubling on a second gloo context.
 //
-//   bazel run -c opt //common/dist:reduce_scatter_benchmark -- --world_sizes=2,3
-//       --min_bytes=1024 --max_bytes=67108864   (one line)
+//   bazel run -c opt //common/dist:reduce_scatter_benchmark --
+//       --world_sizes=2,3 --min_bytes=1024 --max_bytes=67108864
 //
 // Ranks are threads of this process (test_util.h) with one intra-op thread
 // each. Every size is first checked against the closed form, then each
@@ -24,8 +24,8 @@
 #include "common/dist/test_util.h"
 #include "common/flags.h"
 #include "common/logging.h"
-#include "common/status.h"
 #include "common/stats.h"
+#include "common/status.h"
 
 ABSL_FLAG(std::string, world_sizes, "2,3", "comma-separated rank counts");
 ABSL_FLAG(int64_t, min_bytes, 1024, "smallest input size S (float32 bytes)");
@@ -40,7 +40,8 @@ namespace mtb::dist {
 namespace {
 
 constexpr ReduceScatterAlgorithm kAlgorithms[] = {
-    ReduceScatterAlgorithm::kAllToAll, ReduceScatterAlgorithm::kHalvingDoubling};
+    ReduceScatterAlgorithm::kAllToAll,
+    ReduceScatterAlgorithm::kHalvingDoubling};
 
 struct Row {
   int world_size = 0;
@@ -53,7 +54,8 @@ struct Row {
 absl::Status MeasureWorldSize(int n, std::vector<Row>& rows) {
   std::vector<int64_t> sizes;
   for (int64_t s = absl::GetFlag(FLAGS_min_bytes);
-       s <= absl::GetFlag(FLAGS_max_bytes); s *= absl::GetFlag(FLAGS_step_factor)) {
+       s <= absl::GetFlag(FLAGS_max_bytes);
+       s *= absl::GetFlag(FLAGS_step_factor)) {
     sizes.push_back(s);
   }
   const int reps = absl::GetFlag(FLAGS_reps);
@@ -66,42 +68,46 @@ absl::Status MeasureWorldSize(int n, std::vector<Row>& rows) {
   absl::Mutex mutex;
   ThreadRanksOptions options;
   options.timeout = absl::Minutes(2);
-  RETURN_IF_ERROR(RunRanksAsThreads(n, [&](Communicator& comm) {
-    at::set_num_threads(1);
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      // Elements divisible by n: S/4 rounded down to a multiple of n.
-      const int64_t elements = sizes[i] / 4 / n * n;
-      const int64_t k = elements / n;
-      const at::Tensor input =
-          at::arange(elements, at::kFloat).fmod_(1000) * (comm.rank() + 1);
-      at::Tensor output = at::empty({k});
-      const at::Tensor expected =
-          (at::arange(elements, at::kFloat).fmod_(1000) * (n * (n + 1) / 2))
-              .narrow(0, comm.rank() * k, k);
-      const int iters = static_cast<int>(
-          std::clamp<int64_t>(absl::GetFlag(FLAGS_bytes_per_round) / sizes[i],
-                              3, absl::GetFlag(FLAGS_max_iters)));
-      for (int a = 0; a < 2; ++a) {
-        comm.SetReduceScatterAlgorithm(kAlgorithms[a]);
-        absl::Status status = comm.ReduceScatter(input, output);
-        const bool ok = status.ok() && at::equal(output, expected);
-        absl::MutexLock lock(&mutex);
-        if (!ok) measured[i].correct = false;
-        measured[i].algorithm[a] = comm.log().Records().back().algorithm;
-      }
-      for (int rep = 0; rep < reps; ++rep) {
-        for (int a = 0; a < 2; ++a) {
-          comm.SetReduceScatterAlgorithm(kAlgorithms[a]);
-          (void)comm.Barrier();
-          const absl::Time start = absl::Now();
-          for (int it = 0; it < iters; ++it) (void)comm.ReduceScatter(input, output);
-          seconds[i][a][rep][comm.rank()] =
-              absl::ToDoubleSeconds(absl::Now() - start) / iters;
+  RETURN_IF_ERROR(RunRanksAsThreads(
+      n,
+      [&](Communicator& comm) {
+        at::set_num_threads(1);
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          // Elements divisible by n: S/4 rounded down to a multiple of n.
+          const int64_t elements = sizes[i] / 4 / n * n;
+          const int64_t k = elements / n;
+          const at::Tensor input =
+              at::arange(elements, at::kFloat).fmod_(1000) * (comm.rank() + 1);
+          at::Tensor output = at::empty({k});
+          const at::Tensor expected =
+              (at::arange(elements, at::kFloat).fmod_(1000) * (n * (n + 1) / 2))
+                  .narrow(0, comm.rank() * k, k);
+          const int iters = static_cast<int>(std::clamp<int64_t>(
+              absl::GetFlag(FLAGS_bytes_per_round) / sizes[i], 3,
+              absl::GetFlag(FLAGS_max_iters)));
+          for (int a = 0; a < 2; ++a) {
+            comm.SetReduceScatterAlgorithm(kAlgorithms[a]);
+            absl::Status status = comm.ReduceScatter(input, output);
+            const bool ok = status.ok() && at::equal(output, expected);
+            absl::MutexLock lock(&mutex);
+            if (!ok) measured[i].correct = false;
+            measured[i].algorithm[a] = comm.log().Records().back().algorithm;
+          }
+          for (int rep = 0; rep < reps; ++rep) {
+            for (int a = 0; a < 2; ++a) {
+              comm.SetReduceScatterAlgorithm(kAlgorithms[a]);
+              (void)comm.Barrier();
+              const absl::Time start = absl::Now();
+              for (int it = 0; it < iters; ++it)
+                (void)comm.ReduceScatter(input, output);
+              seconds[i][a][rep][comm.rank()] =
+                  absl::ToDoubleSeconds(absl::Now() - start) / iters;
+            }
+          }
+          (void)comm.log().TakeRecords();
         }
-      }
-      (void)comm.log().TakeRecords();
-    }
-  }, options));
+      },
+      options));
   for (size_t i = 0; i < sizes.size(); ++i) {
     Row row = measured[i];
     row.world_size = n;
@@ -119,8 +125,8 @@ absl::Status MeasureWorldSize(int n, std::vector<Row>& rows) {
 }
 
 int Main(int argc, char** argv) {
-  ParseCommandLineOrExit(argc, argv,
-                         "reduce_scatter_benchmark: alltoall vs halving-doubling");
+  ParseCommandLineOrExit(
+      argc, argv, "reduce_scatter_benchmark: alltoall vs halving-doubling");
   InitLogging(argv[0]);
   std::vector<Row> rows;
   for (absl::string_view text :
@@ -129,8 +135,9 @@ int Main(int argc, char** argv) {
     const absl::Status status = MeasureWorldSize(n, rows);
     if (!status.ok()) return ReportAndExitCode(argv[0], status);
   }
-  std::printf("| n | S (bytes) | alltoall+sum (us) | halving-doubling (us) | "
-              "hd / alltoall | alltoall busbw (GB/s) | hd busbw (GB/s) | ok |\n");
+  std::printf(
+      "| n | S (bytes) | alltoall+sum (us) | halving-doubling (us) | "
+      "hd / alltoall | alltoall busbw (GB/s) | hd busbw (GB/s) | ok |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   bool all_correct = true;
   for (const Row& row : rows) {

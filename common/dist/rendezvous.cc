@@ -39,16 +39,14 @@ absl::Status ValidateRendezvousOptions(const RendezvousOptions& options) {
         options.is_server ? "" : " (0 only when hosting the store)"));
   }
   if (options.connect_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rendezvous: connect_timeout ",
-                     absl::FormatDuration(options.connect_timeout),
-                     " must be positive"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous: connect_timeout ",
+        absl::FormatDuration(options.connect_timeout), " must be positive"));
   }
   if (options.collective_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rendezvous: collective_timeout ",
-                     absl::FormatDuration(options.collective_timeout),
-                     " must be positive"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous: collective_timeout ",
+        absl::FormatDuration(options.collective_timeout), " must be positive"));
   }
   if (options.group_name.empty()) {
     return absl::InvalidArgumentError("rendezvous: group_name is empty");
@@ -69,11 +67,11 @@ absl::StatusOr<Store> ConnectStore(const RendezvousOptions& options) {
   const std::string endpoint =
       absl::StrCat(options.master_addr, ":", options.master_port);
   absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store = CallGuarded(
-      absl::StrCat("rendezvous: ",
-                   options.is_server ? "hosting" : "connecting to",
-                   " the TCPStore at ", endpoint, " as rank ", options.rank,
-                   " of ", options.world_size, " (connect timeout ",
-                   absl::FormatDuration(options.connect_timeout), ")"),
+      absl::StrCat(
+          "rendezvous: ", options.is_server ? "hosting" : "connecting to",
+          " the TCPStore at ", endpoint, " as rank ", options.rank, " of ",
+          options.world_size, " (connect timeout ",
+          absl::FormatDuration(options.connect_timeout), ")"),
       [&] {
         return c10::make_intrusive<c10d::TCPStore>(options.master_addr,
                                                    store_options);

@@ -25,8 +25,9 @@ struct RendezvousOptions {
   // Host the TCPStore server in this process (our launcher, or rank 0 when
   // another launcher started the ranks). The other ranks connect as clients.
   bool is_server = false;
-  // How long to keep trying to reach the store, and to wait for every rank
-  // to publish its address.
+  // How long to keep trying to reach the store (c10d retries about once a
+  // second, so keep it >= 2 s), and to wait for every rank to publish its
+  // address.
   absl::Duration connect_timeout = absl::Minutes(5);
   // Per-collective timeout of the communicator (Communicator::SetTimeout
   // changes it later, e.g. tighter after the first step).

@@ -23,7 +23,8 @@ Store WrapC10dStore(c10::intrusive_ptr<c10d::Store> store,
 
 Store Store::InProcess(absl::Duration timeout) {
   auto store = c10::make_intrusive<c10d::HashStore>();
-  store->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+  store->setTimeout(
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
   return WrapC10dStore(std::move(store), "in-process", /*tcp_port=*/0);
 }
 
@@ -34,12 +35,11 @@ Store Store::WithPrefix(absl::string_view prefix) const {
 }
 
 absl::Status Store::Set(absl::string_view key, absl::string_view value) {
-  return CallGuarded(absl::StrCat("store set '", key, "' on ", DebugString()),
-                     [&] {
-                       impl_->store->set(
-                           std::string(key),
-                           std::vector<uint8_t>(value.begin(), value.end()));
-                     });
+  return CallGuarded(
+      absl::StrCat("store set '", key, "' on ", DebugString()), [&] {
+        impl_->store->set(std::string(key),
+                          std::vector<uint8_t>(value.begin(), value.end()));
+      });
 }
 
 absl::StatusOr<std::string> Store::Get(absl::string_view key,
@@ -49,8 +49,8 @@ absl::StatusOr<std::string> Store::Get(absl::string_view key,
                    absl::FormatDuration(timeout), ")"),
       [&] {
         const std::string k(key);
-        impl_->store->wait({k}, std::chrono::milliseconds(
-                                    absl::ToInt64Milliseconds(timeout)));
+        impl_->store->wait(
+            {k}, std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
         std::vector<uint8_t> value = impl_->store->get(k);
         return std::string(value.begin(), value.end());
       });

@@ -29,7 +29,8 @@ class Store {
   // Key-value access for tools that exchange small metadata (checksums,
   // addresses). Get waits up to `timeout` for the key to appear.
   absl::Status Set(absl::string_view key, absl::string_view value);
-  absl::StatusOr<std::string> Get(absl::string_view key, absl::Duration timeout);
+  absl::StatusOr<std::string> Get(absl::string_view key,
+                                  absl::Duration timeout);
 
   // The port of the TCPStore this handle talks to (the one the OS chose when
   // hosted on port 0); 0 for an in-process store.

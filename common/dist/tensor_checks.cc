@@ -4,7 +4,7 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "c10/util/StringUtil.h"
 #include "common/dtype.h"
 
 namespace mtb::dist {
@@ -36,10 +36,6 @@ const char* SupportedList(TensorUse use) {
              ? "float32, float64, float16, bfloat16, int8, uint8, int16, "
                "int32, int64, bool"
              : "float32, float64, float16, bfloat16, int8, uint8, int32, int64";
-}
-
-std::string StridesText(const at::Tensor& tensor) {
-  return absl::StrCat("[", absl::StrJoin(tensor.strides(), ", "), "]");
 }
 
 struct ByteRange {
@@ -79,15 +75,15 @@ absl::Status CheckTensor(absl::string_view what, absl::string_view name,
   }
   if (!tensor.is_contiguous()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": ", name, " is not contiguous (shape ", ShapeText(tensor),
-        ", strides ", StridesText(tensor), "); pass tensor.contiguous()"));
+        what, ": ", name, " is not contiguous (shape ",
+        c10::str(tensor.sizes()), ", strides ", c10::str(tensor.strides()),
+        "); pass tensor.contiguous()"));
   }
   if (!Supported(tensor.scalar_type(), use)) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": ", name, " has dtype ", DtypeName(tensor.scalar_type()),
-        ", which it cannot ",
-        use == TensorUse::kCopy ? "move" : "reduce", "; supported: ",
-        SupportedList(use)));
+        ", which it cannot ", use == TensorUse::kCopy ? "move" : "reduce",
+        "; supported: ", SupportedList(use)));
   }
   return absl::OkStatus();
 }
@@ -120,23 +116,23 @@ absl::Status CheckSameRowShape(absl::string_view what, absl::string_view name,
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      what, ": ", name, " has shape ", ShapeText(other), " and ",
-      reference_name, " has shape ", ShapeText(reference),
+      what, ": ", name, " has shape ", c10::str(other.sizes()), " and ",
+      reference_name, " has shape ", c10::str(reference.sizes()),
       "; all dims after dim 0 must match"));
 }
 
 absl::Status CheckCounts(absl::string_view what, absl::string_view name,
                          absl::Span<const int64_t> counts, int world_size) {
   if (static_cast<int64_t>(counts.size()) != world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", name, " has ", counts.size(),
-                     " entries, expected one per rank: world_size ",
-                     world_size));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", name, " has ", counts.size(),
+        " entries, expected one per rank: world_size ", world_size));
   }
   for (int p = 0; p < world_size; ++p) {
     if (counts[p] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": ", name, "[", p, "] is ", counts[p], "; counts must be >= 0"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", name, "[", p,
+                                                     "] is ", counts[p],
+                                                     "; counts must be >= 0"));
     }
   }
   return absl::OkStatus();
@@ -146,8 +142,9 @@ absl::Status CheckNoOverlap(absl::string_view what, const at::Tensor& input,
                             const at::Tensor& output) {
   if (!Overlap(input, output)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      what, ": input and output share memory; this collective needs separate "
-            "buffers"));
+      what,
+      ": input and output share memory; this collective needs separate "
+      "buffers"));
 }
 
 absl::Status CheckNoOverlapExceptSlot(absl::string_view what,
@@ -161,8 +158,9 @@ absl::Status CheckNoOverlapExceptSlot(absl::string_view what,
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      what, ": input overlaps output other than as this rank's own block "
-            "(output elements [",
+      what,
+      ": input overlaps output other than as this rank's own block "
+      "(output elements [",
       offset, ", ", offset + input.numel(),
       ")); pass separate buffers or exactly that block"));
 }
@@ -177,10 +175,6 @@ int64_t Sum(absl::Span<const int64_t> counts) {
   int64_t sum = 0;
   for (int64_t count : counts) sum += count;
   return sum;
-}
-
-std::string ShapeText(const at::Tensor& tensor) {
-  return absl::StrCat("[", absl::StrJoin(tensor.sizes(), ", "), "]");
 }
 
 at::Tensor BitsView(const at::Tensor& tensor) {

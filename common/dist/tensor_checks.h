@@ -51,13 +51,11 @@ absl::Status CheckNoOverlap(absl::string_view what, const at::Tensor& input,
 // [offset, offset + input.numel()) (an in-place all-gather).
 absl::Status CheckNoOverlapExceptSlot(absl::string_view what,
                                       const at::Tensor& input,
-                                      const at::Tensor& output,
-                                      int64_t offset);
+                                      const at::Tensor& output, int64_t offset);
 
 // Elements of one row: the product of dims 1.. (1 for a 1-D tensor).
 int64_t RowNumel(const at::Tensor& tensor);
 int64_t Sum(absl::Span<const int64_t> counts);
-std::string ShapeText(const at::Tensor& tensor);
 
 struct TransportTensor {
   at::Tensor tensor;

@@ -66,8 +66,8 @@ absl::Status RunRanksAsThreads(int world_size,
 
 at::Generator RankGenerator(uint64_t seed, int rank) {
   // Distinct for distinct (seed, rank) pairs while rank < 2^16.
-  return at::make_generator<at::CPUGeneratorImpl>(
-      (seed << 16) ^ static_cast<uint64_t>(rank));
+  return at::make_generator<at::CPUGeneratorImpl>((seed << 16) ^
+                                                  static_cast<uint64_t>(rank));
 }
 
 }  // namespace mtb::dist

@@ -35,9 +35,9 @@ struct ThreadRanksOptions {
 // thread-safe with pthreads); an ASSERT_* returns from that rank's body only.
 // Returns non-OK when a communicator could not be created or a body threw,
 // naming the rank.
-absl::Status RunRanksAsThreads(
-    int world_size, const std::function<void(Communicator&)>& body,
-    const ThreadRanksOptions& options = {});
+absl::Status RunRanksAsThreads(int world_size,
+                               const std::function<void(Communicator&)>& body,
+                               const ThreadRanksOptions& options = {});
 
 // A CPU generator private to (seed, rank): per-rank explicit randomness.
 // Distinct ranks and distinct seeds give distinct streams.

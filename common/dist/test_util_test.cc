@@ -21,9 +21,11 @@ TEST(RunRanksAsThreads, EveryRankRunsWithItsOwnRank) {
 
 TEST(RunRanksAsThreads, AssertionFailuresInRankThreadsFailTheTest) {
   EXPECT_NONFATAL_FAILURE_ON_ALL_THREADS(
-      (void)RunRanksAsThreads(2, [](Communicator& comm) {
-        if (comm.rank() == 1) ADD_FAILURE() << "from the thread of rank 1";
-      }),
+      (void)RunRanksAsThreads(2,
+                              [](Communicator& comm) {
+                                if (comm.rank() == 1)
+                                  ADD_FAILURE() << "from the thread of rank 1";
+                              }),
       "from the thread of rank 1");
 }
 

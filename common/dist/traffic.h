@@ -26,8 +26,8 @@ namespace mtb::dist {
 enum class CollectiveOp {
   kAllReduce,
   kBroadcast,
-  kAllGather,       // flat and list forms: every rank contributes equally
-  kAllGatherV,      // per-rank counts along dim 0
+  kAllGather,   // flat and list forms: every rank contributes equally
+  kAllGatherV,  // per-rank counts along dim 0
   kReduceScatter,
   kReduceScatterV,  // per-rank counts along dim 0
   kAllToAll,        // equal splits

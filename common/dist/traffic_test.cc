@@ -68,7 +68,8 @@ TEST(Traffic, BusBandwidthFactorsAreNcclTests) {
 TEST(Traffic, OpNamesAreStable) {
   EXPECT_EQ(CollectiveOpName(CollectiveOp::kAllReduce), "all_reduce");
   EXPECT_EQ(CollectiveOpName(CollectiveOp::kAllToAllV), "all_to_allv");
-  EXPECT_EQ(CollectiveOpName(CollectiveOp::kReduceScatterV), "reduce_scatter_v");
+  EXPECT_EQ(CollectiveOpName(CollectiveOp::kReduceScatterV),
+            "reduce_scatter_v");
 }
 
 }  // namespace
