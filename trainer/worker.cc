@@ -1,6 +1,10 @@
 #include "trainer/worker.h"
 
+#include <malloc.h>
+
+#include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <utility>
 
 #include "ATen/ATen.h"
@@ -44,6 +48,18 @@ absl::StatusOr<std::unique_ptr<dist::Communicator>> JoinGroup(
   return dist::Rendezvous(rendezvous);
 }
 
+void KeepFreedMemoryInTheProcess() {
+  // A training step allocates and frees the same activations every step.
+  // With glibc's defaults, blocks above the (dynamic) mmap threshold are
+  // mmapped and unmapped each time and the heap top is trimmed back to the
+  // OS, so every step page-faults its working set in again (measured: ~2600
+  // faults and ~7 ms of system time per step of the tiny benchmark model).
+  // Serve blocks up to 32 MiB (glibc's maximum) from the heap and never trim
+  // it: freed memory is reused by the next step.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
@@ -85,8 +101,10 @@ absl::Status DumpParameters(const std::vector<NamedParameter>& parameters,
                              manifest);
 }
 
+
 int RunWorker(const TrainConfig& config, const RankEnv& env,
               const WorkerOptions& options) {
+  KeepFreedMemoryInTheProcess();
   at::set_num_threads(config.intra_op_threads());
   InstallCountingCpuAllocator();
   absl::StatusOr<std::unique_ptr<DataSource>> data = OpenDataFor(config);
