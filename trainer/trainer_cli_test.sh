@@ -60,6 +60,19 @@ grep -q '<svg' "$out/run.svg" || fail "no SVG"
 grep -q '^## Summary' "$out/run.md" || fail "no Markdown summary"
 grep -q '| final loss |' "$out/stdout" || fail "no summary table on stdout"
 
+# Ranks started by hand with torchrun's variables (as torchrun or Slurm would):
+# each process is one rank; rank 0 hosts the store.
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+  "$trainer" "${tiny[@]}" --out="$out/by_hand.json" > "$out/rank1.log" 2>&1 &
+rank1=$!
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+  "$trainer" "${tiny[@]}" --out="$out/by_hand.json" > "$out/rank0.log" 2>&1 \
+  || { cat "$out/rank0.log" >&2; fail "rank 0 by hand failed"; }
+wait "$rank1" || { cat "$out/rank1.log" >&2; fail "rank 1 by hand failed"; }
+grep -q '"world_size": 2' "$out/by_hand.json" || fail "by hand: not 2 ranks"
+! grep -q "launch:" "$out/rank0.log" || fail "a rank by hand launched"
+
 # The default data file resolves in the runfiles (as in the checkout).
 expect 0 "data: testdata/gnu_licenses.bin (148391 tokens)" \
   --nproc=1 --d_model=32 --n_layers=1 --seq_len=16 --batch_size=2 --steps=2 \
