@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
+#include "common/launch/testdata/process_state.h"
 #include "gtest/gtest.h"
 
 extern char** environ;
@@ -160,16 +161,6 @@ class Process {
   std::string out_path_;
   std::string err_path_;
 };
-
-// Gone, or a zombie nobody has reaped yet: either way no longer running.
-bool ProcessIsGone(pid_t pid) {
-  absl::StatusOr<std::string> stat =
-      ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
-  if (!stat.ok()) return true;
-  const size_t close = stat->rfind(')');
-  return close == std::string::npos || close + 2 >= stat->size() ||
-         (*stat)[close + 2] == 'Z' || (*stat)[close + 2] == 'X';
-}
 
 void ExpectAllGone(const std::map<int, pid_t>& pids) {
   for (const auto& [rank, pid] : pids) {

@@ -55,19 +55,6 @@ extern "C" void OnSignal(int signal_number) {
   errno = saved_errno;
 }
 
-// Writes everything unless the descriptor is gone (EPIPE and the like): the
-// launcher keeps supervising when nobody reads its output any more.
-void WriteAll(int fd, absl::string_view data) {
-  while (!data.empty()) {
-    const ssize_t written = ::write(fd, data.data(), data.size());
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    data.remove_prefix(static_cast<size_t>(written));
-  }
-}
-
 // Installs the handlers and the signal pipe; restores both when destroyed.
 class SignalRouting {
  public:
@@ -345,8 +332,8 @@ class GroupSupervisor {
   }
 
   void EmitLine(Child& child, const Stream& stream, absl::string_view line) {
-    WriteAll(stream.out_fd, absl::StrCat(child.prefix, line, "\n"));
-    if (child.log_fd >= 0) WriteAll(child.log_fd, absl::StrCat(line, "\n"));
+    WriteFully(stream.out_fd, absl::StrCat(child.prefix, line, "\n"));
+    if (child.log_fd >= 0) WriteFully(child.log_fd, absl::StrCat(line, "\n"));
   }
 
   void CloseStream(Child& child, Stream& stream) {

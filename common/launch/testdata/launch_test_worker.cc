@@ -12,7 +12,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -26,6 +25,7 @@
 #include "common/flags.h"
 #include "common/launch/launch.h"
 #include "common/launch/rendezvous_env.h"
+#include "common/launch/testdata/process_state.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -58,16 +58,6 @@ std::string Env(const char* name) {
 
 [[noreturn]] void WaitForever() {
   while (true) ::pause();
-}
-
-bool ProcessIsGone(pid_t pid) {
-  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-  if (!stat) return true;
-  std::string line;
-  std::getline(stat, line);
-  const size_t close = line.rfind(')');
-  return close == std::string::npos || close + 2 >= line.size() ||
-         line[close + 2] == 'Z' || line[close + 2] == 'X';
 }
 
 void PrintEnv() {
