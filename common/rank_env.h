@@ -11,7 +11,8 @@
 //   TORCHELASTIC_USE_AGENT_STORE  "True" when the launcher hosts the TCPStore
 //
 // The defaults are what `torch.distributed`'s env:// init needs by hand: RANK,
-// WORLD_SIZE, MASTER_ADDR and MASTER_PORT. docs/launch.md is the contract.
+// WORLD_SIZE, MASTER_ADDR and MASTER_PORT. docs/launch.md is the contract;
+// common/launch/rendezvous_env.h turns a RankEnv into dist::RendezvousOptions.
 #ifndef MTB_COMMON_RANK_ENV_H_
 #define MTB_COMMON_RANK_ENV_H_
 

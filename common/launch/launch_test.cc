@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
+#include "common/launch/testdata/process_state.h"
 #include "gtest/gtest.h"
 
 extern char** environ;
@@ -160,16 +161,6 @@ class Process {
   std::string out_path_;
   std::string err_path_;
 };
-
-// Gone, or a zombie nobody has reaped yet: either way no longer running.
-bool ProcessIsGone(pid_t pid) {
-  absl::StatusOr<std::string> stat =
-      ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
-  if (!stat.ok()) return true;
-  const size_t close = stat->rfind(')');
-  return close == std::string::npos || close + 2 >= stat->size() ||
-         (*stat)[close + 2] == 'Z' || (*stat)[close + 2] == 'X';
-}
 
 void ExpectAllGone(const std::map<int, pid_t>& pids) {
   for (const auto& [rank, pid] : pids) {
@@ -333,6 +324,39 @@ TEST(Launch, TwoNodesOnLoopbackAllReduceAcrossLaunchers) {
   EXPECT_TRUE(absl::StrContains(node1.Stderr(),
                                 "launch: node 1 of 2 starts ranks 2-3 of 4"))
       << node1.Stderr();
+}
+
+TEST(Launch, RankHangingInACollectiveTimesOutThePeersAndTheGroupIsTornDown) {
+  // Rank 1 joins the group and then never enters the all-reduce ranks 0 and
+  // 2 wait in. Their 2 s collective timeout fires; the liveness bound is far
+  // above it (kLiveness >= 10 x the timeout).
+  Process launcher("hang", {"--nproc=3", "--all_reduce", "--hang_rank=1",
+                            "--collective_timeout=2s"});
+  const int exit_code = launcher.WaitForExitCode();
+  const std::map<int, pid_t> pids = launcher.ReadyRanks();
+  ASSERT_EQ(pids.size(), 3u) << launcher.Stdout();
+  EXPECT_EQ(exit_code, 1);
+  const std::string err = launcher.Stderr();
+  // The first rank to time out reports the collective, its sequence number,
+  // its rank and the timeout.
+  std::smatch failure;
+  ASSERT_TRUE(std::regex_search(
+      err, failure,
+      std::regex("\\[rank ([02])\\] launch_test_worker: all_reduce #0 "
+                 "\\(float64, 1 elements\\) on rank ([02]) of 3 failed after "
+                 "timeout 2s")))
+      << err;
+  EXPECT_EQ(failure[1], failure[2]);
+  // The launcher names a rank that timed out and stops the hung one.
+  const std::string last = Lines(err).back();
+  std::smatch summary;
+  ASSERT_TRUE(std::regex_match(
+      last, summary,
+      std::regex("launch: rank [02] \\(pid \\d+\\) exited with code 1; "
+                 "terminated ranks? (.*)")))
+      << last;
+  EXPECT_TRUE(absl::StrContains(summary[1].str(), "1")) << last;
+  ExpectAllGone(pids);
 }
 
 // Bad input: one line naming the variable or flag, exit 2, no rank started.

@@ -54,18 +54,6 @@ void OpenStandardDescriptors() {
   }
 }
 
-void WriteAllOrGiveUp(int fd, const std::string& text) {
-  const char* data = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    const ssize_t written = ::write(fd, data, left);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return;
-    data += written;
-    left -= static_cast<size_t>(written);
-  }
-}
-
 // Runs in the forked child: async-signal-safe calls only.
 [[noreturn]] void ExecChild(const ExecPlan& plan) {
   // Caught signals reset at execve anyway, but a launcher handler must not run
@@ -94,11 +82,20 @@ void WriteAllOrGiveUp(int fd, const std::string& text) {
   }
   ::sigprocmask(SIG_SETMASK, &plan.signal_mask, nullptr);
   ::execve(plan.executable, plan.argv.data(), plan.envp.data());
-  WriteAllOrGiveUp(STDERR_FILENO, plan.exec_failure_message);
+  WriteFully(STDERR_FILENO, plan.exec_failure_message);
   ::_exit(127);
 }
 
 }  // namespace
+
+void WriteFully(int fd, absl::string_view data) {
+  while (!data.empty()) {
+    const ssize_t written = ::write(fd, data.data(), data.size());
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return;
+    data.remove_prefix(static_cast<size_t>(written));
+  }
+}
 
 absl::StatusOr<SpawnedChild> SpawnWithPipes(const ChildSpec& spec) {
   OpenStandardDescriptors();

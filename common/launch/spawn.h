@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace mtb {
 
@@ -37,6 +38,11 @@ struct SpawnedChild {
 // "launch: cannot execute <path> for rank <N>" and exit 127. Safe to call from
 // a process with other threads (only async-signal-safe calls after fork).
 absl::StatusOr<SpawnedChild> SpawnWithPipes(const ChildSpec& spec);
+
+// Writes all of `data` to `fd`, retrying after EINTR and short writes, and
+// gives up silently on any other error (a reader that went away must not stop
+// a launcher). Async-signal-safe.
+void WriteFully(int fd, absl::string_view data);
 
 }  // namespace mtb
 

@@ -1,8 +1,7 @@
 // Vocabulary. A *child* is one rank process we forked. A *stream* is the read
 // end of a child's stdout or stderr pipe; its *partial* is the text after the
-// last newline seen. The *signal pipe* is a self-pipe: the signal handler
-// writes the signal's number into it, which wakes the poll loop, so nothing
-// but write(2) runs in handler context. To *stop* a child is to send it
+// last newline seen. Signals reach the poll loop through SignalRouting's
+// self-pipe (signal_routing.h). To *stop* a child is to send it
 // SIGTERM (the grace clock starts); to *kill* it is to send SIGKILL.
 #include "common/launch/supervisor.h"
 
@@ -19,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/launch/signal_routing.h"
 #include "common/status.h"
 
 namespace mtb {
@@ -26,8 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Signals forwarded to the children.
-constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP};
 // After the last child ended, how long its streams may stay open (a
 // grandchild holding the pipe) before we stop reading them.
 constexpr auto kDrainTimeout = std::chrono::seconds(2);
@@ -36,109 +34,11 @@ constexpr int kPollBackstopMs = 500;
 // A line longer than this is written in pieces.
 constexpr size_t kMaxLineBytes = 64 * 1024;
 
-// Written before the handlers are installed, read by them.
-volatile sig_atomic_t signal_pipe_write = -1;
-
 // "rank 2", "ranks 0, 2".
 std::string Ranks(const std::vector<int>& ranks) {
   return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
                       absl::StrJoin(ranks, ", "));
 }
-
-extern "C" void OnSignal(int signal_number) {
-  const int saved_errno = errno;
-  const unsigned char byte = static_cast<unsigned char>(signal_number);
-  if (signal_pipe_write >= 0) {
-    ssize_t ignored = ::write(signal_pipe_write, &byte, 1);
-    (void)ignored;
-  }
-  errno = saved_errno;
-}
-
-// Writes everything unless the descriptor is gone (EPIPE and the like): the
-// launcher keeps supervising when nobody reads its output any more.
-void WriteAll(int fd, absl::string_view data) {
-  while (!data.empty()) {
-    const ssize_t written = ::write(fd, data.data(), data.size());
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    data.remove_prefix(static_cast<size_t>(written));
-  }
-}
-
-// Installs the handlers and the signal pipe; restores both when destroyed.
-class SignalRouting {
- public:
-  SignalRouting() = default;
-  SignalRouting(const SignalRouting&) = delete;
-  SignalRouting& operator=(const SignalRouting&) = delete;
-
-  absl::Status Install() {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-      return absl::ErrnoToStatus(errno, "launch: signal pipe");
-    }
-    read_fd_ = fds[0];
-    signal_pipe_write = fds[1];
-    struct sigaction action = {};
-    action.sa_handler = OnSignal;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_NOCLDSTOP;
-    for (int signal_number : kForwardedSignals) {
-      // A signal this process was told to ignore (nohup, a background job's
-      // SIGINT) stays ignored, and so not forwarded.
-      struct sigaction current = {};
-      ::sigaction(signal_number, nullptr, &current);
-      if (current.sa_handler == SIG_IGN) continue;
-      Replace(signal_number, action);
-    }
-    Replace(SIGCHLD, action);
-    // A reader that went away must not kill the launcher.
-    struct sigaction ignore = {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    Replace(SIGPIPE, ignore);
-    return absl::OkStatus();
-  }
-
-  ~SignalRouting() {
-    for (const auto& [signal_number, previous] : previous_) {
-      ::sigaction(signal_number, &previous, nullptr);
-    }
-    if (signal_pipe_write >= 0) ::close(signal_pipe_write);
-    signal_pipe_write = -1;
-    if (read_fd_ >= 0) ::close(read_fd_);
-  }
-
-  int read_fd() const { return read_fd_; }
-
-  // The signals received since the last call, in order.
-  std::vector<int> Drain() {
-    std::vector<int> received;
-    unsigned char buffer[64];
-    while (true) {
-      const ssize_t got = ::read(read_fd_, buffer, sizeof(buffer));
-      if (got > 0) {
-        received.insert(received.end(), buffer, buffer + got);
-        continue;
-      }
-      if (got < 0 && errno == EINTR) continue;
-      return received;
-    }
-  }
-
- private:
-  void Replace(int signal_number, const struct sigaction& action) {
-    struct sigaction previous = {};
-    ::sigaction(signal_number, &action, &previous);
-    previous_.emplace_back(signal_number, previous);
-  }
-
-  int read_fd_ = -1;
-  std::vector<std::pair<int, struct sigaction>> previous_;
-};
 
 struct Stream {
   int fd = -1;
@@ -345,8 +245,8 @@ class GroupSupervisor {
   }
 
   void EmitLine(Child& child, const Stream& stream, absl::string_view line) {
-    WriteAll(stream.out_fd, absl::StrCat(child.prefix, line, "\n"));
-    if (child.log_fd >= 0) WriteAll(child.log_fd, absl::StrCat(line, "\n"));
+    WriteFully(stream.out_fd, absl::StrCat(child.prefix, line, "\n"));
+    if (child.log_fd >= 0) WriteFully(child.log_fd, absl::StrCat(line, "\n"));
   }
 
   void CloseStream(Child& child, Stream& stream) {
