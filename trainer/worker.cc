@@ -13,6 +13,7 @@
 #include "common/atomic_file.h"
 #include "common/counting_allocator.h"
 #include "common/dist/rendezvous.h"
+#include "common/launch/rendezvous_env.h"
 #include "common/flags.h"
 #include "common/output_path.h"
 #include "common/run_context.h"
@@ -35,15 +36,8 @@ int Fail(const absl::Status& status) {
 
 absl::StatusOr<std::unique_ptr<dist::Communicator>> JoinGroup(
     const RankEnv& env, const WorkerOptions& options) {
-  dist::RendezvousOptions rendezvous;
-  rendezvous.rank = env.rank;
-  rendezvous.world_size = env.world_size;
-  rendezvous.master_addr = env.master_addr;
-  rendezvous.master_port = env.master_port;
-  rendezvous.is_server = env.HostsStore();
-  rendezvous.connect_timeout = options.connect_timeout;
-  rendezvous.collective_timeout = options.collective_timeout;
-  rendezvous.group_name = absl::StrCat("trainer/", env.restart_count);
+  const dist::RendezvousOptions rendezvous = RendezvousOptionsFor(
+      env, options.connect_timeout, options.collective_timeout);
   RETURN_IF_ERROR(dist::ValidateRendezvousOptions(rendezvous));
   return dist::Rendezvous(rendezvous);
 }
