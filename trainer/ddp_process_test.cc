@@ -63,7 +63,7 @@ struct Launch {
 };
 
 // The tiny model used throughout: 4 layers of width 96 (1.8 MB of fp32
-// gradients: with --bucket_cap_mb=0.25, seven buckets).
+// gradients: with --bucket_cap_mb=0.25, four buckets).
 std::vector<std::string> TinyFlags() {
   return {"--data=synthetic",     "--vocab_size=64",     "--d_model=96",
           "--n_layers=4",         "--n_heads=4",         "--seq_len=16",

@@ -11,7 +11,8 @@ ABSL_FLAG(int32_t, d_model, 128, "model width");
 ABSL_FLAG(int32_t, n_layers, 4, "transformer blocks");
 ABSL_FLAG(int32_t, n_heads, 4, "attention heads (must divide --d_model)");
 ABSL_FLAG(int32_t, seq_len, 128, "context length (tokens per sample)");
-ABSL_FLAG(int32_t, batch_size, 16, "samples per rank per micro-batch");
+ABSL_FLAG(int32_t, batch_size, 8,
+          "samples per rank per micro-batch (the default job: 2 ranks x 8)");
 ABSL_FLAG(double, dropout, 0.0,
           "dropout on attention probabilities and residual branches, masks "
           "keyed by (seed, step, global sample, layer, site)");
