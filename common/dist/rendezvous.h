@@ -40,6 +40,10 @@ struct RendezvousOptions {
   // default device.
   std::string gloo_interface;
   std::string gloo_hostname;
+  // CommunicatorOptions::keep_records: false keeps only the totals, for long
+  // runs that never read the records (every record is otherwise kept for the
+  // communicator's lifetime).
+  bool keep_records = true;
 };
 
 // Checks the fields (ranks, port, timeouts) without touching the network:

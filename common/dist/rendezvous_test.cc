@@ -92,6 +92,22 @@ TEST(Rendezvous, GroupsWithDistinctNamesShareOneStore) {
   });
 }
 
+TEST(Rendezvous, KeepRecordsFalseKeepsTotalsOnly) {
+  const Store store = Store::InProcess(absl::Seconds(30));
+  OnThreads(2, [&](int rank) {
+    RendezvousOptions options = Options(rank, 2, 1);
+    options.keep_records = false;
+    absl::StatusOr<std::unique_ptr<Communicator>> comm =
+        JoinGroup(store, options);
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    at::Tensor x = at::ones({2});
+    ASSERT_TRUE((*comm)->AllReduce(x).ok());
+    EXPECT_TRUE((*comm)->log().Records().empty());
+    EXPECT_EQ((*comm)->log().Totals().calls, 1);
+    ASSERT_TRUE((*comm)->Barrier().ok());
+  });
+}
+
 TEST(Rendezvous, GlooSocketIfnameChoosesTheInterface) {
   ASSERT_EQ(setenv("GLOO_SOCKET_IFNAME", "lo", /*overwrite=*/1), 0);
   const Store store = Store::InProcess(absl::Seconds(30));
