@@ -36,8 +36,11 @@ int Fail(const absl::Status& status) {
 
 absl::StatusOr<std::unique_ptr<dist::Communicator>> JoinGroup(
     const RankEnv& env, const WorkerOptions& options) {
-  const dist::RendezvousOptions rendezvous = RendezvousOptionsFor(
+  dist::RendezvousOptions rendezvous = RendezvousOptionsFor(
       env, options.connect_timeout, options.collective_timeout);
+  // The trainer reads totals (bytes per step) and the observer, never the
+  // records: a long run would otherwise keep every collective's record.
+  rendezvous.keep_records = false;
   RETURN_IF_ERROR(dist::ValidateRendezvousOptions(rendezvous));
   return dist::Rendezvous(rendezvous);
 }
