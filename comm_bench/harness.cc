@@ -247,16 +247,25 @@ CommBenchOptions OptionsProto(const SweepOptions& options) {
   return proto;
 }
 
-absl::Status CheckSupported(const Backend& backend,
+absl::Status CheckSupported(const SupportQuery& supports,
                             const SweepOptions& options) {
   for (const std::string& name : options.ops) {
     ASSIGN_OR_RETURN(std::unique_ptr<Collective> op,
                      MakeCollective(name, options.all_to_allv));
     absl::StatusOr<Support> support =
-        backend.Supports(op->kind(), options.dtype, options.redop);
+        supports(op->kind(), options.dtype, options.redop);
     if (!support.ok()) return support.status();
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckSupported(const Backend& backend,
+                            const SweepOptions& options) {
+  return CheckSupported(
+      [&backend](OpKind op, DType dtype, RedOp redop) {
+        return backend.Supports(op, dtype, redop);
+      },
+      options);
 }
 
 absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,

@@ -7,6 +7,7 @@
 #define MTB_COMM_BENCH_HARNESS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -61,9 +62,17 @@ class SweepListener {
   virtual void OpFinished(const CommBenchOpSummary& summary) {}
 };
 
+// What a backend supports, answerable before any rank exists (the launcher
+// checks before it starts the ranks): Backend::Supports, or a backend's free
+// function.
+using SupportQuery =
+    std::function<absl::StatusOr<Support>(OpKind, DType, RedOp)>;
+
 // kInvalidArgument (exit 2) naming the op, dtype and redop when the backend
 // cannot run a combination the options ask for, or an --ops name is unknown.
 // Call before anything communicates.
+absl::Status CheckSupported(const SupportQuery& supports,
+                            const SweepOptions& options);
 absl::Status CheckSupported(const Backend& backend, const SweepOptions& options);
 
 // Runs the sweep on this rank. Collective: every rank calls it with the same
