@@ -40,7 +40,8 @@ std::string DescribeBlasLibrary() {
       reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
   std::string description;
   if (openblas_config != nullptr) {
-    description = absl::StrCat("OpenBLAS ", openblas_config());
+    // Already starts with "OpenBLAS <version>".
+    description = openblas_config();
   } else if (absl::StrContains(path, "openblas")) {
     description = "OpenBLAS";
   } else if (absl::StrContains(path, "mkl")) {

@@ -1,0 +1,50 @@
+#include "common/nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "ATen/ATen.h"
+#include "glog/logging.h"
+
+namespace mtb {
+namespace nn {
+
+at::Tensor CausalSelfAttention(const AttentionParams& params,
+                               const at::Tensor& x, int64_t n_heads,
+                               const CounterDropout& dropout, int64_t layer) {
+  CHECK_EQ(x.dim(), 3);
+  const int64_t batch = x.size(0);
+  const int64_t seq_len = x.size(1);
+  const int64_t d_model = x.size(2);
+  CHECK_EQ(d_model % n_heads, 0);
+  const int64_t head_dim = d_model / n_heads;
+
+  const at::Tensor qkv =
+      at::linear(x, params.qkv_weight, params.qkv_bias);  // (B, T, 3D)
+  const std::vector<at::Tensor> parts = qkv.split(d_model, /*dim=*/2);
+  auto heads = [&](const at::Tensor& t) {  // (B, T, D) -> (B, H, T, Dh)
+    return t.view({batch, seq_len, n_heads, head_dim}).transpose(1, 2);
+  };
+  const at::Tensor q = heads(parts[0]);
+  const at::Tensor k = heads(parts[1]);
+  const at::Tensor v = heads(parts[2]);
+
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) *
+                      (1.0 / std::sqrt(static_cast<double>(head_dim)));
+  // (B, H, T, T)
+  const at::Tensor future =
+      at::ones({seq_len, seq_len}, at::TensorOptions().dtype(at::kBool))
+          .triu(1);  // (T, T): true where key position > query position
+  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  at::Tensor probabilities = at::softmax(scores, -1);
+  probabilities =
+      dropout.Apply(probabilities, layer, DropoutSite::kAttentionProbabilities);
+
+  const at::Tensor context = at::matmul(probabilities, v)  // (B, H, T, Dh)
+                                 .transpose(1, 2)
+                                 .reshape({batch, seq_len, d_model});
+  return at::linear(context, params.proj_weight, params.proj_bias);
+}
+
+}  // namespace nn
+}  // namespace mtb

@@ -1,0 +1,59 @@
+// Dropout whose masks come from counter-based keys (common/counter_rng.h),
+// never from a generator's state. Element e of sample row b is kept iff
+//
+//   CounterDraw(CounterKey({seed, kDropout, step, sample_indices[b], layer,
+//                           site}), e) >= DropThreshold(p)
+//
+// where e is the element's flat (row-major) position within the sample, so a
+// sample's mask is the same whatever batch it sits in, however the global batch
+// is split across ranks, and when a block is recomputed in backward. Kept
+// elements are scaled by 1 / (1 - p) (inverted dropout, as torch.nn.Dropout).
+//
+// Callers that hold part of a sample (tensor parallelism, heads split across
+// ranks) build the mask of the whole sample with DropoutKeepMask and slice it.
+#ifndef MTB_COMMON_NN_DROPOUT_H_
+#define MTB_COMMON_NN_DROPOUT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "ATen/core/Tensor.h"
+
+namespace mtb {
+namespace nn {
+
+// Where in a block a dropout sits: the last word of its key.
+enum class DropoutSite : int64_t {
+  kAttentionProbabilities = 0,  // after the attention softmax
+  kAttentionOutput = 1,         // the attention branch, before the residual add
+  kMlpOutput = 2,               // the MLP branch, before the residual add
+};
+
+// The dropout settings of one forward pass. p == 0 (the default) disables
+// dropout and makes Apply the identity.
+struct CounterDropout {
+  double p = 0.0;
+  uint64_t seed = 0;
+  // The optimizer step the forward pass belongs to (1-based in the trainer).
+  int64_t step = 0;
+  // (batch): the global sample index of each row of the tensors passed in.
+  std::vector<int64_t> sample_indices;
+
+  bool enabled() const { return p > 0.0; }
+
+  // x: (batch, ...) with batch == sample_indices.size(). Returns x * mask /
+  // (1 - p), differentiable in x; x itself when disabled.
+  at::Tensor Apply(const at::Tensor& x, int64_t layer, DropoutSite site) const;
+};
+
+// The keep mask (kBool, shape `shape`, whose first dimension is the batch) for
+// the given key words; see the file comment. p in [0, 1).
+at::Tensor DropoutKeepMask(at::IntArrayRef shape,
+                           const std::vector<int64_t>& sample_indices,
+                           uint64_t seed, int64_t step, int64_t layer,
+                           DropoutSite site, double p);
+
+}  // namespace nn
+}  // namespace mtb
+
+#endif  // MTB_COMMON_NN_DROPOUT_H_

@@ -1,0 +1,68 @@
+#include "common/nn/dropout.h"
+
+#include <vector>
+
+#include "ATen/ATen.h"
+#include "common/allclose.h"
+#include "common/counter_rng.h"
+#include "gtest/gtest.h"
+
+namespace mtb {
+namespace nn {
+namespace {
+
+TEST(CounterDropout, MaskElementFollowsTheDocumentedKey) {
+  const at::Tensor keep = DropoutKeepMask({2, 3, 4}, {10, 7}, /*seed=*/5,
+                                          /*step=*/3, /*layer=*/1,
+                                          DropoutSite::kMlpOutput, 0.5);
+  const uint64_t threshold = DropThreshold(0.5);
+  const uint64_t key = CounterKey({5, static_cast<uint64_t>(RngStream::kDropout),
+                                   3, 7, 1, 2});
+  // Row 1 is sample 7; element (1, 2, 3) is flat position 2*4 + 3 = 11.
+  EXPECT_EQ(keep[1][2][3].item<bool>(), CounterDraw(key, 11) >= threshold);
+}
+
+TEST(CounterDropout, SampleMaskIsTheSameInAnyBatchPosition) {
+  const at::Tensor whole = DropoutKeepMask({4, 8, 16}, {0, 1, 2, 3}, 1, 1, 0,
+                                           DropoutSite::kAttentionOutput, 0.3);
+  // Samples 2 and 3 alone, in reverse order (another rank's slice).
+  const at::Tensor part = DropoutKeepMask({2, 8, 16}, {3, 2}, 1, 1, 0,
+                                          DropoutSite::kAttentionOutput, 0.3);
+  EXPECT_TRUE(at::equal(part[0], whole[3]));
+  EXPECT_TRUE(at::equal(part[1], whole[2]));
+}
+
+TEST(CounterDropout, MasksDifferAcrossStepsLayersSitesAndSeeds) {
+  auto mask = [](uint64_t seed, int64_t step, int64_t layer, DropoutSite site) {
+    return DropoutKeepMask({1, 64, 64}, {0}, seed, step, layer, site, 0.5);
+  };
+  const at::Tensor base = mask(1, 1, 0, DropoutSite::kMlpOutput);
+  EXPECT_FALSE(at::equal(base, mask(2, 1, 0, DropoutSite::kMlpOutput)));
+  EXPECT_FALSE(at::equal(base, mask(1, 2, 0, DropoutSite::kMlpOutput)));
+  EXPECT_FALSE(at::equal(base, mask(1, 1, 1, DropoutSite::kMlpOutput)));
+  EXPECT_FALSE(at::equal(base, mask(1, 1, 0, DropoutSite::kAttentionOutput)));
+}
+
+TEST(CounterDropout, KeepsAboutOneMinusPAndScalesKeptElements) {
+  CounterDropout dropout;
+  dropout.p = 0.2;
+  dropout.seed = 9;
+  dropout.step = 4;
+  dropout.sample_indices = {0, 1, 2, 3};
+  const at::Tensor x = at::ones({4, 100, 100});
+  const at::Tensor y = dropout.Apply(x, 0, DropoutSite::kMlpOutput);
+  const double kept_fraction = (y != 0).to(at::kDouble).mean().item<double>();
+  EXPECT_NEAR(kept_fraction, 0.8, 0.01);  // sd 0.002
+  const at::Tensor kept = y.masked_select(y != 0);
+  EXPECT_TRUE(AllClose(kept, at::full_like(kept, 1.0 / 0.8)).ok);
+}
+
+TEST(CounterDropout, DisabledIsTheIdentity) {
+  CounterDropout dropout;  // p = 0
+  const at::Tensor x = at::randn({2, 3});
+  EXPECT_TRUE(dropout.Apply(x, 0, DropoutSite::kMlpOutput).is_same(x));
+}
+
+}  // namespace
+}  // namespace nn
+}  // namespace mtb

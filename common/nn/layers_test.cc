@@ -1,0 +1,117 @@
+#include "common/nn/layers.h"
+
+#include <cmath>
+#include <limits>
+
+#include "ATen/ATen.h"
+#include "common/allclose.h"
+#include "common/nn/attention.h"
+#include "common/nn/autocast.h"
+#include "gtest/gtest.h"
+
+namespace mtb {
+namespace nn {
+namespace {
+
+// Inputs come from a generator seeded per test, never the global one.
+at::Tensor Randn(at::IntArrayRef shape, at::Generator& generator) {
+  return at::normal(0.0, 1.0, shape, generator);
+}
+
+AttentionParams RandomAttention(int64_t d_model, at::Generator& generator) {
+  AttentionParams params;
+  params.qkv_weight = Randn({3 * d_model, d_model}, generator) * 0.2;
+  params.qkv_bias = Randn({3 * d_model}, generator) * 0.1;
+  params.proj_weight = Randn({d_model, d_model}, generator) * 0.2;
+  params.proj_bias = Randn({d_model}, generator) * 0.1;
+  return params;
+}
+
+TEST(LayerNorm, MatchesTheDefinition) {
+  at::Generator generator = at::detail::createCPUGenerator(1);
+  const at::Tensor x = Randn({2, 5, 8}, generator);
+  const at::Tensor weight = Randn({8}, generator);
+  const at::Tensor bias = Randn({8}, generator);
+  const at::Tensor mean = x.mean(-1, true);
+  const at::Tensor var = (x - mean).pow(2).mean(-1, true);
+  const at::Tensor expected = (x - mean) / (var + 1e-5).sqrt() * weight + bias;
+  const AllCloseResult result = AllClose(LayerNorm(x, weight, bias), expected);
+  EXPECT_TRUE(result.ok) << result.message;
+}
+
+TEST(LayerNorm, AcceptsBf16InputUnderAutocastAndReturnsBf16) {
+  at::Generator generator = at::detail::createCPUGenerator(2);
+  const at::Tensor x = Randn({3, 8}, generator).to(at::kBFloat16);
+  const at::Tensor weight = at::ones({8});
+  const at::Tensor bias = at::zeros({8});
+  AutocastGuard autocast(true);
+  const at::Tensor y = LayerNorm(x, weight, bias);
+  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(y.isfinite().all().item<bool>());
+}
+
+TEST(Mlp, IsLinearGeluLinear) {
+  at::Generator generator = at::detail::createCPUGenerator(3);
+  MlpParams params{Randn({16, 4}, generator), Randn({16}, generator),
+                   Randn({4, 16}, generator), Randn({4}, generator)};
+  const at::Tensor x = Randn({2, 3, 4}, generator);
+  const at::Tensor hidden = x.matmul(params.fc_weight.t()) + params.fc_bias;
+  const at::Tensor gelu = 0.5 * hidden * (1 + at::erf(hidden / std::sqrt(2.0)));
+  const at::Tensor expected =
+      gelu.matmul(params.proj_weight.t()) + params.proj_bias;
+  const AllCloseResult result = AllClose(Mlp(params, x), expected);
+  EXPECT_TRUE(result.ok) << result.message;
+}
+
+TEST(CrossEntropy, UniformLogitsGiveLogVocab) {
+  const at::Tensor logits = at::zeros({2, 3, 50});
+  const at::Tensor targets = at::zeros({2, 3}, at::kLong);
+  EXPECT_NEAR(CrossEntropy(logits, targets).item<double>(), std::log(50.0),
+              1e-6);
+}
+
+TEST(CausalSelfAttention, MatchesPerHeadLoopOverEarlierPositions) {
+  at::Generator generator = at::detail::createCPUGenerator(4);
+  const int64_t d_model = 8, n_heads = 2, head_dim = 4, seq_len = 5;
+  const AttentionParams params = RandomAttention(d_model, generator);
+  const at::Tensor x = Randn({1, seq_len, d_model}, generator);
+  const at::Tensor qkv = x[0].matmul(params.qkv_weight.t()) + params.qkv_bias;
+  at::Tensor context = at::zeros({seq_len, d_model});
+  for (int64_t h = 0; h < n_heads; ++h) {
+    const at::Tensor q = qkv.slice(1, h * head_dim, (h + 1) * head_dim);
+    const at::Tensor k =
+        qkv.slice(1, d_model + h * head_dim, d_model + (h + 1) * head_dim);
+    const at::Tensor v = qkv.slice(1, 2 * d_model + h * head_dim,
+                                   2 * d_model + (h + 1) * head_dim);
+    for (int64_t t = 0; t < seq_len; ++t) {
+      const at::Tensor scores =
+          k.slice(0, 0, t + 1).matmul(q[t]) / std::sqrt(4.0);  // (t+1)
+      const at::Tensor weights = scores.softmax(0);
+      context[t].slice(0, h * head_dim, (h + 1) * head_dim) =
+          weights.matmul(v.slice(0, 0, t + 1));
+    }
+  }
+  const at::Tensor expected =
+      context.matmul(params.proj_weight.t()) + params.proj_bias;
+  const at::Tensor actual =
+      CausalSelfAttention(params, x, n_heads, CounterDropout{}, 0)[0];
+  const AllCloseResult result = AllClose(actual, expected);
+  EXPECT_TRUE(result.ok) << result.message;
+}
+
+TEST(CausalSelfAttention, LaterTokensLeaveEarlierOutputsBitIdentical) {
+  at::Generator generator = at::detail::createCPUGenerator(5);
+  const AttentionParams params = RandomAttention(16, generator);
+  const at::Tensor x = Randn({2, 8, 16}, generator);
+  at::Tensor changed = x.clone();
+  changed.slice(1, 5, 8).normal_(0, 1, generator);
+  CounterDropout dropout{0.3, 1, 1, {0, 1}};
+  const at::Tensor before = CausalSelfAttention(params, x, 4, dropout, 0);
+  const at::Tensor after = CausalSelfAttention(params, changed, 4, dropout, 0);
+  EXPECT_TRUE(at::equal(before.slice(1, 0, 5), after.slice(1, 0, 5)));
+  EXPECT_FALSE(at::equal(before.slice(1, 5, 8), after.slice(1, 5, 8)));
+}
+
+}  // namespace
+}  // namespace nn
+}  // namespace mtb

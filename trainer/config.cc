@@ -1,0 +1,135 @@
+#include "trainer/config.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/json_io.h"
+#include "common/sha256.h"
+
+namespace mtb {
+namespace {
+
+absl::Status Invalid(const std::string& message) {
+  return absl::InvalidArgumentError(message);
+}
+
+}  // namespace
+
+void ResolveConfig(TrainConfig* config, int ranks_per_host) {
+  if (config->min_lr() < 0) config->set_min_lr(config->lr() / 10);
+  if (config->lr_decay_steps() == 0) {
+    config->set_lr_decay_steps(config->steps());
+  }
+  if (config->intra_op_threads() == 0) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    config->set_intra_op_threads(
+        std::max(1, cores / std::max(1, ranks_per_host)));
+  }
+}
+
+absl::Status ValidateConfig(const TrainConfig& c) {
+  auto positive = [](const char* flag, int64_t value) -> absl::Status {
+    if (value >= 1) return absl::OkStatus();
+    return Invalid(absl::StrCat("--", flag, "=", value, " must be at least 1"));
+  };
+  if (c.vocab_size() < 2 || c.vocab_size() > 65536) {
+    return Invalid(absl::StrCat("--vocab_size=", c.vocab_size(),
+                                " must be in [2, 65536] (tokens are uint16)"));
+  }
+  for (const auto& [flag, value] :
+       {std::pair<const char*, int64_t>{"d_model", c.d_model()},
+        {"n_layers", c.n_layers()},
+        {"n_heads", c.n_heads()},
+        {"seq_len", c.seq_len()},
+        {"batch_size", c.batch_size()},
+        {"grad_accum", c.grad_accum()},
+        {"steps", c.steps()},
+        {"repeat", c.repeat()},
+        {"log_every", c.log_every()},
+        {"intra_op_threads", c.intra_op_threads()}}) {
+    if (absl::Status status = positive(flag, value); !status.ok()) {
+      return status;
+    }
+  }
+  if (c.d_model() % c.n_heads() != 0) {
+    return Invalid(absl::StrCat("--d_model=", c.d_model(),
+                                " must be divisible by --n_heads=",
+                                c.n_heads()));
+  }
+  if (!(c.dropout() >= 0 && c.dropout() < 1)) {
+    return Invalid(
+        absl::StrCat("--dropout=", c.dropout(), " must be in [0, 1)"));
+  }
+  if (c.precision() != "fp32" && c.precision() != "bf16") {
+    return Invalid(absl::StrCat("--precision=", c.precision(),
+                                " must be fp32 or bf16"));
+  }
+  if (c.data().empty()) {
+    return Invalid("--data must be 'synthetic' or a token file path");
+  }
+  if (!(c.lr() > 0)) {
+    return Invalid(absl::StrCat("--lr=", c.lr(), " must be positive"));
+  }
+  if (!(c.beta1() >= 0 && c.beta1() < 1)) {
+    return Invalid(absl::StrCat("--beta1=", c.beta1(), " must be in [0, 1)"));
+  }
+  if (!(c.beta2() >= 0 && c.beta2() < 1)) {
+    return Invalid(absl::StrCat("--beta2=", c.beta2(), " must be in [0, 1)"));
+  }
+  if (!(c.eps() > 0)) {
+    return Invalid(absl::StrCat("--eps=", c.eps(), " must be positive"));
+  }
+  if (!(c.weight_decay() >= 0)) {
+    return Invalid(absl::StrCat("--weight_decay=", c.weight_decay(),
+                                " must be non-negative"));
+  }
+  if (c.lr_schedule() != "constant" && c.lr_schedule() != "cosine") {
+    return Invalid(absl::StrCat("--lr_schedule=", c.lr_schedule(),
+                                " must be constant or cosine"));
+  }
+  if (c.lr_warmup_steps() < 0) {
+    return Invalid(absl::StrCat("--lr_warmup_steps=", c.lr_warmup_steps(),
+                                " must be non-negative"));
+  }
+  if (c.lr_decay_steps() < 0) {
+    return Invalid(absl::StrCat("--lr_decay_steps=", c.lr_decay_steps(),
+                                " must be non-negative (0: --steps)"));
+  }
+  if (!(c.min_lr() >= 0 && c.min_lr() <= c.lr())) {
+    return Invalid(absl::StrCat("--min_lr=", c.min_lr(),
+                                " must be in [0, --lr=", c.lr(), "]"));
+  }
+  if (!(c.max_grad_norm() >= 0)) {
+    return Invalid(absl::StrCat("--max_grad_norm=", c.max_grad_norm(),
+                                " must be non-negative (0 disables clipping)"));
+  }
+  if (c.timing_warmup_steps() < 0 || c.timing_warmup_steps() >= c.steps()) {
+    return Invalid(absl::StrCat("--timing_warmup_steps=",
+                                c.timing_warmup_steps(),
+                                " must be in [0, --steps=", c.steps(),
+                                ") so that some step is timed"));
+  }
+  if (c.inject_nan_step() < 0 || c.inject_nan_step() > c.steps()) {
+    return Invalid(absl::StrCat("--inject_nan_step=", c.inject_nan_step(),
+                                " must be in [0, --steps=", c.steps(),
+                                "] (0: never)"));
+  }
+  if (c.strategy() != "single") {
+    return Invalid(absl::StrCat("--strategy=", c.strategy(),
+                                " is not available yet (only 'single')"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ConfigFingerprint(const TrainConfig& config) {
+  TrainConfig canonical = config;
+  canonical.clear_timing_warmup_steps();
+  canonical.clear_repeat();
+  canonical.clear_intra_op_threads();
+  canonical.clear_log_every();
+  canonical.clear_activation_checkpointing();
+  return Sha256Hex(ToJson(canonical));
+}
+
+}  // namespace mtb

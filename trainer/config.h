@@ -1,0 +1,35 @@
+// The trainer's configuration (TrainConfig in train_result.proto): derived
+// defaults and the rules every value must satisfy, checked before anything
+// runs (SPEC §11).
+#ifndef MTB_TRAINER_CONFIG_H_
+#define MTB_TRAINER_CONFIG_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "trainer/train_result.pb.h"
+
+namespace mtb {
+
+inline constexpr int kTrainResultSchemaVersion = 1;
+
+// Fills the values a user leaves to us: min_lr < 0 -> lr / 10;
+// lr_decay_steps == 0 -> steps; intra_op_threads == 0 -> this machine's cores
+// divided among `ranks_per_host` ranks (at least 1).
+void ResolveConfig(TrainConfig* config, int ranks_per_host);
+
+// kInvalidArgument with one line naming the flag, its value and the rule
+// ("--d_model=100 must be divisible by --n_heads=3"), for the first rule
+// broken. Call after ResolveConfig. Token-file checks that need the file
+// (vocabulary, length) are made when the file is opened (trainer/data.h).
+absl::Status ValidateConfig(const TrainConfig& config);
+
+// SHA-256 (hex) of the canonical JSON of `config` with the fields that do not
+// change any number of the run cleared: timing_warmup_steps, repeat,
+// intra_op_threads, log_every and activation_checkpointing (proven not to
+// change results, trainer tests).
+std::string ConfigFingerprint(const TrainConfig& config);
+
+}  // namespace mtb
+
+#endif  // MTB_TRAINER_CONFIG_H_

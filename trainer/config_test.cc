@@ -1,0 +1,100 @@
+#include "trainer/config.h"
+
+#include "gtest/gtest.h"
+#include "trainer/flags.h"
+
+namespace mtb {
+namespace {
+
+TrainConfig Defaults() {
+  TrainConfig config = TrainConfigFromFlags();
+  ResolveConfig(&config, 1);
+  return config;
+}
+
+TEST(TrainConfig, FlagDefaultsResolveToAValidConfig) {
+  const TrainConfig config = Defaults();
+  EXPECT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
+  EXPECT_DOUBLE_EQ(config.min_lr(), config.lr() / 10);
+  EXPECT_EQ(config.lr_decay_steps(), config.steps());
+  EXPECT_GE(config.intra_op_threads(), 1);
+}
+
+TEST(TrainConfig, ResolveKeepsValuesTheUserGave) {
+  TrainConfig config = TrainConfigFromFlags();
+  config.set_min_lr(1e-5);
+  config.set_lr_decay_steps(50);
+  config.set_intra_op_threads(3);
+  ResolveConfig(&config, 1);
+  EXPECT_DOUBLE_EQ(config.min_lr(), 1e-5);
+  EXPECT_EQ(config.lr_decay_steps(), 50);
+  EXPECT_EQ(config.intra_op_threads(), 3);
+}
+
+void ExpectInvalid(const TrainConfig& config, const std::string& substring) {
+  const absl::Status status = ValidateConfig(config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find(substring), std::string::npos)
+      << status.message();
+}
+
+TEST(TrainConfig, HeadsThatDoNotDivideTheWidthNameBothFlags) {
+  TrainConfig config = Defaults();
+  config.set_d_model(100);
+  config.set_n_heads(3);
+  ExpectInvalid(config, "--d_model=100 must be divisible by --n_heads=3");
+}
+
+TEST(TrainConfig, EachRuleNamesItsFlag) {
+  TrainConfig c = Defaults();
+  c.set_dropout(1.0);
+  ExpectInvalid(c, "--dropout=1 must be in [0, 1)");
+  c = Defaults();
+  c.set_precision("fp16");
+  ExpectInvalid(c, "--precision=fp16 must be fp32 or bf16");
+  c = Defaults();
+  c.set_batch_size(0);
+  ExpectInvalid(c, "--batch_size=0 must be at least 1");
+  c = Defaults();
+  c.set_vocab_size(70000);
+  ExpectInvalid(c, "--vocab_size=70000");
+  c = Defaults();
+  c.set_lr_schedule("linear");
+  ExpectInvalid(c, "--lr_schedule=linear must be constant or cosine");
+  c = Defaults();
+  c.set_lr_warmup_steps(-1);
+  ExpectInvalid(c, "--lr_warmup_steps=-1 must be non-negative");
+  c = Defaults();
+  c.set_timing_warmup_steps(c.steps());
+  ExpectInvalid(c, "--timing_warmup_steps");
+  c = Defaults();
+  c.set_inject_nan_step(c.steps() + 1);
+  ExpectInvalid(c, "--inject_nan_step");
+  c = Defaults();
+  c.set_min_lr(1.0);
+  ExpectInvalid(c, "--min_lr=1 must be in [0, --lr=");
+  c = Defaults();
+  c.set_strategy("ddp");
+  ExpectInvalid(c, "--strategy=ddp");
+}
+
+TEST(TrainConfig, FingerprintIgnoresOnlyFieldsThatDoNotChangeNumbers) {
+  const TrainConfig base = Defaults();
+  TrainConfig same = base;
+  same.set_repeat(5);
+  same.set_timing_warmup_steps(7);
+  same.set_intra_op_threads(9);
+  same.set_log_every(10);
+  same.set_activation_checkpointing(true);
+  EXPECT_EQ(ConfigFingerprint(base), ConfigFingerprint(same));
+  EXPECT_EQ(ConfigFingerprint(base).size(), 64u);
+  TrainConfig other = base;
+  other.set_lr(2e-3);
+  EXPECT_NE(ConfigFingerprint(base), ConfigFingerprint(other));
+  other = base;
+  other.set_seed(base.seed() + 1);
+  EXPECT_NE(ConfigFingerprint(base), ConfigFingerprint(other));
+}
+
+}  // namespace
+}  // namespace mtb

@@ -1,0 +1,98 @@
+#include "trainer/flags.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/flags/flag.h"
+
+// Model.
+ABSL_FLAG(int32_t, vocab_size, 256, "vocabulary size (byte-level corpus: 256)");
+ABSL_FLAG(int32_t, d_model, 128, "model width");
+ABSL_FLAG(int32_t, n_layers, 4, "transformer blocks");
+ABSL_FLAG(int32_t, n_heads, 4, "attention heads (must divide --d_model)");
+ABSL_FLAG(int32_t, seq_len, 128, "context length (tokens per sample)");
+ABSL_FLAG(int32_t, batch_size, 16, "samples per rank per micro-batch");
+ABSL_FLAG(double, dropout, 0.0,
+          "dropout on attention probabilities and residual branches, masks "
+          "keyed by (seed, step, global sample, layer, site)");
+ABSL_FLAG(bool, activation_checkpointing, false,
+          "recompute each block in backward (identical dropout masks)");
+ABSL_FLAG(std::string, precision, "fp32",
+          "fp32, or bf16 (CPU autocast, fp32 master weights and optimizer "
+          "state)");
+// Data.
+ABSL_FLAG(std::string, data, "testdata/gnu_licenses.bin",
+          "'synthetic' (uniform random tokens) or an llm.c token file (256 "
+          "int32 header, magic 20240520, uint16 tokens); relative paths are "
+          "resolved against your checkout under bazel run");
+// Optimizer and schedule.
+ABSL_FLAG(double, lr, 1e-3, "AdamW peak learning rate");
+ABSL_FLAG(double, beta1, 0.9, "AdamW beta1");
+ABSL_FLAG(double, beta2, 0.999, "AdamW beta2");
+ABSL_FLAG(double, eps, 1e-8, "AdamW epsilon");
+ABSL_FLAG(double, weight_decay, 0.01,
+          "AdamW decoupled weight decay (linear weights only; not biases, "
+          "LayerNorm or embeddings)");
+ABSL_FLAG(std::string, lr_schedule, "cosine",
+          "constant or cosine, both after --lr_warmup_steps of linear warm-up");
+ABSL_FLAG(int32_t, lr_warmup_steps, 10, "linear learning-rate warm-up steps");
+ABSL_FLAG(int32_t, lr_decay_steps, 0,
+          "cosine: the step where the rate reaches --min_lr (0: --steps)");
+ABSL_FLAG(double, min_lr, -1, "cosine floor (negative: --lr / 10)");
+ABSL_FLAG(int32_t, grad_accum, 1,
+          "micro-batches per optimizer step (each loss divided by it)");
+ABSL_FLAG(double, max_grad_norm, 1.0,
+          "clip the global gradient norm to this (0: no clipping)");
+// Run.
+ABSL_FLAG(int32_t, steps, 200, "the run's total number of optimizer steps");
+ABSL_FLAG(int32_t, timing_warmup_steps, 2,
+          "first steps excluded from timing figures (not learning-rate "
+          "warm-up)");
+ABSL_FLAG(int32_t, repeat, 1, "runs from scratch; the summary is mean ± std");
+ABSL_FLAG(uint64_t, seed, 1234,
+          "seeds initialisation, data sampling and dropout masks");
+ABSL_FLAG(int32_t, inject_nan_step, 0,
+          "fault injection: make the loss NaN at this step (0: never)");
+ABSL_FLAG(int32_t, intra_op_threads, 0,
+          "LibTorch intra-op threads (0: this machine's cores)");
+ABSL_FLAG(int32_t, log_every, 1, "progress line every this many steps");
+ABSL_FLAG(std::string, strategy, "single",
+          "how steps are distributed; only 'single' (one rank) so far");
+
+namespace mtb {
+
+TrainConfig TrainConfigFromFlags() {
+  TrainConfig c;
+  c.set_vocab_size(absl::GetFlag(FLAGS_vocab_size));
+  c.set_d_model(absl::GetFlag(FLAGS_d_model));
+  c.set_n_layers(absl::GetFlag(FLAGS_n_layers));
+  c.set_n_heads(absl::GetFlag(FLAGS_n_heads));
+  c.set_seq_len(absl::GetFlag(FLAGS_seq_len));
+  c.set_batch_size(absl::GetFlag(FLAGS_batch_size));
+  c.set_dropout(absl::GetFlag(FLAGS_dropout));
+  c.set_activation_checkpointing(absl::GetFlag(FLAGS_activation_checkpointing));
+  c.set_precision(absl::GetFlag(FLAGS_precision));
+  c.set_data(absl::GetFlag(FLAGS_data));
+  c.set_lr(absl::GetFlag(FLAGS_lr));
+  c.set_beta1(absl::GetFlag(FLAGS_beta1));
+  c.set_beta2(absl::GetFlag(FLAGS_beta2));
+  c.set_eps(absl::GetFlag(FLAGS_eps));
+  c.set_weight_decay(absl::GetFlag(FLAGS_weight_decay));
+  c.set_lr_schedule(absl::GetFlag(FLAGS_lr_schedule));
+  c.set_lr_warmup_steps(absl::GetFlag(FLAGS_lr_warmup_steps));
+  c.set_lr_decay_steps(absl::GetFlag(FLAGS_lr_decay_steps));
+  c.set_min_lr(absl::GetFlag(FLAGS_min_lr));
+  c.set_grad_accum(absl::GetFlag(FLAGS_grad_accum));
+  c.set_max_grad_norm(absl::GetFlag(FLAGS_max_grad_norm));
+  c.set_steps(absl::GetFlag(FLAGS_steps));
+  c.set_timing_warmup_steps(absl::GetFlag(FLAGS_timing_warmup_steps));
+  c.set_repeat(absl::GetFlag(FLAGS_repeat));
+  c.set_seed(absl::GetFlag(FLAGS_seed));
+  c.set_inject_nan_step(absl::GetFlag(FLAGS_inject_nan_step));
+  c.set_intra_op_threads(absl::GetFlag(FLAGS_intra_op_threads));
+  c.set_log_every(absl::GetFlag(FLAGS_log_every));
+  c.set_strategy(absl::GetFlag(FLAGS_strategy));
+  return c;
+}
+
+}  // namespace mtb

@@ -1,0 +1,15 @@
+// The trainer's command-line flags (defined in flags.cc, one per TrainConfig
+// field, same names) and their conversion to a TrainConfig.
+#ifndef MTB_TRAINER_FLAGS_H_
+#define MTB_TRAINER_FLAGS_H_
+
+#include "trainer/train_result.pb.h"
+
+namespace mtb {
+
+// The flags' current values (after parsing), not yet resolved or validated.
+TrainConfig TrainConfigFromFlags();
+
+}  // namespace mtb
+
+#endif  // MTB_TRAINER_FLAGS_H_

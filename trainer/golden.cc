@@ -1,0 +1,102 @@
+#include "trainer/golden.h"
+
+#include <memory>
+
+#include "ATen/Parallel.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/status.h"
+#include "trainer/config.h"
+#include "trainer/data.h"
+#include "trainer/strategy.h"
+#include "trainer/trainer.h"
+
+namespace mtb {
+
+TrainConfig GoldenConfig() {
+  TrainConfig c;
+  c.set_vocab_size(64);
+  c.set_d_model(32);
+  c.set_n_layers(2);
+  c.set_n_heads(4);
+  c.set_seq_len(16);
+  c.set_batch_size(4);
+  c.set_grad_accum(2);
+  c.set_dropout(0.1);
+  c.set_precision("fp32");
+  c.set_data("synthetic");
+  c.set_lr(3e-3);
+  c.set_beta1(0.9);
+  c.set_beta2(0.999);
+  c.set_eps(1e-8);
+  c.set_weight_decay(0.1);
+  c.set_lr_schedule("cosine");
+  c.set_lr_warmup_steps(2);
+  c.set_lr_decay_steps(5);
+  c.set_min_lr(3e-4);
+  c.set_max_grad_norm(1.0);
+  c.set_steps(5);
+  c.set_timing_warmup_steps(0);
+  c.set_repeat(1);
+  c.set_seed(2024);
+  c.set_intra_op_threads(1);
+  c.set_log_every(1);
+  c.set_strategy("single");
+  ResolveConfig(&c, 1);
+  return c;
+}
+
+absl::StatusOr<std::vector<double>> TrainLosses(const TrainConfig& config) {
+  at::set_num_threads(config.intra_op_threads());
+  ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, OpenDataFor(config));
+  SingleStrategy strategy;
+  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                   Trainer::Create(config, RankInfo{}, &strategy, data.get()));
+  std::vector<double> losses;
+  for (int step = 1; step <= config.steps(); ++step) {
+    ASSIGN_OR_RETURN(const StepRecord record, trainer->Step());
+    losses.push_back(record.loss());
+  }
+  return losses;
+}
+
+std::string FormatGoldenLosses(const std::vector<double>& losses) {
+  std::string text =
+      "# First losses of trainer/golden.h's GoldenConfig(): a seeded tiny GPT\n"
+      "# (vocab 64, d_model 32, 2 layers, seq 16, batch 4 x grad_accum 2,\n"
+      "# synthetic data, dropout 0.1, AdamW cosine, clip 1.0, seed 2024, "
+      "fp32).\n"
+      "# Regenerate: bazel run //trainer:golden_losses > "
+      "testdata/golden_losses_tiny.txt\n"
+      "# <step> <loss>\n";
+  for (size_t i = 0; i < losses.size(); ++i) {
+    absl::StrAppend(&text, i + 1, " ", absl::StrFormat("%.17g", losses[i]),
+                    "\n");
+  }
+  return text;
+}
+
+absl::StatusOr<std::vector<double>> ParseGoldenLosses(absl::string_view text) {
+  std::vector<double> losses;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<absl::string_view> fields =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int step = 0;
+    double loss = 0;
+    if (fields.size() != 2 || !absl::SimpleAtoi(fields[0], &step) ||
+        !absl::SimpleAtod(fields[1], &loss) ||
+        step != static_cast<int>(losses.size()) + 1) {
+      return absl::DataLossError(
+          absl::StrCat("golden losses: bad line '", line, "'"));
+    }
+    losses.push_back(loss);
+  }
+  return losses;
+}
+
+}  // namespace mtb

@@ -1,0 +1,78 @@
+#include "trainer/metrics.h"
+
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "common/stats.h"
+#include "glog/logging.h"
+
+namespace mtb {
+namespace {
+
+std::string FormatRate(double tokens_per_second) {
+  if (tokens_per_second >= 1e6) {
+    return absl::StrFormat("%.2fM", tokens_per_second / 1e6);
+  }
+  if (tokens_per_second >= 1e3) {
+    return absl::StrFormat("%.1fk", tokens_per_second / 1e3);
+  }
+  return absl::StrFormat("%.0f", tokens_per_second);
+}
+
+MeanStd MeanStdOf(const std::vector<double>& values) {
+  MeanStd result;
+  result.set_count(static_cast<int32_t>(values.size()));
+  if (values.empty()) return result;
+  result.set_mean(Mean(values));
+  result.set_std(SampleStd(values));
+  return result;
+}
+
+}  // namespace
+
+std::string FormatProgressLine(const StepRecord& step, int64_t total_steps,
+                               double eta_seconds) {
+  return absl::StrFormat(
+      "step %d/%d | loss %.4f | lr %.3e | %s tok/s | %.1f ms/step | ETA %.1f s",
+      step.step(), total_steps, step.loss(), step.lr(),
+      FormatRate(step.tokens_per_second()), step.step_ms(), eta_seconds);
+}
+
+void FinishRun(TrainRun* run, int64_t tokens_per_step) {
+  CHECK_GT(run->steps_size(), 0);
+  run->set_first_loss(run->steps(0).loss());
+  run->set_final_loss(run->steps(run->steps_size() - 1).loss());
+  run->set_loss_drop_fraction(1.0 - run->final_loss() / run->first_loss());
+  bool any_timed = false;
+  for (const StepRecord& step : run->steps()) any_timed |= step.timed();
+  double total_ms = 0;
+  int timed_steps = 0;
+  for (const StepRecord& step : run->steps()) {
+    if (any_timed && !step.timed()) continue;
+    total_ms += step.step_ms();
+    ++timed_steps;
+  }
+  run->set_mean_step_ms(total_ms / timed_steps);
+  run->set_tokens_per_second(static_cast<double>(tokens_per_step) *
+                             timed_steps / (total_ms / 1000.0));
+}
+
+TrainSummary SummarizeRuns(const TrainResult& result) {
+  std::vector<double> final_loss, tokens_per_second, step_ms, drop;
+  for (const TrainRun& run : result.runs()) {
+    final_loss.push_back(run.final_loss());
+    tokens_per_second.push_back(run.tokens_per_second());
+    step_ms.push_back(run.mean_step_ms());
+    drop.push_back(run.loss_drop_fraction());
+  }
+  TrainSummary summary;
+  *summary.mutable_final_loss() = MeanStdOf(final_loss);
+  *summary.mutable_tokens_per_second() = MeanStdOf(tokens_per_second);
+  *summary.mutable_step_ms() = MeanStdOf(step_ms);
+  *summary.mutable_loss_drop_fraction() = MeanStdOf(drop);
+  summary.set_model_flops_per_second(result.model().flops_per_token() *
+                                     summary.tokens_per_second().mean());
+  return summary;
+}
+
+}  // namespace mtb

@@ -1,0 +1,41 @@
+// Per-step and per-run figures of a training run (SPEC §4 "Metrics").
+#ifndef MTB_TRAINER_METRICS_H_
+#define MTB_TRAINER_METRICS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "trainer/train_result.pb.h"
+
+namespace mtb {
+
+// Milliseconds since construction (steady clock).
+class Stopwatch {
+ public:
+  Stopwatch() : start_(std::chrono::steady_clock::now()) {}
+  double ElapsedMs() const {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now() - start_)
+        .count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+// "step 12/200 | loss 3.2145 | lr 9.87e-04 | 41.2k tok/s | 48.9 ms/step |
+// ETA 9.3 s".
+std::string FormatProgressLine(const StepRecord& step, int64_t total_steps,
+                               double eta_seconds);
+
+// Fills first/final loss, loss drop and the timed means of a finished run from
+// its steps (timed steps only for times; all steps when none is timed).
+void FinishRun(TrainRun* run, int64_t tokens_per_step);
+
+// Mean +- sample std over the runs, and model FLOP/s.
+TrainSummary SummarizeRuns(const TrainResult& result);
+
+}  // namespace mtb
+
+#endif  // MTB_TRAINER_METRICS_H_

@@ -1,0 +1,141 @@
+#include "trainer/model.h"
+
+#include <cmath>
+
+#include "ATen/ATen.h"
+#include "absl/strings/str_cat.h"
+#include "common/counter_rng.h"
+#include "common/nn/checkpoint.h"
+#include "glog/logging.h"
+
+namespace mtb {
+namespace {
+
+constexpr double kInitStd = 0.02;
+
+// A parameter filled from the counter-based normal stream of (seed, index).
+at::Tensor NormalParameter(at::IntArrayRef shape, double stddev, uint64_t seed,
+                           int64_t index) {
+  at::Tensor tensor = at::empty(shape, at::kFloat);
+  const uint64_t key = CounterKey({seed, static_cast<uint64_t>(RngStream::kInit),
+                                   static_cast<uint64_t>(index)});
+  float* data = tensor.data_ptr<float>();
+  for (int64_t i = 0; i < tensor.numel(); ++i) {
+    data[i] = static_cast<float>(stddev * CounterNormal(key, i));
+  }
+  return tensor;
+}
+
+}  // namespace
+
+GptModel::GptModel(const ModelShape& shape, uint64_t seed) : shape_(shape) {
+  CHECK_EQ(shape.d_model % shape.n_heads, 0);
+  const int64_t d = shape.d_model;
+  const double residual_std = kInitStd / std::sqrt(2.0 * shape.n_layers);
+  auto add = [&](std::string name, at::Tensor tensor, bool decay) {
+    tensor.requires_grad_(true);
+    parameters_.push_back({std::move(name), tensor, decay});
+    return tensor;
+  };
+  auto normal = [&](std::string name, at::IntArrayRef dims, double stddev,
+                    bool decay) {
+    const int64_t index = static_cast<int64_t>(parameters_.size());
+    return add(std::move(name), NormalParameter(dims, stddev, seed, index),
+               decay);
+  };
+  auto zeros = [&](std::string name, int64_t n) {
+    return add(std::move(name), at::zeros({n}, at::kFloat), false);
+  };
+  auto ones = [&](std::string name, int64_t n) {
+    return add(std::move(name), at::ones({n}, at::kFloat), false);
+  };
+
+  token_embedding_ = normal("wte", {shape.vocab_size, d}, kInitStd, false);
+  position_embedding_ = normal("wpe", {shape.seq_len, d}, kInitStd, false);
+  for (int64_t layer = 0; layer < shape.n_layers; ++layer) {
+    const std::string p = absl::StrCat("h.", layer, ".");
+    BlockParameters block;
+    block.ln1_weight = ones(p + "ln_1.weight", d);
+    block.ln1_bias = zeros(p + "ln_1.bias", d);
+    block.attention.qkv_weight =
+        normal(p + "attn.c_attn.weight", {3 * d, d}, kInitStd, true);
+    block.attention.qkv_bias = zeros(p + "attn.c_attn.bias", 3 * d);
+    block.attention.proj_weight =
+        normal(p + "attn.c_proj.weight", {d, d}, residual_std, true);
+    block.attention.proj_bias = zeros(p + "attn.c_proj.bias", d);
+    block.ln2_weight = ones(p + "ln_2.weight", d);
+    block.ln2_bias = zeros(p + "ln_2.bias", d);
+    block.mlp.fc_weight =
+        normal(p + "mlp.c_fc.weight", {4 * d, d}, kInitStd, true);
+    block.mlp.fc_bias = zeros(p + "mlp.c_fc.bias", 4 * d);
+    block.mlp.proj_weight =
+        normal(p + "mlp.c_proj.weight", {d, 4 * d}, residual_std, true);
+    block.mlp.proj_bias = zeros(p + "mlp.c_proj.bias", d);
+    blocks_.push_back(block);
+  }
+  final_ln_weight_ = ones("ln_f.weight", d);
+  final_ln_bias_ = zeros("ln_f.bias", d);
+}
+
+at::Tensor GptModel::Block(int64_t layer, const at::Tensor& x,
+                           const nn::CounterDropout& dropout) const {
+  const BlockParameters& block = blocks_[layer];
+  const at::Tensor attention = nn::CausalSelfAttention(
+      block.attention, nn::LayerNorm(x, block.ln1_weight, block.ln1_bias),
+      shape_.n_heads, dropout, layer);  // (B, T, D)
+  const at::Tensor h =
+      x + dropout.Apply(attention, layer, nn::DropoutSite::kAttentionOutput);
+  const at::Tensor mlp =
+      nn::Mlp(block.mlp, nn::LayerNorm(h, block.ln2_weight, block.ln2_bias));
+  return h + dropout.Apply(mlp, layer, nn::DropoutSite::kMlpOutput);
+}
+
+at::Tensor GptModel::Forward(const at::Tensor& tokens,
+                             const ForwardOptions& options) const {
+  CHECK_EQ(tokens.dim(), 2);
+  CHECK_LE(tokens.size(1), shape_.seq_len);
+  at::Tensor x = nn::TokenAndPositionEmbedding(tokens, token_embedding_,
+                                               position_embedding_);
+  // (B, T, D)
+  for (int64_t layer = 0; layer < shape_.n_layers; ++layer) {
+    if (options.activation_checkpointing) {
+      const BlockParameters& b = blocks_[layer];
+      const std::vector<at::Tensor> block_params = {
+          b.ln1_weight,          b.ln1_bias,
+          b.attention.qkv_weight, b.attention.qkv_bias,
+          b.attention.proj_weight, b.attention.proj_bias,
+          b.ln2_weight,          b.ln2_bias,
+          b.mlp.fc_weight,       b.mlp.fc_bias,
+          b.mlp.proj_weight,     b.mlp.proj_bias};
+      // The closure copies the dropout settings: it runs again in backward,
+      // after `options` may be gone.
+      x = nn::Checkpoint(
+          [this, layer, dropout = options.dropout](const at::Tensor& input) {
+            return Block(layer, input, dropout);
+          },
+          x, block_params);
+    } else {
+      x = Block(layer, x, options.dropout);
+    }
+  }
+  x = nn::LayerNorm(x, final_ln_weight_, final_ln_bias_);
+  return at::linear(x, token_embedding_);  // (B, T, V)
+}
+
+int64_t GptModel::ParameterCount() const {
+  int64_t count = 0;
+  for (const NamedParameter& p : parameters_) count += p.tensor.numel();
+  return count;
+}
+
+int64_t GptModel::FlopsParameterCount() const {
+  return ParameterCount() - position_embedding_.numel();
+}
+
+double GptModel::FlopsPerToken() const {
+  return 6.0 * static_cast<double>(FlopsParameterCount()) +
+         12.0 * static_cast<double>(shape_.n_layers * shape_.seq_len *
+                                    shape_.d_model);
+}
+
+}  // namespace mtb

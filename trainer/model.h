@@ -1,0 +1,93 @@
+// The GPT decoder of SPEC §4, built from the functional layers in common/nn:
+// token embedding + learned positions, n_layers pre-norm blocks
+//   x = x + drop(attn(LN1(x)));  x = x + drop(mlp(LN2(x)))
+// a final LayerNorm and an LM head tied to the token embedding. Shapes: B batch,
+// T sequence (<= seq_len), D d_model, V vocab_size.
+//
+// Parameters are one flat, ordered list (the order of construction: wte, wpe,
+// blocks 0..L-1, ln_f), so strategies can bucket them (DDP walks it in reverse)
+// and checkpoints can name them. The per-block structs alias the same tensors.
+#ifndef MTB_TRAINER_MODEL_H_
+#define MTB_TRAINER_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ATen/core/Tensor.h"
+#include "common/nn/attention.h"
+#include "common/nn/dropout.h"
+#include "common/nn/layers.h"
+
+namespace mtb {
+
+struct ModelShape {
+  int64_t vocab_size = 256;
+  int64_t d_model = 64;
+  int64_t n_layers = 2;
+  int64_t n_heads = 4;
+  int64_t seq_len = 32;
+};
+
+struct NamedParameter {
+  std::string name;  // nanoGPT's names: "wte", "h.0.attn.c_attn.weight", ...
+  at::Tensor tensor;  // fp32 leaf, requires_grad
+  // AdamW decoupled weight decay applies (linear weights only: not biases,
+  // LayerNorm or embeddings, as nanoGPT).
+  bool weight_decay = false;
+};
+
+struct BlockParameters {
+  at::Tensor ln1_weight, ln1_bias;  // (D)
+  nn::AttentionParams attention;
+  at::Tensor ln2_weight, ln2_bias;  // (D)
+  nn::MlpParams mlp;
+};
+
+struct ForwardOptions {
+  // Dropout settings and keys (p = 0: none).
+  nn::CounterDropout dropout;
+  // Recompute each block in backward instead of keeping its activations.
+  bool activation_checkpointing = false;
+};
+
+class GptModel {
+ public:
+  // GPT-2 initialisation: every weight normal(0, 0.02), the residual output
+  // projections (attn.c_proj, mlp.c_proj) normal(0, 0.02 / sqrt(2 L)), biases
+  // zero, LayerNorm weight one and bias zero. Values come from the
+  // counter-based key (seed, kInit, parameter index), never a generator.
+  GptModel(const ModelShape& shape, uint64_t seed);
+
+  const ModelShape& shape() const { return shape_; }
+  const std::vector<NamedParameter>& parameters() const { return parameters_; }
+
+  // tokens: (B, T) int64 -> logits (B, T, V). Call under nn::AutocastGuard for
+  // bf16.
+  at::Tensor Forward(const at::Tensor& tokens,
+                     const ForwardOptions& options) const;
+
+  int64_t ParameterCount() const;
+  // N in the FLOPs formula: every parameter but the position embedding (the
+  // token embedding is also the LM head's matmul).
+  int64_t FlopsParameterCount() const;
+  // Training FLOPs per token: 6 N + 12 L T D (forward 2N + 4LTD: QK^T and AV
+  // over the full T x T score matrix, as PaLM's appendix B; backward twice the
+  // forward).
+  double FlopsPerToken() const;
+
+ private:
+  at::Tensor Block(int64_t layer, const at::Tensor& x,
+                   const nn::CounterDropout& dropout) const;
+
+  ModelShape shape_;
+  at::Tensor token_embedding_;     // (V, D), also the LM head
+  at::Tensor position_embedding_;  // (seq_len, D)
+  std::vector<BlockParameters> blocks_;
+  at::Tensor final_ln_weight_, final_ln_bias_;  // (D)
+  std::vector<NamedParameter> parameters_;
+};
+
+}  // namespace mtb
+
+#endif  // MTB_TRAINER_MODEL_H_

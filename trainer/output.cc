@@ -1,0 +1,134 @@
+#include "trainer/output.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/atomic_file.h"
+#include "common/json_io.h"
+#include "common/output_path.h"
+#include "common/report.h"
+#include "common/status.h"
+
+namespace mtb {
+namespace {
+
+std::string MeanPlusMinus(const MeanStd& value, int significant = 4) {
+  if (value.count() <= 1) return FormatSignificant(value.mean(), significant);
+  return absl::StrCat(FormatSignificant(value.mean(), significant), " ± ",
+                      FormatSignificant(value.std(), 2));
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+std::string RenderSummaryTable(const TrainResult& result) {
+  const TrainSummary& s = result.summary();
+  const TrainRun& first_run = result.runs(0);
+  MarkdownTable table;
+  table.headers = {"metric", "value"};
+  table.align = {Align::kLeft, Align::kRight};
+  table.rows = {
+      {"runs x steps", absl::StrCat(result.runs_size(), " x ",
+                                    result.config().steps())},
+      {"parameters", absl::StrCat(result.model().parameter_count())},
+      {"tokens / step", absl::StrCat(result.model().tokens_per_step())},
+      {"first loss", FormatSignificant(first_run.first_loss(), 4)},
+      {"final loss", MeanPlusMinus(s.final_loss())},
+      {"loss drop", absl::StrCat(MeanPlusMinus(s.loss_drop_fraction(), 3))},
+      {"tokens/s (timed steps)", MeanPlusMinus(s.tokens_per_second(), 3)},
+      {"ms/step (timed steps)", MeanPlusMinus(s.step_ms(), 3)},
+      {"model GFLOP/s", FormatSignificant(s.model_flops_per_second() / 1e9, 3)},
+      {"wall s (run 1)", FormatSignificant(first_run.wall_seconds(), 3)},
+  };
+  return table.Render();
+}
+
+std::string RenderMarkdownReport(const TrainResult& result,
+                                 const std::string& svg_file_name) {
+  const TrainConfig& c = result.config();
+  const RunContext& context = result.run_context();
+  std::string out = "# trainer run\n\n";
+  absl::StrAppend(
+      &out, "GPT: vocab ", c.vocab_size(), ", d_model ", c.d_model(), ", ",
+      c.n_layers(), " layers x ", c.n_heads(), " heads, context ", c.seq_len(),
+      "; ", result.model().parameter_count(), " parameters, ",
+      FormatSignificant(result.model().flops_per_token(), 3),
+      " FLOPs/token (6N + 12LTD).\n\n");
+  absl::StrAppend(&out, "Data `", c.data(), "`, strategy `", c.strategy(),
+                  "` on ", context.world_size(), " rank(s), ", c.precision(),
+                  ", batch ", c.batch_size(), " x grad_accum ",
+                  c.grad_accum(), ", dropout ", c.dropout(), ", AdamW lr ",
+                  c.lr(), " (", c.lr_schedule(), "), seed ", c.seed(),
+                  ". Config fingerprint `",
+                  result.config_fingerprint().substr(0, 16), "…`.\n\n");
+  absl::StrAppend(&out, "Machine: ", context.cpu_model(), " (",
+                  context.cpu_cores(), " cores), ",
+                  context.intra_op_threads(), " intra-op thread(s), BLAS ",
+                  context.blas_library(), ", LibTorch ",
+                  context.libtorch_version(), ", build ", context.build_mode(),
+                  ", git ", context.git_commit().substr(0, 12),
+                  context.git_dirty() ? " (dirty)" : "", ".\n\n");
+  absl::StrAppend(&out, "## Summary\n\n", RenderSummaryTable(result), "\n");
+  absl::StrAppend(&out, "![loss curve](", svg_file_name, ")\n\n");
+
+  const TrainRun& run = result.runs(0);
+  absl::StrAppend(&out, "## Steps (run 1)\n\n");
+  MarkdownTable steps;
+  steps.headers = {"step",       "loss",        "lr",          "grad norm",
+                   "data ms",    "forward ms",  "backward ms", "optimizer ms",
+                   "step ms",    "tokens/s"};
+  steps.align.assign(steps.headers.size(), Align::kRight);
+  // At most ~40 rows: every k-th step plus the last.
+  const int every = std::max(1, run.steps_size() / 40);
+  for (int i = 0; i < run.steps_size(); ++i) {
+    if (i % every != 0 && i != run.steps_size() - 1) continue;
+    const StepRecord& s = run.steps(i);
+    steps.rows.push_back(
+        {absl::StrCat(s.step(), s.timed() ? "" : " (warm-up)"),
+         absl::StrFormat("%.4f", s.loss()), absl::StrFormat("%.3e", s.lr()),
+         absl::StrCat(FormatSignificant(s.grad_norm(), 3),
+                      s.clipped() ? " (clipped)" : ""),
+         FormatSignificant(s.data_ms(), 3),
+         FormatSignificant(s.forward_ms(), 3),
+         FormatSignificant(s.backward_ms(), 3),
+         FormatSignificant(s.optimizer_ms(), 3),
+         FormatSignificant(s.step_ms(), 3),
+         FormatSignificant(s.tokens_per_second(), 3)});
+  }
+  absl::StrAppend(&out, steps.Render());
+  return out;
+}
+
+std::string RenderLossCurveSvg(const TrainResult& result) {
+  LinePlot plot;
+  plot.title = absl::StrCat("trainer: loss (", result.config().data(), ")");
+  plot.x_label = "optimizer step";
+  plot.y_label = "training loss";
+  for (const TrainRun& run : result.runs()) {
+    PlotSeries series;
+    series.name = absl::StrCat("run ", run.index() + 1);
+    for (const StepRecord& step : run.steps()) {
+      series.points.emplace_back(step.step(), step.loss());
+    }
+    plot.series.push_back(std::move(series));
+  }
+  return RenderSvg(plot);
+}
+
+absl::Status WriteTrainOutputs(const TrainResult& result,
+                               const std::string& json_path, bool markdown) {
+  RETURN_IF_ERROR(WriteJsonFile(result, json_path));
+  if (!markdown) return absl::OkStatus();
+  const std::string svg_path = ReplaceExtension(json_path, "svg");
+  RETURN_IF_ERROR(WriteFileAtomically(svg_path, RenderLossCurveSvg(result)));
+  return WriteFileAtomically(ReplaceExtension(json_path, "md"),
+                             RenderMarkdownReport(result, BaseName(svg_path)));
+}
+
+}  // namespace mtb

@@ -1,0 +1,94 @@
+// The training loop (SPEC §4 "Loop"): per optimizer step, K micro-batches of
+// forward and backward, then the strategy's gradient hook, the global gradient
+// norm, the non-finite stop, clipping and AdamW, all timed.
+//
+// Global batch layout. A step's global batch holds world_size * K * B samples
+// (B = --batch_size, K = --grad_accum). Micro-batch m of rank r is samples
+//   [(m * world_size + r) * B, (m * world_size + r + 1) * B)
+// so one rank with batch world_size * B sees, micro-batch by micro-batch,
+// exactly what world_size ranks with batch B see together; and K x B on one
+// rank covers the same samples as one micro-batch of K * B. Data and dropout
+// masks are keyed by those global indices (trainer/data.h,
+// common/nn/dropout.h), so none of these layouts changes a number beyond
+// floating-point summation order. Each micro-batch's mean loss is divided by K
+// before backward; the strategy averages over ranks.
+#ifndef MTB_TRAINER_TRAINER_H_
+#define MTB_TRAINER_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainer/data.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/model.h"
+#include "trainer/strategy.h"
+#include "trainer/train_result.pb.h"
+
+namespace mtb {
+
+struct RankInfo {
+  int rank = 0;
+  int world_size = 1;
+};
+
+// The first global sample index of micro-batch `micro_batch` on `rank`.
+int64_t FirstSampleOf(int micro_batch, const RankInfo& rank,
+                      int64_t batch_size);
+
+ModelShape ModelShapeOf(const TrainConfig& config);
+LrSchedule LrScheduleOf(const TrainConfig& config);
+AdamWOptions AdamWOptionsOf(const TrainConfig& config);
+
+// The forward options for `step` (1-based) on rows with these global indices.
+ForwardOptions ForwardOptionsOf(const TrainConfig& config, int64_t step,
+                                const std::vector<int64_t>& sample_indices);
+
+// One run from scratch: a freshly initialised model trained step by step.
+// Not thread-safe; one Trainer per rank (thread or process).
+class Trainer {
+ public:
+  // `config` must be resolved and valid (trainer/config.h). `strategy` and
+  // `data` must outlive the Trainer. Calls strategy->Setup.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(
+      const TrainConfig& config, const RankInfo& rank, Strategy* strategy,
+      const DataSource* data);
+
+  // Runs optimizer step completed_steps() + 1. kAborted, naming the step, when
+  // the loss or the gradient norm is not finite on any rank: the optimizer
+  // update is skipped and the parameters are as before the step. Other errors
+  // come from the strategy.
+  absl::StatusOr<StepRecord> Step();
+
+  int64_t completed_steps() const { return completed_steps_; }
+  const GptModel& model() const { return model_; }
+  // Global tokens per optimizer step.
+  int64_t tokens_per_step() const;
+
+ private:
+  Trainer(const TrainConfig& config, const RankInfo& rank, Strategy* strategy,
+          const DataSource* data);
+
+  TrainConfig config_;
+  RankInfo rank_;
+  Strategy* strategy_;
+  const DataSource* data_;
+  GptModel model_;
+  LrSchedule schedule_;
+  int64_t completed_steps_ = 0;
+};
+
+// Runs config.repeat() runs of config.steps() steps each, logging a progress
+// line every config.log_every() steps (and the last), and returns the result
+// without run_context (the caller's, who knows argv). Every rank must call it;
+// rank 0's result is the one to write.
+absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
+                                        const RankInfo& rank,
+                                        Strategy& strategy,
+                                        const DataSource& data);
+
+}  // namespace mtb
+
+#endif  // MTB_TRAINER_TRAINER_H_
