@@ -98,9 +98,8 @@ void TablePrinter::SizeFinished(const Collective& op,
   if (first.bottleneck_rank() >= 0) {
     const int rank = first.bottleneck_rank();
     line += absl::StrCat("  bottleneck rank ", rank, " (sends ",
-                         FormatBytes(first.send_bytes_per_rank(rank)),
-                         ", receives ",
-                         FormatBytes(first.recv_bytes_per_rank(rank)), " B)");
+                         first.send_bytes_per_rank(rank), " B, receives ",
+                         first.recv_bytes_per_rank(rank), " B)");
   }
   out_ << line << "\n";
   out_.flush();
