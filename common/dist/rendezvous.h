@@ -1,7 +1,8 @@
 // Joining a group of ranks: connect to (or host) the c10d::TCPStore at
 // MASTER_ADDR:MASTER_PORT, then build the Gloo communicator on a per-group
-// prefix of it. The options are a plain struct; common/rank_env.h fills it
-// from torchrun's environment variables (RANK, WORLD_SIZE, MASTER_ADDR, ...).
+// prefix of it. The options are a plain struct; RendezvousOptionsFor
+// (common/launch/rendezvous_env.h) fills it from a RankEnv (common/rank_env.h:
+// torchrun's RANK, WORLD_SIZE, MASTER_ADDR, ...).
 #ifndef MTB_COMMON_DIST_RENDEZVOUS_H_
 #define MTB_COMMON_DIST_RENDEZVOUS_H_
 

@@ -1,0 +1,149 @@
+#include "common/launch/launch_options.h"
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/flags.h"
+
+ABSL_FLAG(int, nproc, 1,
+          "ranks to start on this node (alias --nproc_per_node); the world "
+          "size is --nnodes x --nproc. Some tools default to more (trainer: "
+          "2). Ignored when RANK/WORLD_SIZE are set: the process is then one "
+          "rank (docs/launch.md)");
+ABSL_FLAG(int, nnodes, 1,
+          "nodes in the group; each runs one launcher with the same flags "
+          "and its own --node_rank");
+ABSL_FLAG(int, node_rank, 0, "this node's rank, 0 .. --nnodes-1");
+ABSL_FLAG(std::string, master_addr, "",
+          "address of node 0, where its launcher hosts the c10d TCPStore "
+          "(default 127.0.0.1 on one node; required with --nnodes > 1)");
+ABSL_FLAG(int, master_port, 0,
+          "TCPStore port on --master_addr (default: a free port on one "
+          "node, 29500 across nodes)");
+ABSL_FLAG(bool, standalone, false,
+          "one node on 127.0.0.1 and a free port (the default for one node; "
+          "rejects --nnodes, --master_addr and --master_port)");
+ABSL_FLAG(std::string, log_dir, "",
+          "also write rank N's output to <log_dir>/rank_N.log (created if "
+          "missing)");
+ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(5),
+          "after a rank fails (or the launcher is interrupted), how long the "
+          "other ranks get between SIGTERM and SIGKILL");
+
+namespace mtb {
+namespace {
+
+// Registered at start-up so that ParseCommandLine knows the alias.
+const bool kNprocAliasRegistered = [] {
+  RegisterFlagAlias("nproc_per_node", "nproc");
+  return true;
+}();
+
+absl::Status Invalid(const std::string& message) {
+  return absl::InvalidArgumentError(message);
+}
+
+}  // namespace
+
+LaunchOptions LaunchOptionsFromFlags(const LaunchDefaults& defaults) {
+  (void)kNprocAliasRegistered;
+  LaunchOptions options;
+  options.nproc =
+      FlagWasSet("nproc") ? absl::GetFlag(FLAGS_nproc) : defaults.nproc;
+  options.nnodes = absl::GetFlag(FLAGS_nnodes);
+  options.node_rank = absl::GetFlag(FLAGS_node_rank);
+  options.master_addr = absl::GetFlag(FLAGS_master_addr);
+  options.master_port = absl::GetFlag(FLAGS_master_port);
+  options.standalone = absl::GetFlag(FLAGS_standalone);
+  options.log_dir = absl::GetFlag(FLAGS_log_dir);
+  options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
+  return options;
+}
+
+absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
+  if (options.nproc < 1) {
+    return Invalid(absl::StrCat("--nproc=", options.nproc, " must be >= 1"));
+  }
+  if (options.nnodes < 1) {
+    return Invalid(absl::StrCat("--nnodes=", options.nnodes, " must be >= 1"));
+  }
+  if (options.node_rank < 0) {
+    return Invalid(
+        absl::StrCat("--node_rank=", options.node_rank, " must be >= 0"));
+  }
+  if (options.node_rank >= options.nnodes) {
+    return Invalid(absl::StrCat("--node_rank=", options.node_rank,
+                                " must be < --nnodes=", options.nnodes));
+  }
+  if (options.master_port < 0 || options.master_port > 65535) {
+    return Invalid(absl::StrCat("--master_port=", options.master_port,
+                                " is not a port number (1-65535)"));
+  }
+  if (options.standalone) {
+    if (options.nnodes > 1) {
+      return Invalid(absl::StrCat(
+          "--standalone runs one node; it cannot be combined with --nnodes=",
+          options.nnodes));
+    }
+    if (!options.master_addr.empty()) {
+      return Invalid(
+          absl::StrCat("--standalone listens on 127.0.0.1; drop --master_addr=",
+                       options.master_addr));
+    }
+    if (options.master_port != 0) {
+      return Invalid(
+          absl::StrCat("--standalone picks a free port; drop "
+                       "--master_port=",
+                       options.master_port));
+    }
+  }
+  if (options.nnodes > 1 && options.master_addr.empty()) {
+    return Invalid(absl::StrCat(
+        "--nnodes=", options.nnodes,
+        " needs --master_addr (the address of node 0, where its launcher "
+        "hosts the TCPStore; every node must reach it)"));
+  }
+  if (options.kill_grace < absl::ZeroDuration()) {
+    return Invalid(
+        absl::StrCat("--kill_grace=", absl::FormatDuration(options.kill_grace),
+                     " must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+LaunchOptions WithDefaultEndpoint(LaunchOptions options) {
+  if (options.master_addr.empty()) options.master_addr = "127.0.0.1";
+  if (options.master_port == 0 && options.nnodes > 1) {
+    options.master_port = kDefaultMasterPort;
+  }
+  return options;
+}
+
+bool SetsOmpNumThreads(const LaunchOptions& options, const EnvMap& parent) {
+  return options.nproc > 1 && parent.count("OMP_NUM_THREADS") == 0;
+}
+
+EnvMap ChildEnvironment(const LaunchOptions& options, int local_rank,
+                        int restart_count, const EnvMap& parent) {
+  RankEnv rank_env;
+  rank_env.rank = options.rank_of(local_rank);
+  rank_env.local_rank = local_rank;
+  rank_env.world_size = options.world_size();
+  rank_env.local_world_size = options.nproc;
+  rank_env.group_rank = options.node_rank;
+  rank_env.master_addr = options.master_addr;
+  rank_env.master_port = options.master_port;
+  rank_env.restart_count = restart_count;
+  rank_env.agent_store = true;
+
+  EnvMap env = parent;
+  for (auto& [name, value] : TorchrunVariables(rank_env, options.nnodes)) {
+    env[name] = value;
+  }
+  env["TORCHELASTIC_MAX_RESTARTS"] = absl::StrCat(options.max_restarts);
+  env["TORCHELASTIC_RUN_ID"] = "none";
+  if (SetsOmpNumThreads(options, parent)) env["OMP_NUM_THREADS"] = "1";
+  env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
+  return env;
+}
+
+}  // namespace mtb

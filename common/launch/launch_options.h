@@ -1,0 +1,80 @@
+// The launch flags every multi-rank binary accepts, their rules, and the
+// environment the launcher gives each rank (docs/launch.md).
+//
+//   --nproc (alias --nproc_per_node)  ranks on this node
+//   --nnodes, --node_rank            nodes in the group, and which one this is
+//   --master_addr, --master_port     where node 0's launcher hosts the TCPStore
+//   --standalone                     one node, on a free port of 127.0.0.1
+//   --log_dir                        also keep rank N's output in rank_N.log
+//   --kill_grace                     SIGTERM -> SIGKILL delay on teardown
+#ifndef MTB_COMMON_LAUNCH_LAUNCH_OPTIONS_H_
+#define MTB_COMMON_LAUNCH_LAUNCH_OPTIONS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/rank_env.h"
+
+namespace mtb {
+
+// torchrun's default port when the ranks span nodes and --master_port is not
+// given.
+inline constexpr int kDefaultMasterPort = 29500;
+
+struct LaunchOptions {
+  int nproc = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  // Empty: 127.0.0.1 (one node only).
+  std::string master_addr;
+  // 0: a free port picked by the TCPStore server (one node), or
+  // kDefaultMasterPort (several nodes).
+  int master_port = 0;
+  bool standalone = false;
+  std::string log_dir;  // empty: no log files
+  absl::Duration kill_grace = absl::Seconds(5);
+  // Told to the ranks as TORCHELASTIC_MAX_RESTARTS; a tool that relaunches
+  // its group (trainer --max_restarts) sets it. Not a flag here.
+  int max_restarts = 0;
+
+  int world_size() const { return nnodes * nproc; }
+  // The global rank of this node's `local_rank`.
+  int rank_of(int local_rank) const { return node_rank * nproc + local_rank; }
+};
+
+// A tool's own defaults for launch flags the user did not give.
+struct LaunchDefaults {
+  int nproc = 1;  // the trainer uses 2 (SPEC §2)
+};
+
+// The launch flags as parsed by ParseCommandLine (common/flags.h), with
+// `defaults` for those not on the command line.
+LaunchOptions LaunchOptionsFromFlags(const LaunchDefaults& defaults = {});
+
+// Checks every rule before anything starts. Errors are kInvalidArgument with
+// one line naming the flag, its value and the rule, e.g. "--nproc=0 must be
+// >= 1", "--nnodes=2 needs --master_addr (...)".
+absl::Status ValidateLaunchOptions(const LaunchOptions& options);
+
+// `options` with the defaults filled in: master_addr 127.0.0.1 on one node,
+// master_port kDefaultMasterPort across nodes. A single node's port stays 0
+// until the store server has bound one.
+LaunchOptions WithDefaultEndpoint(LaunchOptions options);
+
+// The environment of this node's `local_rank`: `parent` (the launcher's own
+// environment) plus the torchrun variables (TorchrunVariables with the agent
+// store on, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID=none), and
+// OMP_NUM_THREADS=1 and NCCL_ASYNC_ERROR_HANDLING=1 unless `parent` sets them
+// (OMP_NUM_THREADS only with more than one rank per node, as torchrun).
+// `options` must have its endpoint resolved (master_port != 0).
+EnvMap ChildEnvironment(const LaunchOptions& options, int local_rank,
+                        int restart_count, const EnvMap& parent);
+
+// True when ChildEnvironment sets OMP_NUM_THREADS for `parent`: the launcher
+// then prints one line saying so.
+bool SetsOmpNumThreads(const LaunchOptions& options, const EnvMap& parent);
+
+}  // namespace mtb
+
+#endif  // MTB_COMMON_LAUNCH_LAUNCH_OPTIONS_H_

@@ -1,0 +1,154 @@
+#include "common/launch/launch_options.h"
+
+#include <string>
+#include <vector>
+
+#include "common/flags.h"
+#include "gtest/gtest.h"
+
+namespace mtb {
+namespace {
+
+void ExpectInvalid(const LaunchOptions& options, const std::string& message) {
+  const absl::Status status = ValidateLaunchOptions(options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), message);
+}
+
+LaunchOptions TwoNodes() {
+  LaunchOptions options;
+  options.nproc = 2;
+  options.nnodes = 2;
+  options.node_rank = 1;
+  options.master_addr = "10.0.0.1";
+  return options;
+}
+
+TEST(LaunchOptions, FlagsAndTheNprocPerNodeAlias) {
+  std::vector<std::string> args = {
+      "tool",           "--nproc_per_node=3", "--nnodes=2",
+      "--node_rank=1",  "--master_addr=h0",   "--master_port=1234",
+      "--log_dir=logs", "--kill_grace=250ms"};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  ASSERT_TRUE(
+      ParseCommandLine(static_cast<int>(argv.size()), argv.data()).ok());
+  const LaunchOptions options = LaunchOptionsFromFlags({/*nproc=*/5});
+  EXPECT_EQ(options.nproc, 3);  // given, so the tool's default does not apply
+  EXPECT_EQ(options.nnodes, 2);
+  EXPECT_EQ(options.node_rank, 1);
+  EXPECT_EQ(options.master_addr, "h0");
+  EXPECT_EQ(options.master_port, 1234);
+  EXPECT_EQ(options.log_dir, "logs");
+  EXPECT_EQ(options.kill_grace, absl::Milliseconds(250));
+  EXPECT_TRUE(ValidateLaunchOptions(options).ok());
+}
+
+TEST(LaunchOptions, EveryRuleNamesTheFlag) {
+  EXPECT_TRUE(ValidateLaunchOptions(LaunchOptions{}).ok());
+  EXPECT_TRUE(ValidateLaunchOptions(TwoNodes()).ok());
+
+  LaunchOptions options;
+  options.nproc = 0;
+  ExpectInvalid(options, "--nproc=0 must be >= 1");
+  options = TwoNodes();
+  options.master_addr = "";
+  ExpectInvalid(options,
+                "--nnodes=2 needs --master_addr (the address of node 0, where "
+                "its launcher hosts the TCPStore; every node must reach it)");
+  options = TwoNodes();
+  options.node_rank = 2;
+  ExpectInvalid(options, "--node_rank=2 must be < --nnodes=2");
+  options.node_rank = -1;
+  ExpectInvalid(options, "--node_rank=-1 must be >= 0");
+  options = TwoNodes();
+  options.nnodes = 0;
+  options.node_rank = 0;
+  ExpectInvalid(options, "--nnodes=0 must be >= 1");
+  options = TwoNodes();
+  options.master_port = 70000;
+  ExpectInvalid(options, "--master_port=70000 is not a port number (1-65535)");
+  options = TwoNodes();
+  options.kill_grace = absl::Seconds(-1);
+  ExpectInvalid(options, "--kill_grace=-1s must be >= 0");
+}
+
+TEST(LaunchOptions, StandaloneIsOneNodeOnAFreePort) {
+  LaunchOptions options;
+  options.standalone = true;
+  EXPECT_TRUE(ValidateLaunchOptions(options).ok());
+  options.nnodes = 2;
+  options.master_addr = "h0";
+  ExpectInvalid(options,
+                "--standalone runs one node; it cannot be combined with "
+                "--nnodes=2");
+  options.nnodes = 1;
+  ExpectInvalid(options,
+                "--standalone listens on 127.0.0.1; drop "
+                "--master_addr=h0");
+  options.master_addr = "";
+  options.master_port = 29500;
+  ExpectInvalid(options,
+                "--standalone picks a free port; drop "
+                "--master_port=29500");
+}
+
+TEST(LaunchOptions, DefaultEndpointIsLoopbackOrTorchrunsPort) {
+  const LaunchOptions one_node = WithDefaultEndpoint(LaunchOptions{});
+  EXPECT_EQ(one_node.master_addr, "127.0.0.1");
+  EXPECT_EQ(one_node.master_port, 0);  // the store server picks one
+  const LaunchOptions two_nodes = WithDefaultEndpoint(TwoNodes());
+  EXPECT_EQ(two_nodes.master_addr, "10.0.0.1");
+  EXPECT_EQ(two_nodes.master_port, kDefaultMasterPort);
+}
+
+TEST(LaunchOptions, ChildEnvironmentIsTorchrunsForTheGlobalRank) {
+  LaunchOptions options = WithDefaultEndpoint(TwoNodes());
+  const EnvMap parent = {{"PATH", "/bin"}, {"RANK", "stale"}};
+  const EnvMap env = ChildEnvironment(options, /*local_rank=*/1,
+                                      /*restart_count=*/0, parent);
+  const EnvMap expected_subset = {
+      {"PATH", "/bin"},
+      {"RANK", "3"},
+      {"LOCAL_RANK", "1"},
+      {"WORLD_SIZE", "4"},
+      {"LOCAL_WORLD_SIZE", "2"},
+      {"GROUP_RANK", "1"},
+      {"GROUP_WORLD_SIZE", "2"},
+      {"ROLE_RANK", "3"},
+      {"ROLE_WORLD_SIZE", "4"},
+      {"ROLE_NAME", "default"},
+      {"MASTER_ADDR", "10.0.0.1"},
+      {"MASTER_PORT", "29500"},
+      {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_RUN_ID", "none"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+      {"OMP_NUM_THREADS", "1"},
+      {"NCCL_ASYNC_ERROR_HANDLING", "1"},
+  };
+  for (const auto& [name, value] : expected_subset) {
+    ASSERT_EQ(env.count(name), 1u) << name;
+    EXPECT_EQ(env.at(name), value) << name;
+  }
+  EXPECT_EQ(env.size(), expected_subset.size());
+  // And a rank reads back exactly that.
+  absl::StatusOr<RankEnv> parsed = ParseRankEnv(env);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->rank, 3);
+  EXPECT_TRUE(parsed->agent_store);
+}
+
+TEST(LaunchOptions, OmpNumThreadsIsKeptWhenSetAndLeftAloneForOneRank) {
+  LaunchOptions options = WithDefaultEndpoint(TwoNodes());
+  options.master_port = 1;
+  EnvMap parent = {{"OMP_NUM_THREADS", "4"}};
+  EXPECT_FALSE(SetsOmpNumThreads(options, parent));
+  EXPECT_EQ(ChildEnvironment(options, 0, 0, parent).at("OMP_NUM_THREADS"), "4");
+  options.nproc = 1;
+  EXPECT_FALSE(SetsOmpNumThreads(options, {}));
+  EXPECT_EQ(ChildEnvironment(options, 0, 0, {}).count("OMP_NUM_THREADS"), 0u);
+}
+
+}  // namespace
+}  // namespace mtb

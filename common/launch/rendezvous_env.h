@@ -1,0 +1,32 @@
+// From "who am I" (RankEnv, torchrun's variables) to "how do I join"
+// (dist::RendezvousOptions): the step between LaunchOrBecomeWorker and
+// dist::Rendezvous in a worker's main.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm,
+//                    dist::Rendezvous(RendezvousOptionsFor(
+//                        launch->rank_env, connect_timeout, timeout)));
+#ifndef MTB_COMMON_LAUNCH_RENDEZVOUS_ENV_H_
+#define MTB_COMMON_LAUNCH_RENDEZVOUS_ENV_H_
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "common/dist/rendezvous.h"
+#include "common/rank_env.h"
+
+namespace mtb {
+
+// rank, world size and MASTER_ADDR:MASTER_PORT from `rank_env`; is_server
+// when this rank must host the store itself (RankEnv::HostsStore: ranks
+// started by hand or by another launcher, rank 0); the group name carries the
+// restart count ("attempt_<n>/world", as torchrun's per-attempt store
+// prefix), so a relaunched group on the launcher's long-lived store never
+// reads the previous attempt's keys. Gloo binds as dist::RendezvousOptions
+// documents (GLOO_SOCKET_IFNAME, loopback, host name).
+dist::RendezvousOptions RendezvousOptionsFor(const RankEnv& rank_env,
+                                             absl::Duration connect_timeout,
+                                             absl::Duration collective_timeout);
+
+}  // namespace mtb
+
+#endif  // MTB_COMMON_LAUNCH_RENDEZVOUS_ENV_H_

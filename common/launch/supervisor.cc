@@ -1,0 +1,390 @@
+// Vocabulary. A *child* is one rank process we forked. A *stream* is the read
+// end of a child's stdout or stderr pipe; its *partial* is the text after the
+// last newline seen. Signals reach the poll loop through SignalRouting's
+// self-pipe (signal_routing.h). To *stop* a child is to send it
+// SIGTERM (the grace clock starts); to *kill* it is to send SIGKILL.
+#include "common/launch/supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/launch/signal_routing.h"
+#include "common/status.h"
+
+namespace mtb {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// After the last child ended, how long its streams may stay open (a
+// grandchild holding the pipe) before we stop reading them.
+constexpr auto kDrainTimeout = std::chrono::seconds(2);
+// Poll wakes at least this often, in case a SIGCHLD wake-up was lost.
+constexpr int kPollBackstopMs = 500;
+// A line longer than this is written in pieces.
+constexpr size_t kMaxLineBytes = 64 * 1024;
+
+// "rank 2", "ranks 0, 2".
+std::string Ranks(const std::vector<int>& ranks) {
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                      absl::StrJoin(ranks, ", "));
+}
+
+struct Stream {
+  int fd = -1;
+  int out_fd = -1;  // where prefixed lines go
+  std::string partial;
+};
+
+struct Child {
+  const ChildSpec* spec = nullptr;
+  pid_t pid = -1;
+  bool running = false;
+  ChildEnd end;
+  Stream streams[2];  // stdout, stderr
+  int log_fd = -1;
+  std::string prefix;  // "[rank N] "
+};
+
+class GroupSupervisor {
+ public:
+  GroupSupervisor(const std::vector<ChildSpec>& specs,
+                  const SupervisorOptions& options)
+      : options_(options), children_(specs.size()) {
+    for (size_t index = 0; index < specs.size(); ++index) {
+      children_[index].spec = &specs[index];
+      children_[index].end.rank = specs[index].rank;
+      children_[index].prefix = absl::StrCat("[rank ", specs[index].rank, "] ");
+    }
+  }
+
+  ~GroupSupervisor() {
+    for (Child& child : children_) {
+      for (Stream& stream : child.streams) {
+        if (stream.fd >= 0) ::close(stream.fd);
+      }
+      if (child.log_fd >= 0) ::close(child.log_fd);
+    }
+  }
+
+  absl::StatusOr<SupervisionResult> Run() {
+    for (Child& child : children_) {
+      if (options_.log_dir.empty()) continue;
+      const std::string path =
+          absl::StrCat(options_.log_dir, "/rank_", child.spec->rank, ".log");
+      child.log_fd =
+          ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (child.log_fd < 0) {
+        return absl::ErrnoToStatus(
+            errno, absl::StrCat("launch: cannot create ", path));
+      }
+    }
+    RETURN_IF_ERROR(signals_.Install());
+    for (Child& child : children_) {
+      absl::Status started = Start(child);
+      if (!started.ok()) {
+        KillAll();
+        while (AnyRunning()) {
+          Reap(/*block=*/true);
+        }
+        return started;
+      }
+    }
+    Loop();
+    return Result();
+  }
+
+ private:
+  absl::Status Start(Child& child) {
+    ASSIGN_OR_RETURN(const SpawnedChild spawned, SpawnWithPipes(*child.spec));
+    child.pid = spawned.pid;
+    child.end.pid = spawned.pid;
+    child.running = true;
+    child.streams[0].fd = spawned.stdout_fd;
+    child.streams[0].out_fd = options_.stdout_fd;
+    child.streams[1].fd = spawned.stderr_fd;
+    child.streams[1].out_fd = options_.stderr_fd;
+    return absl::OkStatus();
+  }
+
+  bool AnyRunning() const {
+    return std::any_of(children_.begin(), children_.end(),
+                       [](const Child& child) { return child.running; });
+  }
+
+  bool AnyStreamOpen() const {
+    for (const Child& child : children_) {
+      for (const Stream& stream : child.streams) {
+        if (stream.fd >= 0) return true;
+      }
+    }
+    return false;
+  }
+
+  void SignalRunning(int signal_number) {
+    for (Child& child : children_) {
+      if (!child.running) continue;
+      ::kill(child.pid, signal_number);
+      child.end.stopped_by_us = true;
+      if (signal_number == SIGKILL) child.end.needed_sigkill = true;
+    }
+  }
+
+  void KillAll() { SignalRunning(SIGKILL); }
+
+  void StartGraceClock() {
+    if (!kill_deadline_.has_value() && !killed_) {
+      kill_deadline_ =
+          Clock::now() + absl::ToChronoMilliseconds(options_.kill_grace);
+    }
+  }
+
+  void Loop() {
+    std::optional<Clock::time_point> drain_deadline;
+    while (AnyRunning() || AnyStreamOpen()) {
+      if (!AnyRunning() && !drain_deadline.has_value()) {
+        drain_deadline = Clock::now() + kDrainTimeout;
+      }
+      if (drain_deadline.has_value() && Clock::now() >= *drain_deadline) {
+        CloseAllStreams();
+        break;
+      }
+      Poll(drain_deadline);
+      ForwardSignals();
+      Reap(/*block=*/false);
+      if (kill_deadline_.has_value() && Clock::now() >= *kill_deadline_) {
+        KillAll();
+        kill_deadline_.reset();
+        killed_ = true;
+      }
+    }
+  }
+
+  // Forwards the signals received since the last call to the running ranks.
+  void ForwardSignals() {
+    for (int signal_number : signals_.Drain()) {
+      if (signal_number == SIGCHLD) continue;
+      if (forwarded_signal_ == 0) forwarded_signal_ = signal_number;
+      SignalRunning(signal_number);
+      StartGraceClock();
+    }
+  }
+
+  // Waits for output, a signal or the next deadline, and reads what came.
+  void Poll(const std::optional<Clock::time_point>& drain_deadline) {
+    std::vector<pollfd> fds;
+    std::vector<Stream*> polled;
+    fds.push_back({signals_.read_fd(), POLLIN, 0});
+    for (Child& child : children_) {
+      for (Stream& stream : child.streams) {
+        if (stream.fd < 0) continue;
+        fds.push_back({stream.fd, POLLIN, 0});
+        polled.push_back(&stream);
+      }
+    }
+    int timeout_ms = kPollBackstopMs;
+    for (const auto& deadline : {kill_deadline_, drain_deadline}) {
+      if (!deadline.has_value()) continue;
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+          *deadline - Clock::now());
+      timeout_ms = std::clamp(static_cast<int>(left.count()), 0, timeout_ms);
+    }
+    if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;  // EINTR too
+    for (size_t index = 1; index < fds.size(); ++index) {
+      if (fds[index].revents == 0) continue;
+      Child& owner = OwnerOf(polled[index - 1]);
+      ReadStream(owner, *polled[index - 1]);
+    }
+  }
+
+  Child& OwnerOf(const Stream* stream) {
+    for (Child& child : children_) {
+      if (stream == &child.streams[0] || stream == &child.streams[1]) {
+        return child;
+      }
+    }
+    std::abort();  // every polled stream belongs to a child
+  }
+
+  void ReadStream(Child& child, Stream& stream) {
+    char buffer[16384];
+    ssize_t got;
+    do {
+      got = ::read(stream.fd, buffer, sizeof(buffer));
+    } while (got < 0 && errno == EINTR);
+    if (got <= 0) {
+      CloseStream(child, stream);
+      return;
+    }
+    stream.partial.append(buffer, static_cast<size_t>(got));
+    size_t start = 0;
+    while (true) {
+      const size_t newline = stream.partial.find('\n', start);
+      if (newline == std::string::npos) break;
+      EmitLine(
+          child, stream,
+          absl::string_view(stream.partial).substr(start, newline - start));
+      start = newline + 1;
+    }
+    stream.partial.erase(0, start);
+    while (stream.partial.size() >= kMaxLineBytes) {
+      EmitLine(child, stream,
+               absl::string_view(stream.partial).substr(0, kMaxLineBytes));
+      stream.partial.erase(0, kMaxLineBytes);
+    }
+  }
+
+  void EmitLine(Child& child, const Stream& stream, absl::string_view line) {
+    WriteFully(stream.out_fd, absl::StrCat(child.prefix, line, "\n"));
+    if (child.log_fd >= 0) WriteFully(child.log_fd, absl::StrCat(line, "\n"));
+  }
+
+  void CloseStream(Child& child, Stream& stream) {
+    if (!stream.partial.empty()) EmitLine(child, stream, stream.partial);
+    stream.partial.clear();
+    ::close(stream.fd);
+    stream.fd = -1;
+  }
+
+  void CloseAllStreams() {
+    for (Child& child : children_) {
+      for (Stream& stream : child.streams) {
+        if (stream.fd >= 0) CloseStream(child, stream);
+      }
+    }
+  }
+
+  // Collects every child that has ended, then picks the failure among them,
+  // so that a rank that died on its own in the same instant is reported as
+  // failed, not as terminated by us.
+  void Reap(bool block) {
+    std::vector<Child*> ended;
+    for (Child& child : children_) {
+      if (!child.running) continue;
+      int status = 0;
+      pid_t got;
+      do {
+        got = ::waitpid(child.pid, &status, block ? 0 : WNOHANG);
+      } while (got < 0 && errno == EINTR);
+      if (got != child.pid) continue;
+      child.running = false;
+      child.end.signaled = WIFSIGNALED(status);
+      child.end.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+      child.end.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      child.end.core_dumped = WIFSIGNALED(status) && WCOREDUMP(status);
+      ended.push_back(&child);
+    }
+    // Ctrl-C reaches the ranks (same process group) as well as us: a rank
+    // that died of it is not "the failure". Our handler has run by now if the
+    // signal came before the rank's death was collected.
+    ForwardSignals();
+    for (Child* child : ended) {
+      if (child->end.Failed() && !child->end.stopped_by_us && failure_ < 0 &&
+          forwarded_signal_ == 0) {
+        failure_ = static_cast<int>(child - children_.data());
+        SignalRunning(SIGTERM);
+        StartGraceClock();
+      }
+    }
+  }
+
+  SupervisionResult Result() const {
+    SupervisionResult result;
+    for (const Child& child : children_) result.ends.push_back(child.end);
+    result.failure = failure_;
+    result.forwarded_signal = forwarded_signal_;
+    // A failure is recorded only while nothing was forwarded, so when both
+    // are set the failure came first and is the verdict.
+    if (failure_ >= 0) {
+      result.exit_code = 1;
+    } else if (forwarded_signal_ != 0) {
+      result.exit_code = 128 + forwarded_signal_;
+    }
+    if (result.exit_code != 0) result.summary = Summary(result);
+    return result;
+  }
+
+  std::string Summary(const SupervisionResult& result) const {
+    std::vector<int> stopped;
+    std::vector<int> sigkilled;
+    std::vector<std::string> also_failed;
+    for (size_t index = 0; index < result.ends.size(); ++index) {
+      const ChildEnd& end = result.ends[index];
+      if (static_cast<int>(index) == result.failure) continue;
+      if (end.stopped_by_us) {
+        stopped.push_back(end.rank);
+        if (end.needed_sigkill) sigkilled.push_back(end.rank);
+      } else if (end.Failed()) {
+        also_failed.push_back(absl::StrCat("rank ", end.rank, " (pid ", end.pid,
+                                           ") ", end.Describe()));
+      }
+    }
+    std::string line = "launch: ";
+    if (result.failure >= 0) {
+      const ChildEnd& failed = result.ends[result.failure];
+      absl::StrAppend(&line, "rank ", failed.rank, " (pid ", failed.pid, ") ",
+                      failed.Describe());
+      if (!stopped.empty()) {
+        absl::StrAppend(&line, "; terminated ", Ranks(stopped));
+      }
+    } else {
+      absl::StrAppend(&line, "received ", SignalName(result.forwarded_signal));
+      if (!stopped.empty()) {
+        absl::StrAppend(&line, "; forwarded it to ", Ranks(stopped));
+      }
+    }
+    if (!sigkilled.empty()) {
+      absl::StrAppend(&line, " (", Ranks(sigkilled), " needed SIGKILL after ",
+                      absl::FormatDuration(options_.kill_grace), ")");
+    }
+    if (!also_failed.empty()) {
+      absl::StrAppend(&line, result.failure >= 0 ? "; also " : "; ",
+                      absl::StrJoin(also_failed, "; "));
+    }
+    if (result.failure >= 0 && !options_.log_dir.empty()) {
+      absl::StrAppend(&line, "; its output: ", options_.log_dir, "/rank_",
+                      result.ends[result.failure].rank, ".log");
+    }
+    return line;
+  }
+
+  const SupervisorOptions& options_;
+  std::vector<Child> children_;
+  SignalRouting signals_;
+  std::optional<Clock::time_point> kill_deadline_;
+  bool killed_ = false;
+  int failure_ = -1;
+  int forwarded_signal_ = 0;
+};
+
+}  // namespace
+
+std::string SignalName(int signal_number) {
+  const char* abbreviation = ::sigabbrev_np(signal_number);
+  if (abbreviation == nullptr) return absl::StrCat("signal ", signal_number);
+  return absl::StrCat("SIG", abbreviation);
+}
+
+std::string ChildEnd::Describe() const {
+  if (!signaled) return absl::StrCat("exited with code ", exit_code);
+  return absl::StrCat("was killed by signal ", signal, " (", SignalName(signal),
+                      ")", core_dumped ? ", core dumped" : "");
+}
+
+absl::StatusOr<SupervisionResult> Supervise(
+    const std::vector<ChildSpec>& children, const SupervisorOptions& options) {
+  GroupSupervisor supervisor(children, options);
+  return supervisor.Run();
+}
+
+}  // namespace mtb

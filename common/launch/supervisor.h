@@ -1,0 +1,87 @@
+// Starts a group of rank processes and watches them until every one has ended.
+//
+// This is the process half of the launcher (common/launch/launch.h): it knows
+// nothing about ranks beyond the number that labels a child's output.
+//
+// Contract, in the order things happen:
+//  - Every child is started by SpawnWithPipes (spawn.h): it dies with the
+//    thread that calls Supervise, so call it from main.
+//  - Each line a child writes is written to our stdout/stderr (the stream it
+//    came on) as "[rank N] <line>", and without the prefix to
+//    <log_dir>/rank_N.log when a log folder is given. A last line without a
+//    newline is still written, with one.
+//  - SIGINT, SIGTERM and SIGHUP sent to this process are forwarded to every
+//    child still running.
+//  - The first child that exits non-zero or dies by a signal (while nothing
+//    was forwarded) is "the failure": every other child still running gets
+//    SIGTERM, and SIGKILL once `kill_grace` has passed. The same grace applies
+//    after a forwarded signal.
+//  - Supervise returns when every child has been reaped and its output
+//    drained; it installs its signal handlers for that time only.
+// Not thread-safe: one Supervise at a time per process (signal handlers are
+// process-wide).
+#ifndef MTB_COMMON_LAUNCH_SUPERVISOR_H_
+#define MTB_COMMON_LAUNCH_SUPERVISOR_H_
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/launch/spawn.h"
+
+namespace mtb {
+
+struct SupervisorOptions {
+  // How long children may take to end after SIGTERM before they get SIGKILL.
+  absl::Duration kill_grace = absl::Seconds(5);
+  // When not empty, an existing folder that receives rank_<N>.log per child.
+  std::string log_dir;
+  // Where prefixed output goes (tests point them at files).
+  int stdout_fd = STDOUT_FILENO;
+  int stderr_fd = STDERR_FILENO;
+};
+
+// How one child ended.
+struct ChildEnd {
+  int rank = 0;
+  pid_t pid = 0;
+  bool signaled = false;  // died by a signal (else exited)
+  int exit_code = 0;      // when !signaled
+  int signal = 0;         // when signaled
+  bool core_dumped = false;
+  bool stopped_by_us = false;   // we had signalled it before it ended
+  bool needed_sigkill = false;  // still running when the grace ran out
+
+  bool Failed() const { return signaled || exit_code != 0; }
+  // "exited with code 3", "was killed by signal 9 (SIGKILL)".
+  std::string Describe() const;
+};
+
+struct SupervisionResult {
+  std::vector<ChildEnd> ends;  // one per ChildSpec, in the same order
+  int failure = -1;            // index in `ends` of the failure, or -1
+  int forwarded_signal = 0;    // first SIGINT/SIGTERM/SIGHUP received, or 0
+  // 0 when every child exited 0; 128 + signal after a forwarded signal;
+  // otherwise 1 (a child failed). docs/launch.md documents these.
+  int exit_code = 0;
+  // One line for the user when exit_code != 0, without a trailing newline:
+  // "launch: rank 1 (pid 1234) exited with code 3; terminated ranks 0, 2".
+  std::string summary;
+};
+
+// Starts `children` and supervises them as described above. Errors (a pipe or
+// fork that fails, a log file that cannot be created) are returned only after
+// the children already started have been killed and reaped.
+absl::StatusOr<SupervisionResult> Supervise(
+    const std::vector<ChildSpec>& children, const SupervisorOptions& options);
+
+// "SIGKILL" for 9; "signal 77" when the number has no name.
+std::string SignalName(int signal);
+
+}  // namespace mtb
+
+#endif  // MTB_COMMON_LAUNCH_SUPERVISOR_H_

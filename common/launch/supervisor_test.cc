@@ -1,0 +1,190 @@
+// The supervisor with /bin/sh children: output routing, failure teardown,
+// signal forwarding. The launcher's own tests (launch_test) run real ranks.
+#include "common/launch/supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "gtest/gtest.h"
+
+namespace mtb {
+namespace {
+
+ChildSpec Shell(int rank, const std::string& script) {
+  ChildSpec spec;
+  spec.rank = rank;
+  spec.executable = "/bin/sh";
+  spec.argv = {"sh", "-c", script};
+  spec.env = {"PATH=/usr/bin:/bin"};
+  return spec;
+}
+
+// Runs Supervise with stdout/stderr captured in files under TEST_TMPDIR.
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    dir_ = absl::StrCat(
+        tmp != nullptr ? tmp : "/tmp", "/",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ASSERT_TRUE(CreateDirectories(dir_).ok());
+    options_.stdout_fd = Open("stdout");
+    options_.stderr_fd = Open("stderr");
+  }
+  void TearDown() override {
+    ::close(options_.stdout_fd);
+    ::close(options_.stderr_fd);
+  }
+
+  int Open(const std::string& name) {
+    return ::open(absl::StrCat(dir_, "/", name).c_str(),
+                  O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
+  std::string Read(const std::string& name) {
+    absl::StatusOr<std::string> text =
+        ReadFileToString(absl::StrCat(dir_, "/", name));
+    return text.ok() ? *text : text.status().ToString();
+  }
+  SupervisionResult Run(const std::vector<ChildSpec>& children) {
+    absl::StatusOr<SupervisionResult> result = Supervise(children, options_);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? *result : SupervisionResult{};
+  }
+
+  std::string dir_;
+  SupervisorOptions options_;
+};
+
+TEST_F(SupervisorTest, EveryLineIsPrefixedWithItsRankAndKeptInTheLogFile) {
+  options_.log_dir = dir_;
+  const SupervisionResult result =
+      Run({Shell(0, "echo one; echo two >&2; printf 'no newline'"),
+           Shell(1, "echo three")});
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.summary, "");
+  const std::string out = Read("stdout");
+  EXPECT_TRUE(absl::StrContains(out, "[rank 0] one\n")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "[rank 0] no newline\n")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "[rank 1] three\n")) << out;
+  EXPECT_EQ(Read("stderr"), "[rank 0] two\n");
+  const std::string log = Read("rank_0.log");
+  EXPECT_TRUE(absl::StrContains(log, "one\n")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "two\n")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "no newline\n")) << log;
+  EXPECT_EQ(Read("rank_1.log"), "three\n");
+}
+
+TEST_F(SupervisorTest, FirstFailureTerminatesTheOthersAndIsNamed) {
+  const SupervisionResult result =
+      Run({Shell(0, "exec sleep 1000"), Shell(1, "exit 3"),
+           Shell(2, "exec sleep 1000")});
+  EXPECT_EQ(result.exit_code, 1);
+  ASSERT_EQ(result.failure, 1);
+  EXPECT_EQ(result.ends[1].exit_code, 3);
+  for (int other : {0, 2}) {
+    EXPECT_TRUE(result.ends[other].stopped_by_us);
+    EXPECT_TRUE(result.ends[other].signaled);
+    EXPECT_EQ(result.ends[other].signal, SIGTERM);
+  }
+  EXPECT_EQ(result.summary,
+            absl::StrCat("launch: rank 1 (pid ", result.ends[1].pid,
+                         ") exited with code 3; terminated ranks 0, 2"));
+}
+
+TEST_F(SupervisorTest, DeathBySignalIsNamedWithTheSignal) {
+  const SupervisionResult result =
+      Run({Shell(0, "exec sleep 1000"), Shell(1, "kill -9 $$")});
+  EXPECT_EQ(result.exit_code, 1);
+  ASSERT_EQ(result.failure, 1);
+  EXPECT_EQ(result.summary,
+            absl::StrCat("launch: rank 1 (pid ", result.ends[1].pid,
+                         ") was killed by signal 9 (SIGKILL); terminated "
+                         "rank 0"));
+}
+
+TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
+  options_.kill_grace = absl::Milliseconds(200);
+  options_.log_dir = dir_;
+  // `trap '' TERM` ignores SIGTERM, and an ignored signal stays ignored
+  // across exec. Rank 1 fails only once rank 0 ignores SIGTERM.
+  const std::string ready = absl::StrCat(dir_, "/ignoring");
+  const SupervisionResult result =
+      Run({Shell(0, absl::StrCat("trap '' TERM; touch ", ready,
+                                 "; exec sleep 1000")),
+           Shell(1, absl::StrCat("while [ ! -e ", ready,
+                                 " ]; do sleep 0.01; done; exit 5"))});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_TRUE(result.ends[0].needed_sigkill);
+  EXPECT_EQ(result.ends[0].signal, SIGKILL);
+  EXPECT_EQ(result.summary,
+            absl::StrCat("launch: rank 1 (pid ", result.ends[1].pid,
+                         ") exited with code 5; terminated rank 0 (rank 0 "
+                         "needed SIGKILL after 200ms); its output: ",
+                         dir_, "/rank_1.log"));
+}
+
+TEST_F(SupervisorTest, SigtermToTheSupervisorIsForwarded) {
+  // Sends SIGTERM to this process once both children are running (they
+  // print "ready" first); the supervisor's handler is installed by then.
+  std::thread sender([this] {
+    const auto give_up =
+        std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    while (std::chrono::steady_clock::now() < give_up) {
+      const std::string out = Read("stdout");
+      if (absl::StrContains(out, "[rank 0] ready") &&
+          absl::StrContains(out, "[rank 1] ready")) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::kill(::getpid(), SIGTERM);
+  });
+  const SupervisionResult result =
+      Run({Shell(0, "echo ready; exec sleep 1000"),
+           Shell(1, "echo ready; exec sleep 1000")});
+  sender.join();
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM);
+  EXPECT_EQ(result.forwarded_signal, SIGTERM);
+  EXPECT_EQ(result.failure, -1);
+  for (const ChildEnd& end : result.ends) EXPECT_EQ(end.signal, SIGTERM);
+  EXPECT_EQ(result.summary,
+            "launch: received SIGTERM; forwarded it to ranks 0, 1");
+}
+
+TEST_F(SupervisorTest, AnExecutableThatCannotRunFailsWith127) {
+  ChildSpec missing = Shell(0, "");
+  missing.executable = "/nonexistent/rank_binary";
+  const SupervisionResult result = Run({missing});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.ends[0].exit_code, 127);
+  EXPECT_EQ(Read("stderr"),
+            "[rank 0] launch: cannot execute /nonexistent/rank_binary for rank "
+            "0\n");
+}
+
+TEST_F(SupervisorTest, ChildrenSeeOnlyTheirEnvironmentAndNoExtraDescriptors) {
+  ChildSpec spec = Shell(0, "echo \"x=$X\"; ls /proc/self/fd | wc -l");
+  spec.env.push_back("X=42");
+  const SupervisionResult result = Run({spec});
+  EXPECT_EQ(result.exit_code, 0);
+  // ls sees 0, 1, 2 and the descriptor of the folder it lists.
+  EXPECT_EQ(Read("stdout"), "[rank 0] x=42\n[rank 0] 4\n");
+}
+
+TEST(SignalName, NamesKnownSignals) {
+  EXPECT_EQ(SignalName(SIGKILL), "SIGKILL");
+  EXPECT_EQ(SignalName(SIGTERM), "SIGTERM");
+}
+
+}  // namespace
+}  // namespace mtb

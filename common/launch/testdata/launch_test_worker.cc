@@ -1,0 +1,158 @@
+// A multi-rank binary for the launcher's tests: it launches itself like any
+// tool (LaunchOrBecomeWorker), and each rank then does what the flags say.
+//
+// Every rank first connects to the store the launcher hosts (or hosts it
+// itself as rank 0 when started by hand), prints "rank R pid P ready" and
+// waits for all ranks to be ready; only then does anything fail, so a test
+// knows every pid. Store and collectives go through //common/dist, as in
+// every tool.
+#include <ATen/ATen.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/dist/communicator.h"
+#include "common/dist/rendezvous.h"
+#include "common/dist/store.h"
+#include "common/flags.h"
+#include "common/launch/launch.h"
+#include "common/launch/rendezvous_env.h"
+#include "common/launch/testdata/process_state.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+ABSL_FLAG(int, exit_rank, -1, "this rank exits with --exit_code once ready");
+ABSL_FLAG(int, exit_code, 0, "exit code for --exit_rank");
+ABSL_FLAG(int, sigkill_rank, -1, "this rank SIGKILLs itself once ready");
+ABSL_FLAG(bool, others_wait, false,
+          "ranks with nothing to do wait forever instead of exiting 0");
+ABSL_FLAG(bool, print_env, false, "print the rank variables");
+ABSL_FLAG(bool, rank0_exits_first, false,
+          "rank 0 exits at once; the others use the store once it is gone");
+ABSL_FLAG(bool, all_reduce, false,
+          "join the group (//common/dist), all-reduce each rank's number and "
+          "print the sum");
+ABSL_FLAG(int, hang_rank, -1,
+          "with --all_reduce: this rank joins the group, then never enters "
+          "the all-reduce the others wait in");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(60),
+          "store connection and group rendezvous timeout");
+ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
+          "per-collective timeout");
+
+namespace mtb {
+namespace {
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "<unset>";
+}
+
+[[noreturn]] void WaitForever() {
+  while (true) ::pause();
+}
+
+void PrintEnv() {
+  std::printf(
+      "env RANK=%s LOCAL_RANK=%s WORLD_SIZE=%s LOCAL_WORLD_SIZE=%s "
+      "GROUP_RANK=%s GROUP_WORLD_SIZE=%s MASTER_ADDR=%s MASTER_PORT=%s "
+      "TORCHELASTIC_RESTART_COUNT=%s TORCHELASTIC_USE_AGENT_STORE=%s "
+      "OMP_NUM_THREADS=%s\n",
+      Env("RANK").c_str(), Env("LOCAL_RANK").c_str(), Env("WORLD_SIZE").c_str(),
+      Env("LOCAL_WORLD_SIZE").c_str(), Env("GROUP_RANK").c_str(),
+      Env("GROUP_WORLD_SIZE").c_str(), Env("MASTER_ADDR").c_str(),
+      Env("MASTER_PORT").c_str(), Env("TORCHELASTIC_RESTART_COUNT").c_str(),
+      Env("TORCHELASTIC_USE_AGENT_STORE").c_str(),
+      Env("OMP_NUM_THREADS").c_str());
+}
+
+// Rank 0 exits; the others wait until its process is gone, then use the
+// store, which the launcher still hosts.
+absl::Status UseStoreAfterRankZero(const RankEnv& rank_env, dist::Store& store,
+                                   absl::Duration timeout) {
+  if (rank_env.rank == 0) {
+    return store.Set("rank0_pid", std::to_string(::getpid()));
+  }
+  ASSIGN_OR_RETURN(const std::string pid, store.Get("rank0_pid", timeout));
+  while (!ProcessIsGone(std::stoi(pid))) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::string key = absl::StrCat("after/", rank_env.rank);
+  RETURN_IF_ERROR(store.Set(key, "1"));
+  RETURN_IF_ERROR(store.Get(key, timeout).status());
+  std::printf("store alive after rank 0 exited\n");
+  return absl::OkStatus();
+}
+
+absl::Status AllReduce(const RankEnv& rank_env, const dist::Store& store,
+                       const dist::RendezvousOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> communicator,
+                   dist::JoinGroup(store, options));
+  if (rank_env.rank == absl::GetFlag(FLAGS_hang_rank)) WaitForever();
+  at::Tensor value =
+      at::full({1}, static_cast<double>(rank_env.rank), at::kDouble);
+  RETURN_IF_ERROR(communicator->AllReduce(value));
+  std::printf("all_reduce sum=%.0f world_size=%d\n", value.item<double>(),
+              rank_env.world_size);
+  return absl::OkStatus();
+}
+
+absl::Status RunRank(const RankEnv& rank_env) {
+  const absl::Duration connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  const dist::RendezvousOptions options = RendezvousOptionsFor(
+      rank_env, connect_timeout, absl::GetFlag(FLAGS_collective_timeout));
+  ASSIGN_OR_RETURN(dist::Store root, dist::ConnectStore(options));
+  dist::Store store =
+      root.WithPrefix(absl::StrCat("test/attempt_", rank_env.restart_count));
+  if (absl::GetFlag(FLAGS_print_env)) PrintEnv();
+  std::printf("rank %d pid %d ready\n", rank_env.rank, ::getpid());
+  std::fflush(stdout);
+  // Nothing fails before every rank has announced itself.
+  RETURN_IF_ERROR(store.Set(absl::StrCat("ready/", rank_env.rank), "1"));
+  for (int rank = 0; rank < rank_env.world_size; ++rank) {
+    RETURN_IF_ERROR(
+        store.Get(absl::StrCat("ready/", rank), connect_timeout).status());
+  }
+
+  if (rank_env.rank == absl::GetFlag(FLAGS_sigkill_rank)) ::raise(SIGKILL);
+  if (rank_env.rank == absl::GetFlag(FLAGS_exit_rank)) {
+    std::fflush(nullptr);
+    ::_exit(absl::GetFlag(FLAGS_exit_code));
+  }
+  if (absl::GetFlag(FLAGS_rank0_exits_first)) {
+    return UseStoreAfterRankZero(rank_env, store, connect_timeout);
+  }
+  if (absl::GetFlag(FLAGS_all_reduce)) {
+    RETURN_IF_ERROR(AllReduce(rank_env, root, options));
+  }
+  if (absl::GetFlag(FLAGS_others_wait)) {
+    std::fflush(nullptr);
+    WaitForever();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace mtb
+
+int main(int argc, char** argv) {
+  mtb::InitLogging(argv[0]);
+  mtb::ParseCommandLineOrExit(argc, argv,
+                              "launch_test_worker [--nproc=N] [flags]");
+  absl::StatusOr<mtb::LaunchDecision> launch =
+      mtb::LaunchOrBecomeWorker(argc, argv);
+  if (!launch.ok()) {
+    return mtb::ReportAndExitCode("launch_test_worker", launch.status());
+  }
+  if (launch->is_launcher()) return launch->exit_code;
+  return mtb::ReportAndExitCode("launch_test_worker",
+                                mtb::RunRank(launch->rank_env));
+}
