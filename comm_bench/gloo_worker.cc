@@ -26,6 +26,7 @@ absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
   rendezvous.is_server = options.rank_env.HostsStore();
   rendezvous.collective_timeout = options.collective_timeout;
   rendezvous.group_name = "comm_bench";
+  rendezvous.keep_records = false;  // the backend follows the observer
   ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> communicator,
                    dist::Rendezvous(rendezvous));
   std::unique_ptr<Backend> backend = NewGlooBackend(*communicator);
