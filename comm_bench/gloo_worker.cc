@@ -9,6 +9,7 @@
 #include "comm_bench/table.h"
 #include "common/dist/rendezvous.h"
 #include "common/flags.h"
+#include "common/launch/rendezvous_env.h"
 #include "common/run_context.h"
 #include "common/status.h"
 #include "common/torch_info.h"
@@ -18,14 +19,8 @@ namespace mtb::comm_bench {
 namespace {
 
 absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
-  dist::RendezvousOptions rendezvous;
-  rendezvous.rank = options.rank_env.rank;
-  rendezvous.world_size = options.rank_env.world_size;
-  rendezvous.master_addr = options.rank_env.master_addr;
-  rendezvous.master_port = options.rank_env.master_port;
-  rendezvous.is_server = options.rank_env.HostsStore();
-  rendezvous.collective_timeout = options.collective_timeout;
-  rendezvous.group_name = "comm_bench";
+  dist::RendezvousOptions rendezvous = RendezvousOptionsFor(
+      options.rank_env, options.connect_timeout, options.collective_timeout);
   rendezvous.keep_records = false;  // the backend follows the observer
   ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> communicator,
                    dist::Rendezvous(rendezvous));

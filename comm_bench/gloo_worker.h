@@ -17,6 +17,8 @@ struct GlooWorkerOptions {
   FlagValues flags;
   // Per collective; a hung collective fails the run naming it (SPEC §2).
   absl::Duration collective_timeout = absl::Minutes(5);
+  // How long to keep trying to reach the rendezvous store.
+  absl::Duration connect_timeout = absl::Minutes(5);
   // Started by main (NewRunContext) so its start time is the run's.
   RunContext context;
 };
