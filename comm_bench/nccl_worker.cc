@@ -71,6 +71,9 @@ absl::StatusOr<int> RunNcclLauncher(const LaunchOptions& requested,
     folder = pattern;
     path = folder + "/nccl_id";
   }
+  std::cerr << "launch: node " << launch.node_rank << " of " << launch.nnodes
+            << " starts " << launch.nproc << " of " << launch.world_size()
+            << " ranks; NCCL id through " << path << std::endl;
   EnvMap extra = {{kNcclIdFileEnv, path}};
   absl::StatusOr<int> code =
       SuperviseLocalRanks(launch, "/proc/self/exe", argv, parent_env, extra);
