@@ -4,12 +4,13 @@
 // (--split_matrix, one size only).
 //
 // Sizes and bandwidth follow nccl-tests' alltoallv_perf (first released in
-// nccl-tests 2.19.0; older releases have no alltoallv figure): with a generated skew the
-// requested size is rounded like all_to_all (per-peer count x n, 16-byte
-// aligned blocks) and becomes each rank's send total; the *bottleneck* is the
-// rank with the most bytes sent or received (self included), S ("size") is
-// that rank's max(send, recv) bytes, algbw = S / time and busbw = algbw x
-// (n-1)/n. For a uniform skew this equals all_to_all's figures.
+// nccl-tests 2.19.0; older releases have no alltoallv figure): with a
+// generated skew the requested size is rounded like all_to_all (per-peer
+// count x n, 16-byte aligned blocks) and becomes each rank's send total; the
+// *bottleneck* is the rank with the most bytes sent or received (self
+// included), S ("size") is that rank's max(send, recv) bytes, algbw = S /
+// time and busbw = algbw x (n-1)/n. For a uniform skew this equals
+// all_to_all's figures.
 // Out of place only, as all_to_all.
 #include <algorithm>
 

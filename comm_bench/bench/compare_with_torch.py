@@ -117,10 +117,14 @@ def main():
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--warmup_iters", type=int, default=5)
     parser.add_argument("--markdown", default="", help="also write the table here")
+    parser.add_argument("--raw_dir", default="",
+                        help="keep every round's comm_bench JSON and torch rows here")
     args = parser.parse_args()
 
     ours, theirs, ceilings = [], [], []
-    with tempfile.TemporaryDirectory() as out_dir:
+    with tempfile.TemporaryDirectory() as temporary:
+        out_dir = args.raw_dir or temporary
+        os.makedirs(out_dir, exist_ok=True)
         for round_index in range(1, args.rounds + 1):
             ceilings.append(loopback_tcp_gbps())
             print(f"round {round_index}: loopback TCP {ceilings[-1]:.2f} GB/s", file=sys.stderr)
@@ -128,12 +132,14 @@ def main():
             ours.append(rows)
             print(f"round {round_index}: comm_bench done", file=sys.stderr)
             theirs.append(run_theirs(args))
+            with open(os.path.join(out_dir, f"torch_round{round_index}.json"), "w") as f:
+                json.dump([dict(v) for v in theirs[-1].values()], f, indent=1)
             print(f"round {round_index}: torch.distributed done", file=sys.stderr)
 
     ceiling = statistics.median(ceilings)
     header = ("| op | size | ours p50 (us) | torch p50 (us) | ours / torch | "
-              "ours busbw (GB/s) | busbw / TCP |")
-    lines = [header, "|" + " --- |" * 7]
+              "per-round ratios | ours busbw (GB/s) | busbw / TCP |")
+    lines = [header, "|" + " --- |" * 8]
     for op in args.ops.split(","):
         for key in sorted(k for k in ours[0] if k[0] == op):
             if not all(key in r for r in ours + theirs):
@@ -141,8 +147,12 @@ def main():
             our_p50 = statistics.median(r[key]["iteration_p50_us"] for r in ours)
             their_p50 = statistics.median(r[key]["p50_us"] for r in theirs)
             busbw = statistics.median(r[key]["busbw_gbps"] for r in ours)
+            per_round = sorted(o[key]["iteration_p50_us"] / t[key]["p50_us"]
+                               for o, t in zip(ours, theirs))
+            spread = f"{per_round[0]:.2f}–{per_round[-1]:.2f}"
             lines.append(f"| {op} | {format_bytes(key[1])} | {our_p50:.1f} | {their_p50:.1f} | "
-                         f"{our_p50 / their_p50:.3f} | {busbw:.3f} | {busbw / ceiling:.2f} |")
+                         f"{our_p50 / their_p50:.3f} | {spread} | {busbw:.3f} | "
+                         f"{busbw / ceiling:.2f} |")
     summary = (f"comm_bench {context['git_commit'][:12]} ({context['build_mode']}), "
                f"PyTorch 1.13 Gloo, 2 ranks on {context['cpu_model']} "
                f"({context['cpu_cores']} cores), {args.rounds} alternating rounds, "
