@@ -176,6 +176,7 @@ void CheckRecorder::Compare(absl::string_view name, const at::Tensor& actual,
   row.shape = actual.sizes().vec();
   row.ok = close.ok;
   row.mismatched = close.mismatched;
+  row.numel = actual.numel();
   row.max_abs = close.max_abs_error;
   row.max_rel = close.max_rel_error;
   row.message = close.message;
@@ -201,20 +202,21 @@ absl::StatusOr<CheckResult> CheckRecorder::Finish(
       std::all_of(collectives.begin(), collectives.end(),
                   [](const CollectiveCheck& c) { return c.ok(); });
 
-  // This rank's summary: per tensor (failed, mismatched, max abs, max rel),
-  // then (collectives failed, largest logits columns, 0, 0).
+  // This rank's summary: per tensor (failed, mismatched, max abs, max rel,
+  // elements), then (collectives failed, largest logits columns, 0, 0, 0).
   const int64_t summary_rows = static_cast<int64_t>(rows_.size()) + 1;
-  at::Tensor mine = at::zeros({summary_rows, 4}, at::kDouble);
+  at::Tensor mine = at::zeros({summary_rows, 5}, at::kDouble);
   auto m = mine.accessor<double, 2>();
   for (size_t i = 0; i < rows_.size(); ++i) {
     m[i][0] = rows_[i].ok ? 0 : 1;
     m[i][1] = static_cast<double>(rows_[i].mismatched);
     m[i][2] = rows_[i].max_abs;
     m[i][3] = rows_[i].max_rel;
+    m[i][4] = static_cast<double>(rows_[i].numel);
   }
   m[summary_rows - 1][0] = collectives_ok ? 0 : 1;
   m[summary_rows - 1][1] = static_cast<double>(largest_logits_columns_);
-  at::Tensor all = at::empty({n, summary_rows, 4}, at::kDouble);
+  at::Tensor all = at::empty({n, summary_rows, 5}, at::kDouble);
   RETURN_IF_ERROR(Annotate(comm_.AllGather(mine, all),
                            absl::StrCat(name_, ": gathering the verdict")));
   auto a = all.accessor<double, 3>();
@@ -241,7 +243,8 @@ absl::StatusOr<CheckResult> CheckRecorder::Finish(
       failures.push_back(
           p == me ? absl::StrCat("rank ", p, ": ", row.message)
                   : absl::StrCat("rank ", p, ": ",
-                                 static_cast<int64_t>(a[p][i][1]),
+                                 static_cast<int64_t>(a[p][i][1]), "/",
+                                 static_cast<int64_t>(a[p][i][4]),
                                  " elements not close, max abs error ",
                                  a[p][i][2]));
     }

@@ -160,6 +160,7 @@ class CheckRecorder {
     std::vector<int64_t> shape;
     bool ok = false;
     int64_t mismatched = 0;
+    int64_t numel = 0;
     double max_abs = 0;
     double max_rel = 0;
     std::string message;
