@@ -4,6 +4,7 @@
 #include "common/dist/rendezvous.h"
 #include "common/dist/store.h"
 #include "common/launch/launch_options.h"
+#include "common/launch/rendezvous_env.h"
 #include "common/status.h"
 
 namespace mtb::tp_check {
@@ -39,15 +40,8 @@ absl::StatusOr<std::unique_ptr<dist::Communicator>> SingleRankCommunicator(
 
 absl::StatusOr<std::unique_ptr<dist::Communicator>> JoinGroup(
     const RankEnv& rank_env, absl::Duration timeout) {
-  dist::RendezvousOptions options;
-  options.rank = rank_env.rank;
-  options.world_size = rank_env.world_size;
-  options.master_addr = rank_env.master_addr;
-  options.master_port = rank_env.master_port;
-  options.is_server = rank_env.HostsStore();
-  options.collective_timeout = timeout;
-  options.group_name = "tp_check";
-  return dist::Rendezvous(options);
+  return dist::Rendezvous(RendezvousOptionsFor(
+      rank_env, /*connect_timeout=*/timeout, /*collective_timeout=*/timeout));
 }
 
 }  // namespace mtb::tp_check

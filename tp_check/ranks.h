@@ -28,8 +28,10 @@ bool RunsInProcess(const EnvMap& env);
 absl::StatusOr<std::unique_ptr<dist::Communicator>> SingleRankCommunicator(
     absl::Duration timeout);
 
-// Joins the group `rank_env` describes (the TCPStore its launcher hosts, or
-// hosts it as rank 0 when nobody does). Collective: every rank calls it.
+// Joins the group `rank_env` describes (common/launch/rendezvous_env.h: the
+// TCPStore its launcher hosts, or hosted by rank 0 when nobody does), waiting
+// up to `timeout` for the store and using it per collective. Collective:
+// every rank calls it.
 absl::StatusOr<std::unique_ptr<dist::Communicator>> JoinGroup(
     const RankEnv& rank_env, absl::Duration timeout);
 
