@@ -94,6 +94,13 @@ absl::StatusOr<TpCheckResult> RunChecks(const CheckOptions& options,
       ValidateOptions(options, NprocWorld(comm.world_size()), hooks));
   ASSIGN_OR_RETURN(const std::vector<const CheckSpec*> selected,
                    SelectChecks(options));
+  LOG_IF(INFO, comm.rank() == 0)
+      << "options: B " << options.batch() << ", T " << options.seq_len()
+      << ", D " << options.hidden() << ", F " << options.ffn_hidden() << ", "
+      << options.heads() << " heads, V " << options.vocab() << ", dropout "
+      << options.dropout() << ", seed " << options.seed() << ", rtol "
+      << options.rtol() << ", atol " << options.atol() << "; "
+      << comm.world_size() << " ranks";
   TpCheckResult result;
   result.set_schema_version(kSchemaVersion);
   *result.mutable_options() = options;
