@@ -1,8 +1,9 @@
-// Each region is a torch::autograd::Function whose forward and backward call
-// one of the plain collectives (AllReduceSum, AllGatherAlongDim,
-// ReduceScatterAlongDim, ShardAlongDim). The communicator and the dimension
-// travel to backward in the context's saved_data as a capsule (a Region);
-// Function::apply runs forward under no_grad.
+// Each region is one torch::autograd::Function template, RegionFunction<
+// Forward, Backward>, whose two halves are plain collectives (AllReduceSum,
+// AllGatherAlongDim, ReduceScatterAlongDim) or the local ShardAlongDim. The
+// communicator and the dimension travel to backward in the context's
+// saved_data as a capsule (a Region); Function::apply runs forward under
+// no_grad.
 #include "common/nn/tensor_parallel.h"
 
 #include <stdexcept>
@@ -52,114 +53,58 @@ c10::intrusive_ptr<Region> LoadRegion(AutogradContext* context) {
 
 int64_t WrapDim(int64_t dim, const at::Tensor& x) {
   const int64_t rank = x.dim();
-  CHECK(dim >= -rank && dim < rank) << "dim " << dim << " of a " << rank
-                                    << "-d tensor";
+  CHECK(dim >= -rank && dim < rank)
+      << "dim " << dim << " of a " << rank << "-d tensor";
   return dim < 0 ? dim + rank : dim;
 }
 
-// Forward: identity. Backward: all-reduce.
-class CopyToRegion : public torch::autograd::Function<CopyToRegion> {
+// The five things a region does to a tensor, forward or backward.
+at::Tensor Identity(const at::Tensor& x, const Region&) { return x; }
+at::Tensor AllReduce(const at::Tensor& x, const Region& region) {
+  return AllReduceSum(x, region.comm);
+}
+at::Tensor AllGather(const at::Tensor& x, const Region& region) {
+  return AllGatherAlongDim(x, region.dim, region.comm);
+}
+at::Tensor ReduceScatter(const at::Tensor& x, const Region& region) {
+  return ReduceScatterAlongDim(x, region.dim, region.comm);
+}
+at::Tensor OwnBlock(const at::Tensor& x, const Region& region) {
+  return ShardAlongDim(x, region.dim, region.comm->rank(),
+                       region.comm->world_size());
+}
+
+using RegionOp = at::Tensor (*)(const at::Tensor&, const Region&);
+
+// A region: `Forward` on the input, `Backward` on the gradient. The pairs
+// below are conjugate: each is the other's transpose as a linear map.
+template <RegionOp Forward, RegionOp Backward>
+class RegionFunction
+    : public torch::autograd::Function<RegionFunction<Forward, Backward>> {
  public:
   static at::Tensor forward(AutogradContext* context, const at::Tensor& x,
                             c10::intrusive_ptr<Region> region) {
+    // An input returned as it is becomes a view of it (autograd's rule).
+    at::Tensor y = Forward(x, *region);
     SaveRegion(context, std::move(region));
-    return x;  // autograd turns a returned input into a view of it
+    return y;
   }
-  static variable_list backward(AutogradContext* context,
-                                variable_list grads) {
-    return {AllReduceSum(grads[0], LoadRegion(context)->comm), at::Tensor()};
+  static variable_list backward(AutogradContext* context, variable_list grads) {
+    return {Backward(grads[0], *LoadRegion(context)), at::Tensor()};
   }
 };
 
-// Forward: all-reduce. Backward: identity.
-class ReduceFromRegion : public torch::autograd::Function<ReduceFromRegion> {
- public:
-  static at::Tensor forward(AutogradContext* context, const at::Tensor& x,
-                            c10::intrusive_ptr<Region> region) {
-    return AllReduceSum(x, region->comm);
-  }
-  static variable_list backward(AutogradContext* context,
-                                variable_list grads) {
-    return {grads[0], at::Tensor()};
-  }
-};
-
-// Forward: all-gather along region->dim. Backward: this rank's block.
-class GatherFromRegion : public torch::autograd::Function<GatherFromRegion> {
- public:
-  static at::Tensor forward(AutogradContext* context, const at::Tensor& x,
-                            c10::intrusive_ptr<Region> region) {
-    at::Tensor gathered = AllGatherAlongDim(x, region->dim, region->comm);
-    SaveRegion(context, std::move(region));
-    return gathered;
-  }
-  static variable_list backward(AutogradContext* context,
-                                variable_list grads) {
-    const c10::intrusive_ptr<Region> region = LoadRegion(context);
-    return {ShardAlongDim(grads[0], region->dim, region->comm->rank(),
-                          region->comm->world_size()),
-            at::Tensor()};
-  }
-};
-
-// Forward: this rank's block along region->dim. Backward: all-gather.
-class ScatterToRegion : public torch::autograd::Function<ScatterToRegion> {
- public:
-  static at::Tensor forward(AutogradContext* context, const at::Tensor& x,
-                            c10::intrusive_ptr<Region> region) {
-    at::Tensor shard = ShardAlongDim(x, region->dim, region->comm->rank(),
-                                     region->comm->world_size());
-    SaveRegion(context, std::move(region));
-    return shard;
-  }
-  static variable_list backward(AutogradContext* context,
-                                variable_list grads) {
-    const c10::intrusive_ptr<Region> region = LoadRegion(context);
-    return {AllGatherAlongDim(grads[0], region->dim, region->comm),
-            at::Tensor()};
-  }
-};
-
-// Forward: all-gather along region->dim. Backward: reduce-scatter.
-class SequenceGather : public torch::autograd::Function<SequenceGather> {
- public:
-  static at::Tensor forward(AutogradContext* context, const at::Tensor& x,
-                            c10::intrusive_ptr<Region> region) {
-    at::Tensor gathered = AllGatherAlongDim(x, region->dim, region->comm);
-    SaveRegion(context, std::move(region));
-    return gathered;
-  }
-  static variable_list backward(AutogradContext* context,
-                                variable_list grads) {
-    const c10::intrusive_ptr<Region> region = LoadRegion(context);
-    return {ReduceScatterAlongDim(grads[0], region->dim, region->comm),
-            at::Tensor()};
-  }
-};
-
-// Forward: reduce-scatter along region->dim. Backward: all-gather.
-class SequenceReduceScatter
-    : public torch::autograd::Function<SequenceReduceScatter> {
- public:
-  static at::Tensor forward(AutogradContext* context, const at::Tensor& x,
-                            c10::intrusive_ptr<Region> region) {
-    at::Tensor shard = ReduceScatterAlongDim(x, region->dim, region->comm);
-    SaveRegion(context, std::move(region));
-    return shard;
-  }
-  static variable_list backward(AutogradContext* context,
-                                variable_list grads) {
-    const c10::intrusive_ptr<Region> region = LoadRegion(context);
-    return {AllGatherAlongDim(grads[0], region->dim, region->comm),
-            at::Tensor()};
-  }
-};
+using CopyToRegion = RegionFunction<Identity, AllReduce>;      // f
+using ReduceFromRegion = RegionFunction<AllReduce, Identity>;  // g
+using GatherFromRegion = RegionFunction<AllGather, OwnBlock>;
+using ScatterToRegion = RegionFunction<OwnBlock, AllGather>;
+using SequenceGather = RegionFunction<AllGather, ReduceScatter>;
+using SequenceReduceScatter = RegionFunction<ReduceScatter, AllGather>;
 
 // Vocabulary-parallel cross-entropy (Megatron's _VocabParallelCrossEntropy).
 // Vocabulary: the *shard* is this rank's columns [vocab_start, vocab_start +
 // V/n) of the logits; a row's *target logit* lives on exactly one rank.
-class VocabCrossEntropy
-    : public torch::autograd::Function<VocabCrossEntropy> {
+class VocabCrossEntropy : public torch::autograd::Function<VocabCrossEntropy> {
  public:
   static at::Tensor forward(AutogradContext* context,
                             const at::Tensor& logits_shard,
@@ -185,15 +130,14 @@ class VocabCrossEntropy
         (targets < vocab_start).logical_or(targets >= vocab_start + shard_size);
     const at::Tensor local_target =
         (targets - vocab_start).masked_fill(outside, 0);  // (N)
-    const at::Tensor target_logit =
-        shifted.gather(1, local_target.unsqueeze(1))
-            .squeeze(1)
-            .masked_fill(outside, 0.0)
-            .contiguous();  // (N)
+    const at::Tensor target_logit = shifted.gather(1, local_target.unsqueeze(1))
+                                        .squeeze(1)
+                                        .masked_fill(outside, 0.0)
+                                        .contiguous();  // (N)
     ThrowIfError(comm->AllReduce(target_logit));
 
-    at::Tensor exp_shifted = noted(shifted.exp());           // (N, V/n)
-    const at::Tensor sum_exp = exp_shifted.sum(1);           // (N)
+    at::Tensor exp_shifted = noted(shifted.exp());  // (N, V/n)
+    const at::Tensor sum_exp = exp_shifted.sum(1);  // (N)
     ThrowIfError(comm->AllReduce(sum_exp));
     at::Tensor loss = sum_exp.log() - target_logit;  // (N)
 
@@ -204,8 +148,7 @@ class VocabCrossEntropy
     return loss;
   }
 
-  static variable_list backward(AutogradContext* context,
-                                variable_list grads) {
+  static variable_list backward(AutogradContext* context, variable_list grads) {
     const variable_list saved = context->get_saved_variables();
     const at::Tensor& softmax = saved[0];
     const at::Tensor& local_target = saved[1];
@@ -258,8 +201,7 @@ at::Tensor ReduceScatterAlongDim(const at::Tensor& x, int64_t dim,
   split_shape[dim] /= n;
   split_shape.insert(split_shape.begin() + dim, n);
   // (n, ..., k, ...): block p is the part of the sum rank p keeps.
-  const at::Tensor blocks =
-      x.reshape(split_shape).movedim(dim, 0).contiguous();
+  const at::Tensor blocks = x.reshape(split_shape).movedim(dim, 0).contiguous();
   std::vector<int64_t> shard_shape = x.sizes().vec();
   shard_shape[dim] /= n;
   at::Tensor shard = at::empty(shard_shape, x.options());
@@ -313,8 +255,8 @@ at::Tensor VocabParallelEmbedding(const at::Tensor& tokens,
                                   dist::Communicator* comm) {
   const int64_t shard_size = embedding_shard.size(0);
   const int64_t vocab_start = comm->rank() * shard_size;
-  const at::Tensor outside = (tokens < vocab_start)
-                                 .logical_or(tokens >= vocab_start + shard_size);
+  const at::Tensor outside =
+      (tokens < vocab_start).logical_or(tokens >= vocab_start + shard_size);
   const at::Tensor local_tokens =
       (tokens - vocab_start).masked_fill(outside, 0);
   const at::Tensor looked_up =
