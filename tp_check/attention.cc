@@ -4,7 +4,6 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
-#include "common/dist/traffic.h"
 #include "common/nn/attention.h"
 #include "common/nn/tensor_parallel.h"
 #include "common/status.h"
@@ -38,9 +37,7 @@ std::vector<ExpectedCollective> AttentionCollectives(
     const CheckOptions& options, int world_size) {
   const int64_t activation_bytes =
       int64_t{options.batch()} * options.seq_len() * options.hidden() * 4;
-  const int64_t bytes = dist::AllReduceTraffic(activation_bytes, world_size).sent;
-  return {{kForward, dist::CollectiveOp::kAllReduce, 1, bytes},
-          {kBackward, dist::CollectiveOp::kAllReduce, 1, bytes}};
+  return AllReduceEachWay(activation_bytes, world_size);
 }
 
 absl::StatusOr<CheckResult> RunAttentionCheck(const CheckOptions& options,

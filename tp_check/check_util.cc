@@ -129,6 +129,14 @@ std::vector<CollectiveCheck> CompareCollectives(
   return rows;
 }
 
+std::vector<ExpectedCollective> AllReduceEachWay(int64_t activation_bytes,
+                                                 int world_size) {
+  const int64_t bytes =
+      dist::AllReduceTraffic(activation_bytes, world_size).sent;
+  return {{kForward, dist::CollectiveOp::kAllReduce, 1, bytes},
+          {kBackward, dist::CollectiveOp::kAllReduce, 1, bytes}};
+}
+
 CheckRecorder::CheckRecorder(std::string name, std::vector<TensorSpec> tensors,
                              const CheckOptions& options,
                              const CheckHooks& hooks, dist::Communicator& comm)

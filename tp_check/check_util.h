@@ -188,6 +188,12 @@ std::vector<CollectiveCheck> CompareCollectives(
 inline constexpr char kForward[] = "forward";
 inline constexpr char kBackward[] = "backward";
 
+// A layer between f and g (mlp, attention): one all-reduce of the
+// `activation_bytes` output forward (g) and one of the input gradient, the
+// same size, backward (f), in the layer's byte model (dist::AllReduceTraffic).
+std::vector<ExpectedCollective> AllReduceEachWay(int64_t activation_bytes,
+                                                 int world_size);
+
 }  // namespace mtb::tp_check
 
 #endif  // MTB_TP_CHECK_CHECK_UTIL_H_

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "ATen/ATen.h"
-#include "common/dist/traffic.h"
 #include "common/nn/layers.h"
 #include "common/nn/tensor_parallel.h"
 #include "common/status.h"
@@ -31,9 +30,7 @@ std::vector<ExpectedCollective> MlpCollectives(const CheckOptions& options,
                                                int world_size) {
   const int64_t activation_bytes =
       int64_t{options.batch()} * options.seq_len() * options.hidden() * 4;
-  const int64_t bytes = dist::AllReduceTraffic(activation_bytes, world_size).sent;
-  return {{kForward, dist::CollectiveOp::kAllReduce, 1, bytes},
-          {kBackward, dist::CollectiveOp::kAllReduce, 1, bytes}};
+  return AllReduceEachWay(activation_bytes, world_size);
 }
 
 absl::StatusOr<CheckResult> RunMlpCheck(const CheckOptions& options,
