@@ -2,6 +2,7 @@
 // factor 1: all the data has to leave the root, whose link is the bottleneck
 // (nccl-tests, doc/PERFORMANCE.md).
 #include "comm_bench/collective.h"
+#include "common/dist/traffic.h"
 
 namespace mtb::comm_bench {
 namespace {
@@ -11,7 +12,9 @@ class Broadcast : public Collective {
   absl::string_view name() const override { return "broadcast"; }
   OpKind kind() const override { return OpKind::kBroadcast; }
   bool has_root() const override { return true; }
-  double BusBandwidthFactor(int) const override { return 1.0; }
+  double BusBandwidthFactor(int n) const override {
+    return dist::BusBandwidthFactor(dist::CollectiveOp::kBroadcast, n);
+  }
 
   CallShape Shape(int64_t requested_bytes,
                   const CallContext& context) const override {

@@ -69,7 +69,9 @@ class Collective {
   virtual bool reduces() const { return false; }
   virtual bool has_root() const { return false; }
   virtual bool supports_in_place() const { return true; }
-  // busbw / algbw.
+  // busbw / algbw: nccl-tests' factor, from the collective layer's byte
+  // model (common/dist/traffic.h), so comm_bench and the layer's records
+  // cannot disagree.
   virtual double BusBandwidthFactor(int world_size) const = 0;
 
   // The requested sizes of a sweep: nccl-tests' loop, min, min*f, ... <= max.
