@@ -91,6 +91,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(
   communicator_options.timeout = options.collective_timeout;
   communicator_options.gloo_interface = options.gloo_interface;
   communicator_options.gloo_hostname = options.gloo_hostname;
+  communicator_options.keep_records = options.keep_records;
   if (communicator_options.gloo_interface.empty() &&
       communicator_options.gloo_hostname.empty() &&
       IsLoopback(options.master_addr)) {

@@ -40,6 +40,10 @@ struct RendezvousOptions {
   // default device.
   std::string gloo_interface;
   std::string gloo_hostname;
+  // CommunicatorOptions::keep_records: false keeps only the totals, for
+  // tools that issue many collectives and never read the records (a
+  // benchmark sweep, a long training run); the observer still sees each one.
+  bool keep_records = true;
 };
 
 // Checks the fields (ranks, port, timeouts) without touching the network:
