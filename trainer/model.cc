@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/counter_rng.h"
 #include "common/nn/checkpoint.h"
+#include "common/nn/init.h"
 #include "glog/logging.h"
 
 namespace mtb {
@@ -16,14 +17,11 @@ constexpr double kInitStd = 0.02;
 // A parameter filled from the counter-based normal stream of (seed, index).
 at::Tensor NormalParameter(at::IntArrayRef shape, double stddev, uint64_t seed,
                            int64_t index) {
-  at::Tensor tensor = at::empty(shape, at::kFloat);
-  const uint64_t key = CounterKey({seed, static_cast<uint64_t>(RngStream::kInit),
-                                   static_cast<uint64_t>(index)});
-  float* data = tensor.data_ptr<float>();
-  for (int64_t i = 0; i < tensor.numel(); ++i) {
-    data[i] = static_cast<float>(stddev * CounterNormal(key, i));
-  }
-  return tensor;
+  return nn::CounterNormalTensor(
+      shape,
+      CounterKey({seed, static_cast<uint64_t>(RngStream::kInit),
+                  static_cast<uint64_t>(index)}),
+      stddev);
 }
 
 }  // namespace

@@ -40,9 +40,9 @@ struct RendezvousOptions {
   // default device.
   std::string gloo_interface;
   std::string gloo_hostname;
-  // CommunicatorOptions::keep_records: false keeps only the totals, for long
-  // runs that never read the records (every record is otherwise kept for the
-  // communicator's lifetime).
+  // CommunicatorOptions::keep_records: false keeps only the totals, for
+  // tools that issue many collectives and never read the records (a
+  // benchmark sweep, a long training run); the observer still sees each one.
   bool keep_records = true;
 };
 

@@ -8,7 +8,7 @@
 #include "common/atomic_file.h"
 #include "common/flags.h"
 #include "common/launch/store_host.h"
-#include "common/launch/supervisor.h"
+#include "common/launch/local_ranks.h"
 #include "common/logging.h"
 #include "common/output_path.h"
 #include "common/status.h"
@@ -20,13 +20,6 @@ namespace {
 constexpr absl::Duration kStoreConnectTimeout = absl::Seconds(30);
 
 void PrintLine(const std::string& line) { std::cerr << line << std::endl; }
-
-std::vector<std::string> EnvLines(const EnvMap& env) {
-  std::vector<std::string> lines;
-  lines.reserve(env.size());
-  for (const auto& [name, value] : env) lines.push_back(name + "=" + value);
-  return lines;
-}
 
 std::string RankRange(int first, int count) {
   return count == 1 ? absl::StrCat("rank ", first)
@@ -40,11 +33,9 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& requested,
                                 const std::vector<std::string>& argv,
                                 const EnvMap& parent_env) {
   LaunchOptions options = WithDefaultEndpoint(requested);
-  SupervisorOptions supervision;
-  supervision.kill_grace = options.kill_grace;
   if (!options.log_dir.empty()) {
-    supervision.log_dir = ResolveUserPath(options.log_dir);
-    absl::Status created = CreateDirectories(supervision.log_dir);
+    // Checked before the store starts; SuperviseLocalRanks creates it.
+    absl::Status created = CreateDirectories(ResolveUserPath(options.log_dir));
     if (!created.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--log_dir=", options.log_dir, ": ", created.message()));
@@ -67,28 +58,7 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& requested,
       options.world_size(), "; TCPStore at ", options.master_addr, ":",
       options.master_port,
       options.node_rank == 0 ? " (hosted here)" : " (hosted by node 0)"));
-  if (SetsOmpNumThreads(options, parent_env)) {
-    PrintLine(absl::StrCat(
-        "launch: OMP_NUM_THREADS is not set; setting it to 1 for each of the ",
-        options.nproc,
-        " ranks so they do not overload this host (set it to tune)"));
-  }
-
-  const int restart_count = 0;
-  std::vector<ChildSpec> children;
-  for (int local_rank = 0; local_rank < options.nproc; ++local_rank) {
-    ChildSpec child;
-    child.rank = options.rank_of(local_rank);
-    child.executable = executable;
-    child.argv = argv;
-    child.env = EnvLines(
-        ChildEnvironment(options, local_rank, restart_count, parent_env));
-    children.push_back(std::move(child));
-  }
-  ASSIGN_OR_RETURN(const SupervisionResult result,
-                   Supervise(children, supervision));
-  if (!result.summary.empty()) PrintLine(result.summary);
-  return result.exit_code;
+  return SuperviseLocalRanks(options, executable, argv, parent_env);
 }
 
 absl::StatusOr<LaunchDecision> LaunchOrBecomeWorker(

@@ -118,6 +118,19 @@ LaunchOptions WithDefaultEndpoint(LaunchOptions options) {
   return options;
 }
 
+absl::StatusOr<int> PlannedWorldSize(const LaunchDefaults& defaults) {
+  const EnvMap env = ProcessEnvironment();
+  if (HasRankEnv(env)) {
+    absl::StatusOr<RankEnv> rank_env = ParseRankEnv(env);
+    if (!rank_env.ok()) return rank_env.status();
+    return rank_env->world_size;
+  }
+  const LaunchOptions options = LaunchOptionsFromFlags(defaults);
+  absl::Status valid = ValidateLaunchOptions(options);
+  if (!valid.ok()) return valid;
+  return options.world_size();
+}
+
 bool SetsOmpNumThreads(const LaunchOptions& options, const EnvMap& parent) {
   return options.nproc > 1 && parent.count("OMP_NUM_THREADS") == 0;
 }

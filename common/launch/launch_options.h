@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/rank_env.h"
 
@@ -70,6 +71,13 @@ LaunchOptions WithDefaultEndpoint(LaunchOptions options);
 // `options` must have its endpoint resolved (master_port != 0).
 EnvMap ChildEnvironment(const LaunchOptions& options, int local_rank,
                         int restart_count, const EnvMap& parent);
+
+// The world size this process will be part of, known before anything
+// starts, so a tool can check its own flags against it (e.g. "--root=3 must
+// be a rank in [0, 1]") before the launcher starts a rank: WORLD_SIZE when
+// the process is a worker (ParseRankEnv's errors otherwise), else --nnodes x
+// --nproc after ValidateLaunchOptions (its errors otherwise).
+absl::StatusOr<int> PlannedWorldSize(const LaunchDefaults& defaults = {});
 
 // True when ChildEnvironment sets OMP_NUM_THREADS for `parent`: the launcher
 // then prints one line saying so.

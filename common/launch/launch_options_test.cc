@@ -1,5 +1,7 @@
 #include "common/launch/launch_options.h"
 
+#include <stdlib.h>
+
 #include <string>
 #include <vector>
 
@@ -148,6 +150,35 @@ TEST(LaunchOptions, OmpNumThreadsIsKeptWhenSetAndLeftAloneForOneRank) {
   options.nproc = 1;
   EXPECT_FALSE(SetsOmpNumThreads(options, {}));
   EXPECT_EQ(ChildEnvironment(options, 0, 0, {}).count("OMP_NUM_THREADS"), 0u);
+}
+
+TEST(PlannedWorldSize, ComesFromTheRankEnvironmentElseTheLaunchFlags) {
+  for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+    ::unsetenv(name);
+  }
+  std::vector<std::string> args = {"tool", "--nproc=3", "--nnodes=2",
+                                   "--node_rank=0", "--master_addr=h0"};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  ASSERT_TRUE(
+      ParseCommandLine(static_cast<int>(argv.size()), argv.data()).ok());
+  absl::StatusOr<int> world_size = PlannedWorldSize();
+  ASSERT_TRUE(world_size.ok()) << world_size.status();
+  EXPECT_EQ(*world_size, 6);
+
+  ::setenv("RANK", "1", 1);
+  ::setenv("WORLD_SIZE", "4", 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", "29500", 1);
+  world_size = PlannedWorldSize();
+  ASSERT_TRUE(world_size.ok()) << world_size.status();
+  EXPECT_EQ(*world_size, 4);  // a worker: the launch flags do not count
+  ::setenv("RANK", "5", 1);
+  EXPECT_EQ(PlannedWorldSize().status().code(),
+            absl::StatusCode::kInvalidArgument);
+  for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+    ::unsetenv(name);
+  }
 }
 
 }  // namespace

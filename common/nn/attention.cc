@@ -15,14 +15,19 @@ at::Tensor CausalSelfAttention(const AttentionParams& params,
   CHECK_EQ(x.dim(), 3);
   const int64_t batch = x.size(0);
   const int64_t seq_len = x.size(1);
-  const int64_t d_model = x.size(2);
-  CHECK_EQ(d_model % n_heads, 0);
-  const int64_t head_dim = d_model / n_heads;
+  // The width of this call's heads: D, or a rank's share of D when heads are
+  // split across ranks (see the header).
+  CHECK_EQ(params.qkv_weight.size(0) % 3, 0);
+  const int64_t width = params.qkv_weight.size(0) / 3;
+  CHECK_EQ(width % n_heads, 0);
+  const int64_t head_dim = width / n_heads;
+  CHECK(!dropout.enabled() || width == x.size(2))
+      << "attention dropout on a head shard needs the whole sample's mask";
 
   const at::Tensor qkv =
-      at::linear(x, params.qkv_weight, params.qkv_bias);  // (B, T, 3D)
-  const std::vector<at::Tensor> parts = qkv.split(d_model, /*dim=*/2);
-  auto heads = [&](const at::Tensor& t) {  // (B, T, D) -> (B, H, T, Dh)
+      at::linear(x, params.qkv_weight, params.qkv_bias);  // (B, T, 3W)
+  const std::vector<at::Tensor> parts = qkv.split(width, /*dim=*/2);
+  auto heads = [&](const at::Tensor& t) {  // (B, T, W) -> (B, H, T, Dh)
     return t.view({batch, seq_len, n_heads, head_dim}).transpose(1, 2);
   };
   const at::Tensor q = heads(parts[0]);
@@ -42,7 +47,7 @@ at::Tensor CausalSelfAttention(const AttentionParams& params,
 
   const at::Tensor context = at::matmul(probabilities, v)  // (B, H, T, Dh)
                                  .transpose(1, 2)
-                                 .reshape({batch, seq_len, d_model});
+                                 .reshape({batch, seq_len, width});
   return at::linear(context, params.proj_weight, params.proj_bias);
 }
 

@@ -25,6 +25,14 @@ struct AttentionParams {
 // scores of later positions are -inf before the softmax, so they contribute
 // exact zeros. `dropout` applies to the attention probabilities (B, H, T, T)
 // with site kAttentionProbabilities and this `layer`.
+//
+// Heads split across ranks (Megatron's tensor parallelism, tp_check): a rank
+// passes the QKV rows of its n_heads heads, (3 * n_heads * Dh, D), and the
+// matching columns of the output projection, (D, n_heads * Dh), without its
+// bias; the result is that rank's partial sum of the projection, to be
+// all-reduced. The local width n_heads * Dh is qkv_weight.size(0) / 3, which is
+// D when nothing is split. Dropout needs the whole sample's mask and is
+// refused (CHECK) for a head shard.
 at::Tensor CausalSelfAttention(const AttentionParams& params,
                                const at::Tensor& x, int64_t n_heads,
                                const CounterDropout& dropout, int64_t layer);

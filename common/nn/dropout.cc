@@ -40,8 +40,13 @@ at::Tensor CounterDropout::Apply(const at::Tensor& x, int64_t layer,
   if (!enabled()) return x;
   CHECK_EQ(x.size(0), static_cast<int64_t>(sample_indices.size()))
       << "dropout: batch rows vs sample indices";
-  const at::Tensor keep =
-      DropoutKeepMask(x.sizes(), sample_indices, seed, step, layer, site, p);
+  return ApplyDropoutMask(
+      x, DropoutKeepMask(x.sizes(), sample_indices, seed, step, layer, site, p),
+      p);
+}
+
+at::Tensor ApplyDropoutMask(const at::Tensor& x, const at::Tensor& keep,
+                            double p) {
   // Written as the definition reads, x * mask / (1 - p): the same kernels in
   // the same order as the PyTorch reference, so results agree bit for bit.
   return x * keep.to(x.scalar_type()) / (1.0 - p);

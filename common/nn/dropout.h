@@ -53,6 +53,12 @@ at::Tensor DropoutKeepMask(at::IntArrayRef shape,
                            uint64_t seed, int64_t step, int64_t layer,
                            DropoutSite site, double p);
 
+// x * keep / (1 - p): inverted dropout with a given keep mask (kBool, x's
+// shape), differentiable in x. Apply uses it on DropoutKeepMask's mask; code
+// holding part of a sample applies it to its slice of the whole mask.
+at::Tensor ApplyDropoutMask(const at::Tensor& x, const at::Tensor& keep,
+                            double p);
+
 }  // namespace nn
 }  // namespace mtb
 

@@ -63,6 +63,19 @@ TEST(CounterDropout, DisabledIsTheIdentity) {
   EXPECT_TRUE(dropout.Apply(x, 0, DropoutSite::kMlpOutput).is_same(x));
 }
 
+TEST(CounterDropout, ApplyIsApplyDropoutMaskOfTheSampleMask) {
+  const at::Tensor x = at::arange(2 * 3 * 4, at::kFloat).view({2, 3, 4});
+  const CounterDropout dropout{0.4, 9, 2, {5, 6}};
+  const at::Tensor keep = DropoutKeepMask({2, 3, 4}, {5, 6}, 9, 2, 1,
+                                          DropoutSite::kMlpOutput, 0.4);
+  const at::Tensor applied = dropout.Apply(x, 1, DropoutSite::kMlpOutput);
+  EXPECT_TRUE(at::equal(applied, ApplyDropoutMask(x, keep, 0.4)));
+  // A slice of positions (a sequence shard) with the matching mask slice.
+  EXPECT_TRUE(at::equal(applied.narrow(1, 1, 2),
+                        ApplyDropoutMask(x.narrow(1, 1, 2),
+                                         keep.narrow(1, 1, 2), 0.4)));
+}
+
 }  // namespace
 }  // namespace nn
 }  // namespace mtb

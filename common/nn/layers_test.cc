@@ -112,6 +112,32 @@ TEST(CausalSelfAttention, LaterTokensLeaveEarlierOutputsBitIdentical) {
   EXPECT_FALSE(at::equal(before.slice(1, 5, 8), after.slice(1, 5, 8)));
 }
 
+TEST(CausalSelfAttention, HeadShardsSumToTheWholeLayer) {
+  at::Generator generator = at::detail::createCPUGenerator(6);
+  const int64_t d_model = 8, n_heads = 4, shards = 2;
+  const int64_t width = d_model / shards;  // 2 heads of 2 per shard
+  const AttentionParams params = RandomAttention(d_model, generator);
+  const at::Tensor x = Randn({2, 5, d_model}, generator);
+  at::Tensor sum = params.proj_bias.expand({2, 5, d_model}).clone();
+  for (int64_t s = 0; s < shards; ++s) {
+    AttentionParams shard;
+    std::vector<at::Tensor> rows, biases;
+    for (int64_t part = 0; part < 3; ++part) {  // q, k, v
+      rows.push_back(params.qkv_weight.slice(0, part * d_model + s * width,
+                                             part * d_model + (s + 1) * width));
+      biases.push_back(params.qkv_bias.slice(0, part * d_model + s * width,
+                                             part * d_model + (s + 1) * width));
+    }
+    shard.qkv_weight = at::cat(rows);
+    shard.qkv_bias = at::cat(biases);
+    shard.proj_weight = params.proj_weight.slice(1, s * width, (s + 1) * width);
+    sum += CausalSelfAttention(shard, x, n_heads / shards, CounterDropout{}, 0);
+  }
+  const AllCloseResult result =
+      AllClose(sum, CausalSelfAttention(params, x, n_heads, CounterDropout{}, 0));
+  EXPECT_TRUE(result.ok) << result.message;
+}
+
 }  // namespace
 }  // namespace nn
 }  // namespace mtb

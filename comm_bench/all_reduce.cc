@@ -1,0 +1,64 @@
+// all_reduce: every rank ends with the element-wise reduction of every rank's
+// buffer. S = the buffer (count x element size; nccl-tests does not round it
+// to the world size). busbw factor 2(n-1)/n: a bandwidth-optimal all_reduce
+// moves every byte out and back once (reduce-scatter + all-gather).
+#include "comm_bench/collective.h"
+#include "common/dist/traffic.h"
+
+namespace mtb::comm_bench {
+namespace {
+
+class AllReduce : public Collective {
+ public:
+  absl::string_view name() const override { return "all_reduce"; }
+  OpKind kind() const override { return OpKind::kAllReduce; }
+  bool reduces() const override { return true; }
+  double BusBandwidthFactor(int n) const override {
+    return dist::BusBandwidthFactor(dist::CollectiveOp::kAllReduce, n);
+  }
+
+  CallShape Shape(int64_t requested_bytes,
+                  const CallContext& context) const override {
+    CallShape shape;
+    shape.count = requested_bytes / ElementSize(context.dtype);
+    shape.bytes = shape.count * ElementSize(context.dtype);
+    shape.send_elements = shape.recv_elements = shape.count;
+    shape.in_place_elements = shape.count;
+    shape.bandwidth_bytes = shape.bytes;
+    return shape;
+  }
+
+  void FillInput(const CallContext& context, const CallShape& shape, int seed,
+                 HostArray* input) const override {
+    for (int64_t i = 0; i < shape.count; ++i) {
+      input->Set(i, PatternValue(seed, context.rank, i, context.world_size));
+    }
+  }
+
+  void FillExpected(const CallContext& context, const CallShape& shape,
+                    int seed, HostArray* expected) const override {
+    for (int64_t i = 0; i < shape.count; ++i) {
+      float value = PatternValue(seed, 0, i, context.world_size);
+      for (int rank = 1; rank < context.world_size; ++rank) {
+        value = Reduce(context.redop, value,
+                       PatternValue(seed, rank, i, context.world_size));
+      }
+      expected->Set(i, value);
+    }
+  }
+
+  absl::Status Run(Backend& backend, const CallContext& context,
+                   const CallShape& shape, const void* send,
+                   void* recv) const override {
+    return backend.AllReduce(send, recv, shape.count, context.dtype,
+                             context.redop);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> NewAllReduce() {
+  return std::make_unique<AllReduce>();
+}
+
+}  // namespace mtb::comm_bench

@@ -1,0 +1,60 @@
+// broadcast: every rank ends with the root's buffer. S = the buffer. busbw
+// factor 1: all the data has to leave the root, whose link is the bottleneck
+// (nccl-tests, doc/PERFORMANCE.md).
+#include "comm_bench/collective.h"
+#include "common/dist/traffic.h"
+
+namespace mtb::comm_bench {
+namespace {
+
+class Broadcast : public Collective {
+ public:
+  absl::string_view name() const override { return "broadcast"; }
+  OpKind kind() const override { return OpKind::kBroadcast; }
+  bool has_root() const override { return true; }
+  double BusBandwidthFactor(int n) const override {
+    return dist::BusBandwidthFactor(dist::CollectiveOp::kBroadcast, n);
+  }
+
+  CallShape Shape(int64_t requested_bytes,
+                  const CallContext& context) const override {
+    CallShape shape;
+    shape.count = requested_bytes / ElementSize(context.dtype);
+    shape.bytes = shape.count * ElementSize(context.dtype);
+    shape.send_elements = shape.recv_elements = shape.count;
+    shape.in_place_elements = shape.count;
+    shape.bandwidth_bytes = shape.bytes;
+    return shape;
+  }
+
+  // Every rank fills its own values; only the root's may arrive anywhere, so a
+  // non-root rank whose buffer was not overwritten (in place) is caught.
+  void FillInput(const CallContext& context, const CallShape& shape, int seed,
+                 HostArray* input) const override {
+    for (int64_t i = 0; i < shape.count; ++i) {
+      input->Set(i, PatternValue(seed, context.rank, i, context.world_size));
+    }
+  }
+
+  void FillExpected(const CallContext& context, const CallShape& shape,
+                    int seed, HostArray* expected) const override {
+    for (int64_t i = 0; i < shape.count; ++i) {
+      expected->Set(i, PatternValue(seed, context.root, i, context.world_size));
+    }
+  }
+
+  absl::Status Run(Backend& backend, const CallContext& context,
+                   const CallShape& shape, const void* send,
+                   void* recv) const override {
+    return backend.Broadcast(send, recv, shape.count, context.dtype,
+                             context.root);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> NewBroadcast() {
+  return std::make_unique<Broadcast>();
+}
+
+}  // namespace mtb::comm_bench

@@ -1,0 +1,32 @@
+// One rank of comm_bench over Gloo: rendezvous through //common/dist, run the
+// sweep, and (rank 0) write the result files. LibTorch stays in the .cc.
+#ifndef MTB_COMM_BENCH_GLOO_WORKER_H_
+#define MTB_COMM_BENCH_GLOO_WORKER_H_
+
+#include "absl/time/time.h"
+#include "comm_bench/harness.h"
+#include "comm_bench/options.h"
+#include "common/rank_env.h"
+#include "common/results.pb.h"
+
+namespace mtb::comm_bench {
+
+struct GlooWorkerOptions {
+  RankEnv rank_env;
+  SweepOptions sweep;
+  FlagValues flags;
+  // Per collective; a hung collective fails the run naming it (SPEC §2).
+  absl::Duration collective_timeout = absl::Minutes(5);
+  // How long to keep trying to reach the rendezvous store.
+  absl::Duration connect_timeout = absl::Minutes(5);
+  // Started by main (NewRunContext) so its start time is the run's.
+  RunContext context;
+};
+
+// Runs this rank and returns the process's exit code: 0 pass, 1 a wrong
+// result, the busbw gate or a failure (rendezvous, timeout, writing files).
+int RunGlooWorker(const GlooWorkerOptions& options);
+
+}  // namespace mtb::comm_bench
+
+#endif  // MTB_COMM_BENCH_GLOO_WORKER_H_

@@ -1,0 +1,372 @@
+// Vocabulary: a *row* is one (op, size, placement) measurement; the *loop* is
+// nccl-tests' timed back-to-back run of `iters` calls ending in one
+// Synchronize, whose mean per call is averaged across ranks (nccl-tests'
+// default -a 1) and also reported for the slowest rank; an *iteration* is one
+// call between a barrier and its completion, timed by the backend on every
+// rank, the iteration's time being the slowest rank's (the call is done when
+// the last rank is). The *check pass* reruns one call on a different data set
+// (seed) with the output pre-filled with a sentinel and counts the elements
+// that differ from the exact expected result, summed over ranks (#wrong).
+#include "comm_bench/harness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/report.h"
+#include "common/stats.h"
+#include "common/status.h"
+#include "glog/logging.h"
+
+namespace mtb::comm_bench {
+namespace {
+
+// What each rank measured for one row, before the exchange.
+struct LocalMeasurement {
+  double loop_seconds = 0;
+  int64_t wrong = 0;
+  std::vector<double> iteration_seconds;
+};
+
+std::string Pack(const LocalMeasurement& local) {
+  std::vector<double> values = {local.loop_seconds,
+                                static_cast<double>(local.wrong)};
+  values.insert(values.end(), local.iteration_seconds.begin(),
+                local.iteration_seconds.end());
+  return std::string(reinterpret_cast<const char*>(values.data()),
+                     values.size() * sizeof(double));
+}
+
+std::vector<LocalMeasurement> Unpack(const std::string& all, int world_size,
+                                     int iters) {
+  const size_t per_rank = 2 + static_cast<size_t>(iters);
+  CHECK_EQ(all.size(), per_rank * world_size * sizeof(double));
+  std::vector<double> values(per_rank * world_size);
+  std::memcpy(values.data(), all.data(), all.size());
+  std::vector<LocalMeasurement> ranks(world_size);
+  for (int rank = 0; rank < world_size; ++rank) {
+    const double* base = values.data() + rank * per_rank;
+    ranks[rank].loop_seconds = base[0];
+    ranks[rank].wrong = static_cast<int64_t>(base[1]);
+    ranks[rank].iteration_seconds.assign(base + 2, base + per_rank);
+  }
+  return ranks;
+}
+
+absl::Status CopyIn(Backend& backend, void* destination, const HostArray& host) {
+  if (host.bytes() == 0) return absl::OkStatus();
+  return backend.CopyFromHost(destination, host.data(), host.bytes());
+}
+
+// One (size, placement): everything this rank does, then the exchange.
+class RowRunner {
+ public:
+  RowRunner(Backend& backend, const Collective& op, const SweepOptions& options,
+            const CallContext& context, const CallShape& shape)
+      : backend_(backend), op_(op), options_(options), context_(context),
+        shape_(shape) {}
+
+  absl::StatusOr<CommBenchRow> Run(bool in_place, int seed, DeviceBuffer& send,
+                                   DeviceBuffer& recv) {
+    const int64_t element_size = ElementSize(context_.dtype);
+    char* send_base = static_cast<char*>(send.data());
+    char* recv_base = static_cast<char*>(recv.data());
+    // In place, the input and output are parts of the one (recv) buffer.
+    char* input = in_place
+                      ? recv_base + shape_.in_place_input_offset * element_size
+                      : send_base;
+    char* output = in_place
+                       ? recv_base + shape_.in_place_output_offset * element_size
+                       : recv_base;
+    LocalMeasurement local;
+    RETURN_IF_ERROR(Time(input, output, &local));
+    const std::string algorithm = backend_.LastAlgorithm();
+    if (options_.check) {
+      ASSIGN_OR_RETURN(local.wrong, Check(in_place, seed, recv_base, input, output));
+    }
+    ASSIGN_OR_RETURN(const std::string all,
+                     backend_.AllGatherHostBytes(Pack(local)));
+    CommBenchRow row = Summarize(
+        Unpack(all, context_.world_size, options_.iters), in_place);
+    row.set_algorithm(algorithm);
+    return row;
+  }
+
+ private:
+  absl::Status Time(char* input, char* output, LocalMeasurement* local) {
+    HostArray data(context_.dtype, shape_.send_elements);
+    op_.FillInput(context_, shape_, /*seed=*/0, &data);
+    RETURN_IF_ERROR(CopyIn(backend_, input, data));
+    for (int iter = 0; iter < options_.warmup_iters; ++iter) {
+      RETURN_IF_ERROR(op_.Run(backend_, context_, shape_, input, output));
+    }
+    RETURN_IF_ERROR(backend_.Barrier());
+    const auto start = std::chrono::steady_clock::now();
+    for (int iter = 0; iter < options_.iters; ++iter) {
+      RETURN_IF_ERROR(op_.Run(backend_, context_, shape_, input, output));
+    }
+    RETURN_IF_ERROR(backend_.Synchronize());
+    local->loop_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count() /
+        options_.iters;
+    for (int iter = 0; iter < options_.iters; ++iter) {
+      RETURN_IF_ERROR(backend_.Barrier());
+      RETURN_IF_ERROR(backend_.BeginInterval());
+      RETURN_IF_ERROR(op_.Run(backend_, context_, shape_, input, output));
+      ASSIGN_OR_RETURN(const double seconds, backend_.EndInterval());
+      local->iteration_seconds.push_back(seconds);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int64_t> Check(bool in_place, int seed, char* recv_base,
+                                char* input, char* output) {
+    HostArray sentinel(context_.dtype, in_place ? shape_.in_place_elements
+                                                : shape_.recv_elements);
+    sentinel.Fill(kSentinel);
+    RETURN_IF_ERROR(CopyIn(backend_, in_place ? recv_base : output, sentinel));
+    HostArray data(context_.dtype, shape_.send_elements);
+    op_.FillInput(context_, shape_, seed, &data);
+    RETURN_IF_ERROR(CopyIn(backend_, input, data));
+    RETURN_IF_ERROR(op_.Run(backend_, context_, shape_, input, output));
+    RETURN_IF_ERROR(backend_.Synchronize());
+
+    HostArray actual(context_.dtype, shape_.recv_elements);
+    if (actual.bytes() > 0) {
+      RETURN_IF_ERROR(backend_.CopyToHost(actual.data(), output, actual.bytes()));
+    }
+    if (op_.name() == options_.corrupt_op &&
+        context_.rank == options_.corrupt_rank && actual.size() > 0) {
+      const int64_t victim = actual.size() / 2;
+      actual.Set(victim, actual.Get(victim) + 1);
+    }
+    HostArray expected(context_.dtype, shape_.recv_elements);
+    op_.FillExpected(context_, shape_, seed, &expected);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < actual.size(); ++i) {
+      const float got = actual.Get(i);
+      const float want = expected.Get(i);
+      if (got == want) continue;
+      if (wrong == 0) {
+        LOG(ERROR) << op_.name() << " " << FormatBytes(shape_.bytes)
+                   << (in_place ? " in place" : " out of place")
+                   << ": first wrong element of this rank's output at index "
+                   << i << " of " << actual.size() << ": got " << got
+                   << ", expected " << want;
+      }
+      ++wrong;
+    }
+    return wrong;
+  }
+
+  CommBenchRow Summarize(const std::vector<LocalMeasurement>& ranks,
+                         bool in_place) const {
+    const int n = context_.world_size;
+    CommBenchRow row;
+    row.set_op(std::string(op_.name()));
+    row.set_dtype(std::string(DTypeName(context_.dtype)));
+    row.set_redop(op_.reduces() ? std::string(RedOpName(context_.redop)) : "");
+    row.set_root(op_.has_root() ? context_.root : -1);
+    row.set_count(shape_.count);
+    row.set_bytes(shape_.bytes);
+    row.set_placement(in_place ? "in_place" : "out_of_place");
+
+    std::vector<double> loops;
+    int64_t wrong = 0;
+    for (const LocalMeasurement& rank : ranks) {
+      loops.push_back(rank.loop_seconds);
+      wrong += rank.wrong;
+    }
+    const double mean_seconds = Mean(loops);
+    const auto slowest = std::max_element(loops.begin(), loops.end());
+    row.set_time_us(mean_seconds * 1e6);
+    row.set_slowest_rank_time_us(*slowest * 1e6);
+    row.set_slowest_rank(static_cast<int>(slowest - loops.begin()));
+
+    std::vector<double> iterations;
+    for (int iter = 0; iter < options_.iters; ++iter) {
+      double slowest_rank = 0;
+      for (const LocalMeasurement& rank : ranks) {
+        slowest_rank = std::max(slowest_rank, rank.iteration_seconds[iter]);
+      }
+      iterations.push_back(slowest_rank);
+    }
+    row.set_iteration_p50_us(Percentile(iterations, 50) * 1e6);
+    row.set_iteration_p99_us(Percentile(iterations, 99) * 1e6);
+
+    const double algbw = AlgorithmBandwidth(shape_.bandwidth_bytes, mean_seconds);
+    row.set_busbw_factor(op_.BusBandwidthFactor(n));
+    row.set_algbw_gbps(algbw);
+    row.set_busbw_gbps(algbw * op_.BusBandwidthFactor(n));
+    row.set_checked(options_.check);
+    row.set_wrong(wrong);
+    for (int64_t bytes : shape_.send_bytes_per_rank) row.add_send_bytes_per_rank(bytes);
+    for (int64_t bytes : shape_.recv_bytes_per_rank) row.add_recv_bytes_per_rank(bytes);
+    row.set_bottleneck_rank(shape_.bottleneck_rank);
+    if (shape_.bottleneck_rank >= 0) row.set_bottleneck_bytes(shape_.bandwidth_bytes);
+    return row;
+  }
+
+  Backend& backend_;
+  const Collective& op_;
+  const SweepOptions& options_;
+  const CallContext context_;
+  const CallShape& shape_;
+};
+
+absl::StatusOr<std::unique_ptr<DeviceBuffer>> AllocateElements(
+    Backend& backend, int64_t elements, DType dtype) {
+  // At least one element, so every rank holds a valid pointer even when its
+  // share is empty (an all_to_allv rank that receives nothing).
+  return backend.Allocate(std::max<int64_t>(elements, 1) * ElementSize(dtype));
+}
+
+}  // namespace
+
+CommBenchOptions OptionsProto(const SweepOptions& options) {
+  CommBenchOptions proto;
+  for (const std::string& op : options.ops) proto.add_ops(op);
+  proto.set_dtype(std::string(DTypeName(options.dtype)));
+  proto.set_redop(std::string(RedOpName(options.redop)));
+  proto.set_root(options.root);
+  proto.set_min_bytes(options.min_bytes);
+  proto.set_max_bytes(options.max_bytes);
+  proto.set_step_factor(options.step_factor);
+  proto.set_iters(options.iters);
+  proto.set_warmup_iters(options.warmup_iters);
+  proto.set_check(options.check);
+  proto.set_min_busbw(options.min_busbw);
+  proto.set_imbalance(SkewToString(options.all_to_allv.skew));
+  return proto;
+}
+
+absl::Status CheckSupported(const SupportQuery& supports,
+                            const SweepOptions& options) {
+  for (const std::string& name : options.ops) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Collective> op,
+                     MakeCollective(name, options.all_to_allv));
+    absl::StatusOr<Support> support =
+        supports(op->kind(), options.dtype, options.redop);
+    if (!support.ok()) return support.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSupported(const Backend& backend,
+                            const SweepOptions& options) {
+  return CheckSupported(
+      [&backend](OpKind op, DType dtype, RedOp redop) {
+        return backend.Supports(op, dtype, redop);
+      },
+      options);
+}
+
+absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,
+                                         const SweepOptions& options,
+                                         SweepListener* listener) {
+  CHECK_GE(options.iters, 1);
+  CallContext context;
+  context.rank = backend.rank();
+  context.world_size = backend.world_size();
+  context.dtype = options.dtype;
+  context.redop = options.redop;
+  context.root = options.root;
+
+  CommBenchResult result;
+  result.set_schema_version(kSchemaVersion);
+  std::vector<std::string> failures;
+  double busbw_sum = 0;
+  int busbw_rows = 0;
+  int seed = 1;  // seed 0 is the timing data set
+  for (const std::string& name : options.ops) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Collective> op,
+                     MakeCollective(name, options.all_to_allv));
+    ASSIGN_OR_RETURN(const Support support,
+                     backend.Supports(op->kind(), options.dtype, options.redop));
+    if (listener != nullptr) {
+      listener->OpStarted(*op, options, context.world_size, support);
+    }
+    std::vector<CallShape> shapes;
+    int64_t send_elements = 0;
+    int64_t recv_elements = 0;
+    for (int64_t requested : op->SweepSizes(options.min_bytes, options.max_bytes,
+                                            options.step_factor)) {
+      CallShape shape = op->Shape(requested, context);
+      if (shape.bytes == 0) {
+        const std::string note = absl::StrCat(
+            name, ": size ", requested, " B rounds to 0 bytes at ",
+            context.world_size, " ranks (", DTypeName(options.dtype),
+            "); skipped");
+        result.add_notes(note);
+        if (listener != nullptr) listener->Note(note);
+        continue;
+      }
+      send_elements = std::max(send_elements, shape.send_elements);
+      recv_elements = std::max({recv_elements, shape.recv_elements,
+                                shape.in_place_elements});
+      shapes.push_back(std::move(shape));
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<DeviceBuffer> send,
+                     AllocateElements(backend, send_elements, options.dtype));
+    ASSIGN_OR_RETURN(std::unique_ptr<DeviceBuffer> recv,
+                     AllocateElements(backend, recv_elements, options.dtype));
+
+    CommBenchOpSummary summary;
+    summary.set_op(name);
+    double op_busbw_sum = 0;
+    for (const CallShape& shape : shapes) {
+      RowRunner runner(backend, *op, options, context, shape);
+      std::vector<CommBenchRow> rows;
+      for (bool in_place : {false, true}) {
+        if (in_place && !op->supports_in_place()) continue;
+        ASSIGN_OR_RETURN(CommBenchRow row, runner.Run(in_place, seed++, *send, *recv));
+        row.set_emulated(support.emulated);
+        summary.set_rows(summary.rows() + 1);
+        summary.set_wrong(summary.wrong() + row.wrong());
+        if (row.wrong() > 0) summary.set_rows_with_wrong(summary.rows_with_wrong() + 1);
+        op_busbw_sum += row.busbw_gbps();
+        rows.push_back(row);
+        *result.add_rows() = row;
+      }
+      if (listener != nullptr) listener->SizeFinished(*op, rows);
+    }
+    if (summary.rows() > 0) {
+      summary.set_avg_busbw_gbps(op_busbw_sum / summary.rows());
+    }
+    busbw_sum += op_busbw_sum;
+    busbw_rows += summary.rows();
+    if (summary.rows_with_wrong() > 0) {
+      failures.push_back(absl::StrCat(name, ": ", summary.wrong(),
+                                      " wrong elements in ",
+                                      summary.rows_with_wrong(), " rows"));
+    }
+    // nccl-tests' gate: FAILED below 0.9 x NCCL_TESTS_MIN_BW.
+    if (options.min_busbw > 0 && summary.rows() > 0 &&
+        summary.avg_busbw_gbps() < 0.9 * options.min_busbw) {
+      summary.set_below_min_busbw(true);
+      failures.push_back(absl::StrCat(
+          name, ": average busbw ", FormatSignificant(summary.avg_busbw_gbps()),
+          " GB/s < 0.9 x --min_busbw=", options.min_busbw));
+    }
+    if (listener != nullptr) listener->OpFinished(summary);
+    *result.add_summaries() = summary;
+  }
+  if (busbw_rows > 0) result.set_avg_busbw_gbps(busbw_sum / busbw_rows);
+  result.set_verdict(failures.empty()
+                         ? "pass"
+                         : absl::StrCat("fail: ", absl::StrJoin(failures, "; ")));
+  return result;
+}
+
+int VerdictExitCode(const CommBenchResult& result) {
+  return result.verdict() == "pass" ? 0 : 1;
+}
+
+}  // namespace mtb::comm_bench

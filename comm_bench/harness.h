@@ -1,0 +1,92 @@
+// The sweep every comm_bench backend shares: for each collective and size,
+// warm-up -> a timed back-to-back loop (nccl-tests' time) -> a barrier-
+// separated per-iteration loop (p50/p99) -> a check pass on fresh
+// deterministic data (#wrong), out of place and then in place where the
+// collective allows. Torch-free and CUDA-free: it sees only a Backend.
+#ifndef MTB_COMM_BENCH_HARNESS_H_
+#define MTB_COMM_BENCH_HARNESS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm_bench/backend.h"
+#include "comm_bench/collective.h"
+#include "comm_bench/comm_bench.pb.h"
+#include "comm_bench/dtype.h"
+
+namespace mtb::comm_bench {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct SweepOptions {
+  std::vector<std::string> ops;
+  DType dtype = DType::kFloat32;
+  RedOp redop = RedOp::kSum;
+  int root = 0;
+  int64_t min_bytes = 1024;
+  int64_t max_bytes = 64 << 20;
+  int64_t step_factor = 2;
+  int iters = 20;
+  int warmup_iters = 5;
+  bool check = true;
+  // Average-busbw gate in GB/s; <= 0 leaves it unchecked.
+  double min_busbw = 0;
+  AllToAllvPattern all_to_allv;
+
+  // Testing only: in every check pass of `corrupt_op`, rank `corrupt_rank`
+  // adds 1 to one element of its copied-back output before comparing, as a
+  // broken collective would leave it.
+  std::string corrupt_op;
+  int corrupt_rank = -1;
+};
+
+// What the options look like in the result file (everything but the world
+// size, backend, imbalance and split_matrix spelling, which the caller adds).
+CommBenchOptions OptionsProto(const SweepOptions& options);
+
+// Follows the sweep as it runs; the listener of rank 0 prints the table.
+class SweepListener {
+ public:
+  virtual ~SweepListener() = default;
+  // Before the first size of `op`; `support` says whether rows are emulated.
+  virtual void OpStarted(const Collective& op, const SweepOptions& options,
+                         int world_size, const Support& support) {}
+  // One size done: its out-of-place row, then its in-place row if any.
+  virtual void SizeFinished(const Collective& op,
+                            const std::vector<CommBenchRow>& rows) {}
+  // A remark, e.g. a size skipped because it rounds to 0 bytes.
+  virtual void Note(const std::string& note) {}
+  virtual void OpFinished(const CommBenchOpSummary& summary) {}
+};
+
+// What a backend supports, answerable before any rank exists (the launcher
+// checks before it starts the ranks): Backend::Supports, or a backend's free
+// function.
+using SupportQuery =
+    std::function<absl::StatusOr<Support>(OpKind, DType, RedOp)>;
+
+// kInvalidArgument (exit 2) naming the op, dtype and redop when the backend
+// cannot run a combination the options ask for, or an --ops name is unknown.
+// Call before anything communicates.
+absl::Status CheckSupported(const SupportQuery& supports,
+                            const SweepOptions& options);
+absl::Status CheckSupported(const Backend& backend, const SweepOptions& options);
+
+// Runs the sweep on this rank. Collective: every rank calls it with the same
+// options, in the same order relative to other collectives. Returns rows,
+// per-op summaries, the average busbw, the verdict and notes, identical on
+// every rank; `context` and `options` are the caller's to fill.
+// `listener` may be null.
+absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,
+                                         const SweepOptions& options,
+                                         SweepListener* listener);
+
+// 0 when the verdict is "pass", 1 otherwise.
+int VerdictExitCode(const CommBenchResult& result);
+
+}  // namespace mtb::comm_bench
+
+#endif  // MTB_COMM_BENCH_HARNESS_H_

@@ -1,0 +1,56 @@
+// comm_bench: an nccl-tests-compatible collective sweep over Gloo
+// (//common/dist). docs/comm_bench.md has the flags, the definitions and the
+// output; comm_bench_nccl (nccl_main.cc) is the same over NCCL.
+//
+//   bazel run //comm_bench -- --nproc=2 --ops=all_reduce --maxbytes=64M
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/time/time.h"
+#include "comm_bench/gloo_backend.h"
+#include "comm_bench/gloo_worker.h"
+#include "comm_bench/options.h"
+#include "common/flags.h"
+#include "common/launch/launch.h"
+#include "common/logging.h"
+#include "common/run_context.h"
+
+ABSL_FLAG(absl::Duration, collective_timeout, absl::Minutes(5),
+          "A collective that has not completed after this long fails the run, "
+          "naming it.");
+
+namespace {
+
+constexpr char kUsage[] =
+    "nccl-tests-compatible sweep of Gloo collectives.\n"
+    "  comm_bench --nproc=2 --ops=all_reduce,all_gather --minbytes=1K "
+    "--maxbytes=64M [--dtype=bfloat16] [--out=PATH --markdown=PATH --plot=PATH]";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace mtb::comm_bench;
+  mtb::InitLogging(argv[0]);
+  mtb::ParseCommandLineOrExit(argc, argv, kUsage);
+  GlooWorkerOptions worker;
+  worker.context = mtb::NewRunContext("comm_bench", argc, argv);
+  worker.flags = ReadFlags();
+  worker.collective_timeout = absl::GetFlag(FLAGS_collective_timeout);
+
+  // Every flag is checked before the launcher starts a rank (exit 2).
+  const mtb::LaunchDefaults launch_defaults{/*nproc=*/2};
+  absl::StatusOr<int> world_size = mtb::PlannedWorldSize(launch_defaults);
+  if (!world_size.ok()) return mtb::ReportAndExitCode("comm_bench", world_size.status());
+  absl::StatusOr<SweepOptions> sweep = ResolveOptions(worker.flags, *world_size);
+  if (!sweep.ok()) return mtb::ReportAndExitCode("comm_bench", sweep.status());
+  absl::Status supported = CheckSupported(GlooSupports, *sweep);
+  if (!supported.ok()) return mtb::ReportAndExitCode("comm_bench", supported);
+  worker.sweep = *std::move(sweep);
+
+  absl::StatusOr<mtb::LaunchDecision> launch =
+      mtb::LaunchOrBecomeWorker(argc, argv, launch_defaults);
+  if (!launch.ok()) return mtb::ReportAndExitCode("comm_bench", launch.status());
+  if (launch->is_launcher()) return launch->exit_code;
+  worker.rank_env = launch->rank_env;
+  return RunGlooWorker(worker);
+}

@@ -1,0 +1,135 @@
+#include "comm_bench/options.h"
+
+#include <string>
+
+#include "common/atomic_file.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace mtb::comm_bench {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Resolving `flags` at `world_size` fails with kInvalidArgument naming `flag`.
+void ExpectRejected(const FlagValues& flags, int world_size,
+                    const std::string& flag, const std::string& rule) {
+  absl::StatusOr<SweepOptions> options = ResolveOptions(flags, world_size);
+  ASSERT_FALSE(options.ok()) << flag;
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(options.status().message()), HasSubstr("--" + flag + "="));
+  EXPECT_THAT(std::string(options.status().message()), HasSubstr(rule));
+}
+
+TEST(ResolveOptions, DefaultsAreTheIssuesSweep) {
+  absl::StatusOr<SweepOptions> options = ResolveOptions(FlagValues(), 2);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->ops.size(), 6u);
+  EXPECT_EQ(options->min_bytes, 1024);
+  EXPECT_EQ(options->max_bytes, 64 << 20);
+  EXPECT_EQ(options->step_factor, 2);
+  EXPECT_EQ(options->iters, 20);
+  EXPECT_EQ(options->warmup_iters, 5);
+  EXPECT_TRUE(options->check);
+}
+
+TEST(ResolveOptions, ParsesSizesOpsAndTypes) {
+  FlagValues flags;
+  flags.ops = "all_gather, broadcast";
+  flags.minbytes = "3M";
+  flags.maxbytes = "1G";
+  flags.stepfactor = 4;
+  flags.dtype = "bfloat16";
+  flags.op = "max";
+  flags.root = 2;
+  flags.check = 0;
+  absl::StatusOr<SweepOptions> options = ResolveOptions(flags, 3);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_THAT(options->ops, ElementsAre("all_gather", "broadcast"));
+  EXPECT_EQ(options->min_bytes, 3 << 20);
+  EXPECT_EQ(options->max_bytes, int64_t{1} << 30);
+  EXPECT_EQ(options->dtype, DType::kBFloat16);
+  EXPECT_EQ(options->redop, RedOp::kMax);
+  EXPECT_EQ(options->root, 2);
+  EXPECT_FALSE(options->check);
+}
+
+TEST(ResolveOptions, BadInputNamesTheFlagAndTheRule) {
+  FlagValues flags;
+  flags.minbytes = "abc";
+  ExpectRejected(flags, 2, "minbytes", "whole number of bytes");
+  flags = FlagValues();
+  flags.minbytes = "0";
+  ExpectRejected(flags, 2, "minbytes", "must be > 0");
+  flags = FlagValues();
+  flags.maxbytes = "-1M";
+  ExpectRejected(flags, 2, "maxbytes", "negative");
+  flags = FlagValues();
+  flags.minbytes = "2M";
+  flags.maxbytes = "1M";
+  ExpectRejected(flags, 2, "maxbytes", "must be >= --minbytes=2M");
+  flags = FlagValues();
+  flags.stepfactor = 1;
+  ExpectRejected(flags, 2, "stepfactor", "must be > 1");
+  flags = FlagValues();
+  flags.iters = 0;
+  ExpectRejected(flags, 2, "iters", ">= 1");
+  flags = FlagValues();
+  flags.warmup_iters = -1;
+  ExpectRejected(flags, 2, "warmup_iters", ">= 0");
+  flags = FlagValues();
+  flags.ops = "all_reduce,all_scatter";
+  ExpectRejected(flags, 2, "ops", "unknown collective 'all_scatter'");
+  flags = FlagValues();
+  flags.ops = "all_reduce,all_reduce";
+  ExpectRejected(flags, 2, "ops", "listed twice");
+  flags = FlagValues();
+  flags.ops = " , ";
+  ExpectRejected(flags, 2, "ops", "names no collective");
+  flags = FlagValues();
+  flags.dtype = "float16";
+  ExpectRejected(flags, 2, "dtype", "float32 or bfloat16");
+  flags = FlagValues();
+  flags.op = "prod";
+  ExpectRejected(flags, 2, "op", "sum or max");
+  flags = FlagValues();
+  flags.root = 2;
+  ExpectRejected(flags, 2, "root", "must be a rank in [0, 1]");
+  flags = FlagValues();
+  flags.check = 2;
+  ExpectRejected(flags, 2, "check", "1 (check) or 0");
+  flags = FlagValues();
+  flags.min_busbw = -1;
+  ExpectRejected(flags, 2, "min_busbw", ">= 0");
+  flags = FlagValues();
+  flags.imbalance = "zipf:-2";
+  ExpectRejected(flags, 2, "imbalance", "Zipf exponent");
+  flags = FlagValues();
+  flags.testonly_corrupt = "all_reduce:5";
+  ExpectRejected(flags, 2, "testonly_corrupt", "OP:RANK");
+}
+
+TEST(ResolveOptions, SplitMatrixIsReadValidatedAndExclusive) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/split.txt";
+  ASSERT_TRUE(WriteFileAtomically(path, "0 8\n16 4\n").ok());
+  FlagValues flags;
+  flags.split_matrix = path;
+  absl::StatusOr<SweepOptions> options = ResolveOptions(flags, 2);
+  ASSERT_TRUE(options.ok()) << options.status();
+  ASSERT_TRUE(options->all_to_allv.matrix_bytes.has_value());
+  EXPECT_THAT((*options->all_to_allv.matrix_bytes)[1], ElementsAre(16, 4));
+  // Wrong shape for 3 ranks; bf16 fine, 6-byte entries not for float32.
+  ExpectRejected(flags, 3, "split_matrix", "row 0 has 2 entries, expected 3");
+  flags.imbalance_was_set = true;
+  ExpectRejected(flags, 2, "split_matrix", "alternatives");
+  flags.imbalance_was_set = false;
+  flags.ops = "all_reduce";
+  ExpectRejected(flags, 2, "split_matrix", "add all_to_allv to --ops");
+  flags = FlagValues();
+  flags.split_matrix = "/nonexistent/split.txt";
+  ExpectRejected(flags, 2, "split_matrix", "/nonexistent/split.txt");
+}
+
+}  // namespace
+}  // namespace mtb::comm_bench

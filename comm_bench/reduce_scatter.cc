@@ -1,0 +1,69 @@
+// reduce_scatter: every rank contributes n blocks of count elements; rank r
+// ends with the reduction of every rank's block r. S = the whole input,
+// count x n x element size (count per rank, rounded as ShardedCount says).
+// busbw factor (n-1)/n: each rank sends the n-1 blocks it does not keep.
+// In place (nccl-tests): the output is block `rank` of the input buffer.
+#include "comm_bench/collective.h"
+#include "common/dist/traffic.h"
+
+namespace mtb::comm_bench {
+namespace {
+
+class ReduceScatter : public Collective {
+ public:
+  absl::string_view name() const override { return "reduce_scatter"; }
+  OpKind kind() const override { return OpKind::kReduceScatter; }
+  bool reduces() const override { return true; }
+  double BusBandwidthFactor(int n) const override {
+    return dist::BusBandwidthFactor(dist::CollectiveOp::kReduceScatter, n);
+  }
+
+  CallShape Shape(int64_t requested_bytes,
+                  const CallContext& context) const override {
+    const int n = context.world_size;
+    CallShape shape;
+    shape.count = ShardedCount(requested_bytes, ElementSize(context.dtype), n);
+    shape.bytes = shape.count * n * ElementSize(context.dtype);
+    shape.send_elements = shape.count * n;
+    shape.recv_elements = shape.count;
+    shape.in_place_elements = shape.count * n;
+    shape.in_place_output_offset = shape.count * context.rank;
+    shape.bandwidth_bytes = shape.bytes;
+    return shape;
+  }
+
+  void FillInput(const CallContext& context, const CallShape& shape, int seed,
+                 HostArray* input) const override {
+    for (int64_t i = 0; i < shape.send_elements; ++i) {
+      input->Set(i, PatternValue(seed, context.rank, i, context.world_size));
+    }
+  }
+
+  void FillExpected(const CallContext& context, const CallShape& shape,
+                    int seed, HostArray* expected) const override {
+    const int64_t block = shape.count * context.rank;
+    for (int64_t i = 0; i < shape.count; ++i) {
+      float value = PatternValue(seed, 0, block + i, context.world_size);
+      for (int rank = 1; rank < context.world_size; ++rank) {
+        value = Reduce(context.redop, value,
+                       PatternValue(seed, rank, block + i, context.world_size));
+      }
+      expected->Set(i, value);
+    }
+  }
+
+  absl::Status Run(Backend& backend, const CallContext& context,
+                   const CallShape& shape, const void* send,
+                   void* recv) const override {
+    return backend.ReduceScatter(send, recv, shape.count, context.dtype,
+                                 context.redop);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> NewReduceScatter() {
+  return std::make_unique<ReduceScatter>();
+}
+
+}  // namespace mtb::comm_bench

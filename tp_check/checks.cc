@@ -1,0 +1,119 @@
+#include "tp_check/checks.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+#include "glog/logging.h"
+#include "tp_check/attention.h"
+#include "tp_check/column_linear.h"
+#include "tp_check/mlp.h"
+#include "tp_check/row_linear.h"
+#include "tp_check/sequence_parallel.h"
+#include "tp_check/vocab_parallel_ce.h"
+
+namespace mtb::tp_check {
+
+const std::vector<CheckSpec>& AllChecks() {
+  static const auto* checks = new std::vector<CheckSpec>{
+      {kColumnLinear, ColumnLinearTensors, ValidateColumnLinear,
+       ColumnLinearCollectives, RunColumnLinearCheck},
+      {kRowLinear, RowLinearTensors, ValidateRowLinear, RowLinearCollectives,
+       RunRowLinearCheck},
+      {kMlp, MlpTensors, ValidateMlp, MlpCollectives, RunMlpCheck},
+      {kAttention, AttentionTensors, ValidateAttention, AttentionCollectives,
+       RunAttentionCheck},
+      {kSequenceParallel, SequenceParallelTensors, ValidateSequenceParallel,
+       SequenceParallelCollectives, RunSequenceParallelCheck},
+      {kVocabParallelCe, VocabParallelCeTensors, ValidateVocabParallelCe,
+       VocabParallelCeCollectives, RunVocabParallelCeCheck},
+  };
+  return *checks;
+}
+
+absl::StatusOr<std::vector<const CheckSpec*>> SelectChecks(
+    const CheckOptions& options) {
+  std::vector<const CheckSpec*> selected;
+  if (options.checks().empty()) {
+    for (const CheckSpec& spec : AllChecks()) selected.push_back(&spec);
+    return selected;
+  }
+  std::vector<std::string> known;
+  for (const CheckSpec& spec : AllChecks()) known.push_back(spec.name);
+  std::set<std::string> seen;
+  for (const std::string& name : options.checks()) {
+    const auto found =
+        std::find_if(AllChecks().begin(), AllChecks().end(),
+                     [&](const CheckSpec& spec) { return spec.name == name; });
+    if (found == AllChecks().end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--check=", name, " is not a check; known: ",
+                       absl::StrJoin(known, ", ")));
+    }
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--check names ", name, " twice"));
+    }
+    selected.push_back(&*found);
+  }
+  return selected;
+}
+
+absl::Status ValidateOptions(const CheckOptions& options, const World& world,
+                             const CheckHooks& hooks) {
+  ASSIGN_OR_RETURN(const std::vector<const CheckSpec*> selected,
+                   SelectChecks(options));
+  for (const CheckSpec* spec : selected) {
+    RETURN_IF_ERROR(spec->validate(options, world));
+  }
+  if (!hooks.enabled()) return absl::OkStatus();
+  if (hooks.perturb_rank >= world.size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--perturb_rank=", hooks.perturb_rank, " must be < ",
+                     world.label));
+  }
+  std::vector<std::string> names;
+  for (const CheckSpec* spec : selected) {
+    for (const TensorSpec& tensor : spec->tensors()) {
+      if (tensor.name == hooks.perturb_tensor) return absl::OkStatus();
+      names.push_back(absl::StrCat(spec->name, ":", tensor.name));
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--perturb_tensor=", hooks.perturb_tensor,
+                   " is not a tensor of the selected checks; they compare ",
+                   absl::StrJoin(names, ", ")));
+}
+
+absl::StatusOr<TpCheckResult> RunChecks(const CheckOptions& options,
+                                        dist::Communicator& comm,
+                                        const CheckHooks& hooks) {
+  RETURN_IF_ERROR(
+      ValidateOptions(options, NprocWorld(comm.world_size()), hooks));
+  ASSIGN_OR_RETURN(const std::vector<const CheckSpec*> selected,
+                   SelectChecks(options));
+  LOG_IF(INFO, comm.rank() == 0)
+      << "options: B " << options.batch() << ", T " << options.seq_len()
+      << ", D " << options.hidden() << ", F " << options.ffn_hidden() << ", "
+      << options.heads() << " heads, V " << options.vocab() << ", dropout "
+      << options.dropout() << ", seed " << options.seed() << ", rtol "
+      << options.rtol() << ", atol " << options.atol() << "; "
+      << comm.world_size() << " ranks";
+  TpCheckResult result;
+  result.set_schema_version(kSchemaVersion);
+  *result.mutable_options() = options;
+  bool pass = true;
+  for (const CheckSpec* spec : selected) {
+    LOG_IF(INFO, comm.rank() == 0) << "check " << spec->name << " on "
+                                   << comm.world_size() << " ranks";
+    ASSIGN_OR_RETURN(CheckResult check, spec->run(options, comm, hooks));
+    pass = pass && check.pass();
+    *result.add_checks() = std::move(check);
+  }
+  result.set_pass(pass);
+  return result;
+}
+
+}  // namespace mtb::tp_check

@@ -1,0 +1,120 @@
+// The tp_check binary as users run it: the launcher starts real rank
+// processes, rank 0 writes the JSON, which parses back through the proto; bad
+// sizes stop the launcher before any rank starts (exit 2); a perturbed shard
+// fails the run (exit 1) naming the tensor.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "common/json_io.h"
+#include "gtest/gtest.h"
+#include "tp_check/tp_check.pb.h"
+
+namespace mtb::tp_check {
+namespace {
+
+struct ToolRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string TempDir() { return std::getenv("TEST_TMPDIR"); }
+
+// Runs tp_check with `args` outside any rank environment.
+ToolRun RunTool(const std::string& name, const std::string& args) {
+  const std::string out = absl::StrCat(TempDir(), "/", name, ".stdout");
+  const std::string err = absl::StrCat(TempDir(), "/", name, ".stderr");
+  const std::string command = absl::StrCat(
+      "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
+      "tp_check/tp_check ",
+      args, " >", out, " 2>", err);
+  const int status = std::system(command.c_str());
+  ToolRun run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.out = ReadFileToString(out).value_or("");
+  run.err = ReadFileToString(err).value_or("");
+  return run;
+}
+
+void ExpectEveryCheckPasses(int nproc) {
+  const std::string json = absl::StrCat(TempDir(), "/n", nproc, ".json");
+  const ToolRun run =
+      RunTool(absl::StrCat("n", nproc),
+              absl::StrCat("--nproc=", nproc, " --out=", json, " --markdown"));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  TpCheckResult result;
+  ASSERT_TRUE(ReadJsonFile(json, &result).ok());
+  EXPECT_EQ(result.schema_version(), 1);
+  EXPECT_TRUE(result.pass());
+  EXPECT_EQ(result.run_context().tool(), "tp_check");
+  EXPECT_EQ(result.run_context().world_size(), nproc);
+  ASSERT_EQ(result.checks_size(), 6);
+  for (const CheckResult& check : result.checks()) {
+    EXPECT_TRUE(check.pass()) << check.name();
+    EXPECT_EQ(check.world_size(), nproc);
+    EXPECT_FALSE(check.collectives().empty()) << check.name();
+    EXPECT_NE(run.out.find(absl::StrCat("| ", check.name(), " | ", nproc)),
+              std::string::npos)
+        << run.out;
+  }
+  EXPECT_TRUE(
+      ReadFileToString(absl::StrCat(TempDir(), "/n", nproc, ".md")).ok());
+}
+
+TEST(TpCheckBinary, TwoRankProcessesPassAndWriteJsonThatParsesBack) {
+  ExpectEveryCheckPasses(2);
+}
+
+TEST(TpCheckBinary, FourRankProcessesPassAndWriteJsonThatParsesBack) {
+  ExpectEveryCheckPasses(4);
+}
+
+TEST(TpCheckBinary, OneRankRunsInThisProcess) {
+  const std::string json = TempDir() + "/n1.json";
+  const ToolRun run = RunTool("n1", "--nproc=1 --check=mlp --out=" + json);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err.find("launch:"), std::string::npos) << run.err;
+  TpCheckResult result;
+  ASSERT_TRUE(ReadJsonFile(json, &result).ok());
+  EXPECT_EQ(result.run_context().world_size(), 1);
+  EXPECT_TRUE(result.pass());
+}
+
+TEST(TpCheckBinary, IndivisibleSizeExitsTwoWithTheArithmeticBeforeAnyRank) {
+  const ToolRun run =
+      RunTool("bad", "--nproc=4 --seq_len=6 --out=" + TempDir() + "/bad.json");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--seq_len=6 is not divisible by --nproc=4"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("launch:"), std::string::npos) << "ranks started";
+  EXPECT_FALSE(ReadFileToString(TempDir() + "/bad.json").ok());
+}
+
+TEST(TpCheckBinary, PerturbedShardExitsOneAndTheResultNamesTheTensor) {
+  const std::string json = TempDir() + "/perturbed.json";
+  const ToolRun run =
+      RunTool("perturbed",
+              "--nproc=2 --check=row_linear,mlp --perturb_rank=1 "
+              "--perturb_tensor=grad_weight --out=" +
+                  json);
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_NE(run.out.find("| row_linear | 2 | 3/4 |"), std::string::npos)
+      << run.out;
+  TpCheckResult result;
+  ASSERT_TRUE(ReadJsonFile(json, &result).ok());
+  EXPECT_FALSE(result.pass());
+  ASSERT_EQ(result.checks_size(), 2);
+  EXPECT_FALSE(result.checks(0).pass());
+  EXPECT_TRUE(result.checks(1).pass());  // mlp has no grad_weight
+  for (const TensorCheck& tensor : result.checks(0).tensors()) {
+    EXPECT_EQ(tensor.ok(), tensor.name() != "grad_weight") << tensor.name();
+  }
+}
+
+}  // namespace
+}  // namespace mtb::tp_check
