@@ -21,6 +21,11 @@ void ResolveConfig(TrainConfig* config, int ranks_per_host) {
   if (config->lr_decay_steps() == 0) {
     config->set_lr_decay_steps(config->steps());
   }
+  if (config->grad_sync() == "auto") {
+    // ddp (and the one-rank reference) accumulate locally and synchronise
+    // once (SPEC §4); sharded strategies will resolve to "every".
+    config->set_grad_sync("last");
+  }
   if (config->intra_op_threads() == 0) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     config->set_intra_op_threads(
@@ -115,9 +120,43 @@ absl::Status ValidateConfig(const TrainConfig& c) {
                                 " must be in [0, --steps=", c.steps(),
                                 "] (0: never)"));
   }
-  if (c.strategy() != "single") {
-    return Invalid(absl::StrCat("--strategy=", c.strategy(),
-                                " is not available yet (only 'single')"));
+  if (c.strategy() != "ddp" && c.strategy() != "single") {
+    return Invalid(absl::StrCat(
+        "--strategy=", c.strategy(),
+        " is not a strategy: use ddp (or single, the one-rank reference)"));
+  }
+  if (c.grad_sync() != "every" && c.grad_sync() != "last") {
+    return Invalid(absl::StrCat("--grad_sync=", c.grad_sync(),
+                                " must be auto, every or last"));
+  }
+  if (!(c.bucket_cap_mb() > 0)) {
+    return Invalid(absl::StrCat("--bucket_cap_mb=", c.bucket_cap_mb(),
+                                " must be positive"));
+  }
+  if (c.inject_nan_rank() < 0) {
+    return Invalid(absl::StrCat("--inject_nan_rank=", c.inject_nan_rank(),
+                                " must be non-negative"));
+  }
+  if (!(c.peak_flops() >= 0)) {
+    return Invalid(absl::StrCat("--peak_flops=", c.peak_flops(),
+                                " must be non-negative (0: measure)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateConfigForWorldSize(const TrainConfig& c, int world_size) {
+  if (world_size < 1) {
+    return Invalid(absl::StrCat("world size ", world_size,
+                                " must be at least 1"));
+  }
+  if (c.strategy() == "single" && world_size != 1) {
+    return Invalid(absl::StrCat(
+        "--strategy=single runs one rank, but the world size is ", world_size,
+        ": use --strategy=ddp or --nproc=1"));
+  }
+  if (c.inject_nan_rank() >= world_size) {
+    return Invalid(absl::StrCat("--inject_nan_rank=", c.inject_nan_rank(),
+                                " must be < the world size ", world_size));
   }
   return absl::OkStatus();
 }
@@ -129,6 +168,7 @@ std::string ConfigFingerprint(const TrainConfig& config) {
   canonical.clear_intra_op_threads();
   canonical.clear_log_every();
   canonical.clear_activation_checkpointing();
+  canonical.clear_peak_flops();
   return Sha256Hex(ToJson(canonical));
 }
 

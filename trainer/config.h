@@ -14,8 +14,9 @@ namespace mtb {
 inline constexpr int kTrainResultSchemaVersion = 1;
 
 // Fills the values a user leaves to us: min_lr < 0 -> lr / 10;
-// lr_decay_steps == 0 -> steps; intra_op_threads == 0 -> this machine's cores
-// divided among `ranks_per_host` ranks (at least 1).
+// lr_decay_steps == 0 -> steps; grad_sync "auto" -> "last"; intra_op_threads
+// == 0 -> this machine's cores divided among `ranks_per_host` ranks (at least
+// 1).
 void ResolveConfig(TrainConfig* config, int ranks_per_host);
 
 // kInvalidArgument with one line naming the flag, its value and the rule
@@ -24,10 +25,16 @@ void ResolveConfig(TrainConfig* config, int ranks_per_host);
 // (vocabulary, length) are made when the file is opened (trainer/data.h).
 absl::Status ValidateConfig(const TrainConfig& config);
 
+// The rules that need the world size (known before any rank communicates:
+// from the launch flags or WORLD_SIZE): --strategy=single needs one rank,
+// --inject_nan_rank must name a rank. kInvalidArgument, one line.
+absl::Status ValidateConfigForWorldSize(const TrainConfig& config,
+                                        int world_size);
+
 // SHA-256 (hex) of the canonical JSON of `config` with the fields that do not
 // change any number of the run cleared: timing_warmup_steps, repeat,
-// intra_op_threads, log_every and activation_checkpointing (proven not to
-// change results, trainer tests).
+// intra_op_threads, log_every, activation_checkpointing (proven not to
+// change results, trainer tests) and peak_flops (MFU's denominator only).
 std::string ConfigFingerprint(const TrainConfig& config);
 
 }  // namespace mtb

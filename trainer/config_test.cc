@@ -74,8 +74,51 @@ TEST(TrainConfig, EachRuleNamesItsFlag) {
   c.set_min_lr(1.0);
   ExpectInvalid(c, "--min_lr=1 must be in [0, --lr=");
   c = Defaults();
-  c.set_strategy("ddp");
-  ExpectInvalid(c, "--strategy=ddp");
+  c.set_strategy("fsdp");
+  ExpectInvalid(c,
+                "--strategy=fsdp is not a strategy: use ddp (or single, the "
+                "one-rank reference)");
+  c = Defaults();
+  c.set_grad_accum(0);
+  ExpectInvalid(c, "--grad_accum=0 must be at least 1");
+  c = Defaults();
+  c.set_grad_sync("sometimes");
+  ExpectInvalid(c, "--grad_sync=sometimes must be auto, every or last");
+  c = Defaults();
+  c.set_bucket_cap_mb(0);
+  ExpectInvalid(c, "--bucket_cap_mb=0 must be positive");
+  c = Defaults();
+  c.set_peak_flops(-1);
+  ExpectInvalid(c, "--peak_flops=-1 must be non-negative");
+}
+
+TEST(TrainConfig, DefaultsAreDdpWithGradSyncLastAndAValidWorldOfTwo) {
+  const TrainConfig config = Defaults();
+  EXPECT_EQ(config.strategy(), "ddp");
+  EXPECT_EQ(config.grad_sync(), "last");  // "auto" resolved
+  EXPECT_EQ(config.bucket_cap_mb(), 25);
+  EXPECT_TRUE(ValidateConfigForWorldSize(config, 2).ok());
+}
+
+TEST(TrainConfig, WorldSizeRulesNameTheFlagAndTheWorldSize) {
+  TrainConfig c = Defaults();
+  c.set_inject_nan_rank(2);
+  EXPECT_TRUE(ValidateConfigForWorldSize(c, 3).ok());
+  const absl::Status rank = ValidateConfigForWorldSize(c, 2);
+  EXPECT_EQ(rank.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rank.message(), "--inject_nan_rank=2 must be < the world size 2");
+  c = Defaults();
+  c.set_strategy("single");
+  EXPECT_TRUE(ValidateConfigForWorldSize(c, 1).ok());
+  EXPECT_EQ(ValidateConfigForWorldSize(c, 4).message(),
+            "--strategy=single runs one rank, but the world size is 4: use "
+            "--strategy=ddp or --nproc=1");
+}
+
+TEST(TrainConfig, IntraOpThreadsAreTheCoresSharedByTheHostsRanks) {
+  TrainConfig config = TrainConfigFromFlags();
+  ResolveConfig(&config, /*ranks_per_host=*/1024);
+  EXPECT_EQ(config.intra_op_threads(), 1);
 }
 
 TEST(TrainConfig, FingerprintIgnoresOnlyFieldsThatDoNotChangeNumbers) {
@@ -86,6 +129,7 @@ TEST(TrainConfig, FingerprintIgnoresOnlyFieldsThatDoNotChangeNumbers) {
   same.set_intra_op_threads(9);
   same.set_log_every(10);
   same.set_activation_checkpointing(true);
+  same.set_peak_flops(1e12);
   EXPECT_EQ(ConfigFingerprint(base), ConfigFingerprint(same));
   EXPECT_EQ(ConfigFingerprint(base).size(), 64u);
   TrainConfig other = base;
@@ -93,6 +137,9 @@ TEST(TrainConfig, FingerprintIgnoresOnlyFieldsThatDoNotChangeNumbers) {
   EXPECT_NE(ConfigFingerprint(base), ConfigFingerprint(other));
   other = base;
   other.set_seed(base.seed() + 1);
+  EXPECT_NE(ConfigFingerprint(base), ConfigFingerprint(other));
+  other = base;
+  other.set_grad_sync("every");  // averages in another order
   EXPECT_NE(ConfigFingerprint(base), ConfigFingerprint(other));
 }
 

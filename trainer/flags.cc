@@ -11,7 +11,8 @@ ABSL_FLAG(int32_t, d_model, 128, "model width");
 ABSL_FLAG(int32_t, n_layers, 4, "transformer blocks");
 ABSL_FLAG(int32_t, n_heads, 4, "attention heads (must divide --d_model)");
 ABSL_FLAG(int32_t, seq_len, 128, "context length (tokens per sample)");
-ABSL_FLAG(int32_t, batch_size, 16, "samples per rank per micro-batch");
+ABSL_FLAG(int32_t, batch_size, 8,
+          "samples per rank per micro-batch (the default job: 2 ranks x 8)");
 ABSL_FLAG(double, dropout, 0.0,
           "dropout on attention probabilities and residual branches, masks "
           "keyed by (seed, step, global sample, layer, site)");
@@ -52,12 +53,27 @@ ABSL_FLAG(int32_t, repeat, 1, "runs from scratch; the summary is mean ± std");
 ABSL_FLAG(uint64_t, seed, 1234,
           "seeds initialisation, data sampling and dropout masks");
 ABSL_FLAG(int32_t, inject_nan_step, 0,
-          "fault injection: make the loss NaN at this step (0: never)");
+          "fault injection: make the loss NaN at this step (0: never) on "
+          "--inject_nan_rank; every rank stops before the update, exit 1");
+ABSL_FLAG(int32_t, inject_nan_rank, 0,
+          "the rank whose loss --inject_nan_step makes NaN");
 ABSL_FLAG(int32_t, intra_op_threads, 0,
-          "LibTorch intra-op threads (0: this machine's cores)");
+          "LibTorch intra-op threads per rank (0: this machine's cores divided "
+          "among this host's ranks)");
 ABSL_FLAG(int32_t, log_every, 1, "progress line every this many steps");
-ABSL_FLAG(std::string, strategy, "single",
-          "how steps are distributed; only 'single' (one rank) so far");
+ABSL_FLAG(std::string, strategy, "ddp",
+          "how steps are distributed: ddp (replicated parameters, bucketed "
+          "gradient all-reduce overlapped with backward), or single (the "
+          "one-rank reference, no buckets)");
+ABSL_FLAG(double, bucket_cap_mb, 25,
+          "ddp: gradient bucket size in MiB after the first bucket (which "
+          "holds 1 MiB, as PyTorch's DDP)");
+ABSL_FLAG(std::string, grad_sync, "auto",
+          "with --grad_accum > 1: every (all-reduce after every micro-batch), "
+          "last (no_sync for all but the last), auto (ddp: last)");
+ABSL_FLAG(double, peak_flops, 0,
+          "peak FLOP/s of one rank for MFU (0: measure a matmul at start in "
+          "the run's precision)");
 
 namespace mtb {
 
@@ -92,6 +108,10 @@ TrainConfig TrainConfigFromFlags() {
   c.set_intra_op_threads(absl::GetFlag(FLAGS_intra_op_threads));
   c.set_log_every(absl::GetFlag(FLAGS_log_every));
   c.set_strategy(absl::GetFlag(FLAGS_strategy));
+  c.set_bucket_cap_mb(absl::GetFlag(FLAGS_bucket_cap_mb));
+  c.set_grad_sync(absl::GetFlag(FLAGS_grad_sync));
+  c.set_inject_nan_rank(absl::GetFlag(FLAGS_inject_nan_rank));
+  c.set_peak_flops(absl::GetFlag(FLAGS_peak_flops));
   return c;
 }
 

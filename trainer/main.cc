@@ -1,84 +1,104 @@
-// trainer: trains the GPT of SPEC §4 on one rank (strategies with more ranks
-// come next) and writes a TrainResult JSON, a Markdown summary and a loss
-// curve. Everything but flag handling and output lives in //trainer libraries.
+// trainer: trains the GPT of SPEC §4 with a distribution strategy (ddp by
+// default) on --nproc ranks (default 2), and writes a TrainResult JSON, a
+// Markdown summary and a loss curve. Every flag is validated here, before the
+// launcher starts any rank; each rank then runs RunWorker (trainer/worker.h).
 #include <iostream>
-#include <memory>
 #include <string>
 
-#include "ATen/Parallel.h"
 #include "absl/flags/flag.h"
+#include "absl/time/time.h"
 #include "common/flags.h"
+#include "common/launch/launch.h"
 #include "common/logging.h"
 #include "common/output_path.h"
-#include "common/run_context.h"
-#include "common/torch_info.h"
+#include "common/rank_env.h"
 #include "trainer/config.h"
 #include "trainer/data.h"
 #include "trainer/flags.h"
-#include "trainer/output.h"
-#include "trainer/strategy.h"
-#include "trainer/trainer.h"
+#include "trainer/worker.h"
 
 ABSL_FLAG(std::string, out, "",
           "result JSON path (default results/trainer_<UTC time>.json in your "
           "checkout); the .md and .svg go beside it");
 ABSL_FLAG(bool, markdown, true,
           "also write a Markdown summary and a loss-curve SVG beside --out");
+ABSL_FLAG(std::string, dump_parameters, "",
+          "test aid: every rank writes its final parameters as raw fp32 to "
+          "DIR/rank_<r>.f32, rank 0 a DIR/manifest.txt");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Minutes(5),
+          "how long a rank waits for the store and its peers at start");
+ABSL_FLAG(absl::Duration, collective_timeout, absl::Minutes(5),
+          "a collective not completed this long after it started fails the "
+          "run, naming the collective, its sequence number and the rank");
 
 namespace {
 
 constexpr char kUsage[] =
-    "trains a GPT decoder and reports loss, throughput and timings.\n"
-    "  bazel run //trainer                      # the default job (shipped "
-    "corpus)\n"
-    "  bazel run //trainer -- --data=synthetic --steps=50 --precision=bf16";
+    "trains a GPT decoder on --nproc ranks and reports loss, throughput,\n"
+    "communication and memory.\n"
+    "  bazel run //trainer                      # the default job: 2 ranks, "
+    "ddp, shipped corpus\n"
+    "  bazel run //trainer -- --nproc=4 --data=synthetic --precision=bf16";
 
 constexpr char kProgram[] = "trainer";
+
+// World size and ranks on this host, from the rank variables (a worker) or
+// the launch flags (the launcher, which checks them here first).
+absl::Status WorldOf(int* world_size, int* ranks_per_host) {
+  const mtb::EnvMap env = mtb::ProcessEnvironment();
+  if (mtb::HasRankEnv(env)) {
+    absl::StatusOr<mtb::RankEnv> rank_env = mtb::ParseRankEnv(env);
+    if (!rank_env.ok()) return rank_env.status();
+    *world_size = rank_env->world_size;
+    *ranks_per_host = rank_env->local_world_size;
+    return absl::OkStatus();
+  }
+  const mtb::LaunchOptions launch =
+      mtb::LaunchOptionsFromFlags({/*nproc=*/2});
+  if (absl::Status valid = mtb::ValidateLaunchOptions(launch); !valid.ok()) {
+    return valid;
+  }
+  *world_size = launch.world_size();
+  *ranks_per_host = launch.nproc;
+  return absl::OkStatus();
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   mtb::InitLogging(argv[0]);
-  mtb::SetProcessLogRank(0);  // one rank for now
   mtb::ParseCommandLineOrExit(argc, argv, kUsage);
 
-  mtb::TrainConfig config = mtb::TrainConfigFromFlags();
-  mtb::ResolveConfig(&config, /*ranks_per_host=*/1);
-  if (absl::Status status = mtb::ValidateConfig(config); !status.ok()) {
-    return mtb::ReportAndExitCode(kProgram, status);
-  }
-  absl::StatusOr<std::unique_ptr<mtb::DataSource>> data =
-      mtb::OpenDataFor(config);
-  if (!data.ok()) {
-    // A missing or corrupt input file is a usage error: nothing ran.
-    std::cerr << kProgram << ": --data: " << data.status().message() << "\n";
-    return mtb::kExitUsage;
-  }
-  const std::string out = absl::GetFlag(FLAGS_out).empty()
-                              ? mtb::DefaultResultPath(kProgram, "json")
-                              : mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
-
-  at::set_num_threads(config.intra_op_threads());
-  mtb::RunContext context = mtb::NewRunContext(kProgram, argc, argv);
-  mtb::FillTorchInfo(&context);
-  context.set_world_size(1);
-  context.set_backend("none");
-
-  mtb::SingleStrategy strategy;
-  absl::StatusOr<mtb::TrainResult> result =
-      mtb::RunTraining(config, mtb::RankInfo{0, 1}, strategy, **data);
-  if (!result.ok()) return mtb::ReportAndExitCode(kProgram, result.status());
-
-  mtb::FinishRunContext(&context);
-  *result->mutable_run_context() = context;
-  if (absl::Status status = mtb::WriteTrainOutputs(
-          *result, out, absl::GetFlag(FLAGS_markdown));
+  int world_size = 1, ranks_per_host = 1;
+  if (absl::Status status = WorldOf(&world_size, &ranks_per_host);
       !status.ok()) {
     return mtb::ReportAndExitCode(kProgram, status);
   }
-  std::cout << mtb::RenderSummaryTable(*result) << "\nresult: " << out << "\n";
-  if (absl::GetFlag(FLAGS_markdown)) {
-    std::cout << "report: " << mtb::ReplaceExtension(out, "md") << "\n";
+  mtb::TrainConfig config = mtb::TrainConfigFromFlags();
+  mtb::ResolveConfig(&config, ranks_per_host);
+  for (const absl::Status& status :
+       {mtb::ValidateConfig(config),
+        mtb::ValidateConfigForWorldSize(config, world_size)}) {
+    if (!status.ok()) return mtb::ReportAndExitCode(kProgram, status);
   }
-  return mtb::kExitOk;
+  // A missing or corrupt input file is a usage error: nothing starts.
+  if (absl::Status data = mtb::OpenDataFor(config).status(); !data.ok()) {
+    std::cerr << kProgram << ": --data: " << data.message() << "\n";
+    return mtb::kExitUsage;
+  }
+
+  absl::StatusOr<mtb::LaunchDecision> launch =
+      mtb::LaunchOrBecomeWorker(argc, argv, {/*nproc=*/2});
+  if (!launch.ok()) return mtb::ReportAndExitCode(kProgram, launch.status());
+  if (launch->is_launcher()) return launch->exit_code;
+
+  mtb::WorkerOptions options;
+  options.out = mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
+  options.markdown = absl::GetFlag(FLAGS_markdown);
+  options.dump_parameters = absl::GetFlag(FLAGS_dump_parameters);
+  options.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  options.collective_timeout = absl::GetFlag(FLAGS_collective_timeout);
+  options.argc = argc;
+  options.argv = argv;
+  return mtb::RunWorker(config, launch->rank_env, options);
 }

@@ -72,6 +72,29 @@ TrainSummary SummarizeRuns(const TrainResult& result) {
   *summary.mutable_loss_drop_fraction() = MeanStdOf(drop);
   summary.set_model_flops_per_second(result.model().flops_per_token() *
                                      summary.tokens_per_second().mean());
+  if (result.peak_flops().job_flops_per_second() > 0) {
+    summary.set_mfu(summary.model_flops_per_second() /
+                    result.peak_flops().job_flops_per_second());
+  }
+  // Communication means over the timed steps of every run.
+  double wait_ms = 0, sent = 0, expected = 0;
+  int steps = 0;
+  for (const TrainRun& run : result.runs()) {
+    bool any_timed = false;
+    for (const StepRecord& step : run.steps()) any_timed |= step.timed();
+    for (const StepRecord& step : run.steps()) {
+      if (any_timed && !step.timed()) continue;
+      wait_ms += step.comm_wait_ms();
+      sent += static_cast<double>(step.grad_bytes_sent());
+      expected += static_cast<double>(step.expected_grad_bytes());
+      ++steps;
+    }
+  }
+  if (steps > 0) {
+    summary.set_comm_wait_ms(wait_ms / steps);
+    summary.set_grad_bytes_sent_per_step(sent / steps);
+    summary.set_expected_grad_bytes_per_step(expected / steps);
+  }
   return summary;
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
 #include "common/json_io.h"
 #include "common/output_path.h"
@@ -18,6 +19,25 @@ std::string MeanPlusMinus(const MeanStd& value, int significant = 4) {
   if (value.count() <= 1) return FormatSignificant(value.mean(), significant);
   return absl::StrCat(FormatSignificant(value.mean(), significant), " ± ",
                       FormatSignificant(value.std(), 2));
+}
+
+std::string Bytes(double bytes) {
+  if (bytes >= 1 << 20) {
+    return absl::StrFormat("%.3g MiB", bytes / (1 << 20));
+  }
+  if (bytes >= 1 << 10) return absl::StrFormat("%.3g KiB", bytes / (1 << 10));
+  return absl::StrFormat("%.0f B", bytes);
+}
+
+std::string PeakMemory(const TrainResult& result) {
+  std::vector<std::string> parts;
+  for (const RankMemory& memory : result.memory()) {
+    if (!memory.counted()) continue;
+    parts.push_back(absl::StrCat("rank ", memory.rank(), " ",
+                                 Bytes(static_cast<double>(memory.peak_bytes()))));
+  }
+  if (parts.empty()) return "not counted (ranks as threads)";
+  return absl::StrJoin(parts, ", ");
 }
 
 std::string BaseName(const std::string& path) {
@@ -44,6 +64,18 @@ std::string RenderSummaryTable(const TrainResult& result) {
       {"tokens/s (timed steps)", MeanPlusMinus(s.tokens_per_second(), 3)},
       {"ms/step (timed steps)", MeanPlusMinus(s.step_ms(), 3)},
       {"model GFLOP/s", FormatSignificant(s.model_flops_per_second() / 1e9, 3)},
+      {"MFU", absl::StrFormat(
+                  "%.1f%% of %s GFLOP/s (%s)", 100 * s.mfu(),
+                  FormatSignificant(
+                      result.peak_flops().job_flops_per_second() / 1e9, 3),
+                  result.peak_flops().source() == "--peak_flops"
+                      ? "--peak_flops"
+                      : "measured")},
+      {"comm wait ms/step", FormatSignificant(s.comm_wait_ms(), 3)},
+      {"grad bytes sent/step (closed form)",
+       absl::StrCat(Bytes(s.grad_bytes_sent_per_step()), " (",
+                    Bytes(s.expected_grad_bytes_per_step()), ")")},
+      {"peak memory", PeakMemory(result)},
       {"wall s (run 1)", FormatSignificant(first_run.wall_seconds(), 3)},
   };
   return table.Render();
@@ -61,7 +93,8 @@ std::string RenderMarkdownReport(const TrainResult& result,
       FormatSignificant(result.model().flops_per_token(), 3),
       " FLOPs/token (6N + 12LTD).\n\n");
   absl::StrAppend(&out, "Data `", c.data(), "`, strategy `", c.strategy(),
-                  "` on ", context.world_size(), " rank(s), ", c.precision(),
+                  "` on ", context.world_size(), " rank(s) (backend ",
+                  context.backend(), "), ", c.precision(),
                   ", batch ", c.batch_size(), " x grad_accum ",
                   c.grad_accum(), ", dropout ", c.dropout(), ", AdamW lr ",
                   c.lr(), " (", c.lr_schedule(), "), seed ", c.seed(),
@@ -75,14 +108,41 @@ std::string RenderMarkdownReport(const TrainResult& result,
                   ", git ", context.git_commit().substr(0, 12),
                   context.git_dirty() ? " (dirty)" : "", ".\n\n");
   absl::StrAppend(&out, "## Summary\n\n", RenderSummaryTable(result), "\n");
+  absl::StrAppend(
+      &out,
+      "Tokens/s is global tokens / the slowest rank's step time. Gradient "
+      "bytes are what rank 0 sent for gradient all-reduces, counted by the "
+      "collective layer; the closed form is 2(n-1)/n x gradient bytes x "
+      "syncs per step. Peak memory is LibTorch CPU tensor storage per rank "
+      "(a counting allocator; process-global, so only ranks run as processes "
+      "are counted). MFU: model FLOPs (6N + 12LTD per token) / the job's "
+      "peak (",
+      result.peak_flops().source(), ").\n\n");
+  const StrategyInfo& strategy = result.strategy();
+  absl::StrAppend(&out, "## Strategy\n\n", strategy.description(), "\n\n");
+  if (strategy.buckets_size() > 0) {
+    MarkdownTable buckets;
+    buckets.headers = {"bucket", "parameters", "bytes", "first", "last"};
+    buckets.align = {Align::kRight, Align::kRight, Align::kRight, Align::kLeft,
+                     Align::kLeft};
+    for (const BucketInfo& b : strategy.buckets()) {
+      buckets.rows.push_back({absl::StrCat(b.index()),
+                              absl::StrCat(b.parameters()),
+                              absl::StrCat(b.bytes()), b.first_parameter(),
+                              b.last_parameter()});
+    }
+    absl::StrAppend(&out, buckets.Render(), "\n");
+  }
   absl::StrAppend(&out, "![loss curve](", svg_file_name, ")\n\n");
 
   const TrainRun& run = result.runs(0);
   absl::StrAppend(&out, "## Steps (run 1)\n\n");
   MarkdownTable steps;
-  steps.headers = {"step",       "loss",        "lr",          "grad norm",
-                   "data ms",    "forward ms",  "backward ms", "optimizer ms",
-                   "step ms",    "tokens/s"};
+  steps.headers = {"step",         "loss",         "lr",
+                   "grad norm",    "data ms",      "forward ms",
+                   "backward ms",  "optimizer ms", "comm wait ms",
+                   "step ms",      "tokens/s",     "grad bytes sent",
+                   "closed form"};
   steps.align.assign(steps.headers.size(), Align::kRight);
   // At most ~40 rows: every k-th step plus the last.
   const int every = std::max(1, run.steps_size() / 40);
@@ -98,8 +158,11 @@ std::string RenderMarkdownReport(const TrainResult& result,
          FormatSignificant(s.forward_ms(), 3),
          FormatSignificant(s.backward_ms(), 3),
          FormatSignificant(s.optimizer_ms(), 3),
+         FormatSignificant(s.comm_wait_ms(), 3),
          FormatSignificant(s.step_ms(), 3),
-         FormatSignificant(s.tokens_per_second(), 3)});
+         FormatSignificant(s.tokens_per_second(), 3),
+         absl::StrCat(s.grad_bytes_sent()),
+         absl::StrCat(s.expected_grad_bytes())});
   }
   absl::StrAppend(&out, steps.Render());
   return out;

@@ -18,6 +18,18 @@ double GradNorm(const std::vector<NamedParameter>& parameters) {
   return std::sqrt(sum_of_squares);
 }
 
+void ScaleGrads(const std::vector<NamedParameter>& parameters, double factor) {
+  at::NoGradGuard no_grad;
+  for (const NamedParameter& p : parameters) {
+    if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(factor);
+  }
+}
+
+std::string SingleStrategy::Describe() const {
+  return "single: one rank, gradients used as computed (no buckets, no "
+         "hooks)";
+}
+
 absl::Status SingleStrategy::Setup(
     const std::vector<NamedParameter>& parameters,
     const AdamWOptions& optimizer) {
@@ -37,16 +49,18 @@ absl::StatusOr<double> SingleStrategy::GlobalGradNorm() {
 }
 
 absl::Status SingleStrategy::ScaleGradients(double factor) {
-  at::NoGradGuard no_grad;
-  for (const NamedParameter& p : parameters_) {
-    if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(factor);
-  }
+  ScaleGrads(parameters_, factor);
   return absl::OkStatus();
 }
 
 absl::StatusOr<double> SingleStrategy::ReduceScalar(double value,
                                                     ScalarReduction) {
   return value;
+}
+
+absl::StatusOr<std::vector<double>> SingleStrategy::GatherScalars(
+    const std::vector<double>& values) {
+  return values;
 }
 
 absl::Status SingleStrategy::OptimizerStep(double lr) {

@@ -1,26 +1,34 @@
 // How a training step is distributed (SPEC §4 "Strategies"). The loop
 // (trainer/trainer.h) owns the model, data and schedule and calls a Strategy
-// at fixed points of every step; a strategy adds communication there. This
-// issue ships only SingleStrategy (one rank, no communication); ddp, zero1,
-// zero2 and fsdp implement the same calls.
+// at fixed points of every step; a strategy adds communication there.
+// SingleStrategy (one rank, no communication) is the reference every other
+// strategy must equal; DdpStrategy (trainer/strategy/ddp.h) is the first
+// distributed one; zero1, zero2 and fsdp will implement the same calls.
 //
 // Collective contract: on every rank the loop makes the same calls in the same
 // order with the same step, so a strategy may issue collectives from any of
 // them. The order per optimizer step is:
 //
 //   for each micro-batch m of K:  BeforeBackward(m, K); loss.backward()
+//                             (gradient hooks a strategy registered in Setup
+//                              run inside backward, on the calling thread)
 //   AfterBackward()           (gradients complete on every rank after this)
+//   TakeStepCommunication()   (local: what the step's gradient sync cost)
 //   GlobalGradNorm()          (the norm of the full gradient, before clipping)
+//   GatherScalars(...)        (loss and norm of every rank: the non-finite
+//                              stop is decided from the same values everywhere)
 //   ScaleGradients(c)         (clipping, only when the norm exceeds the limit)
-//   ReduceScalar(...)         (loss, non-finite flag, slowest step time)
 //   OptimizerStep(lr)         (skipped when the step stops on a non-finite
 //                              loss or norm: every rank skips it together)
+//   ReduceScalar(...)         (the slowest rank's step time)
 //
 // Checkpoint state (sharded optimizer state, bucket layout) will be added here
 // when checkpoints exist (SPEC §5).
 #ifndef MTB_TRAINER_STRATEGY_H_
 #define MTB_TRAINER_STRATEGY_H_
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,15 +41,42 @@ namespace mtb {
 
 enum class ScalarReduction { kSum, kMean, kMax };
 
+// What one optimizer step's gradient synchronisation cost this rank.
+struct StepCommunication {
+  // Time blocked waiting for gradient collectives (not hidden by backward).
+  double wait_ms = 0;
+  // Bytes sent for gradient collectives, as counted by the collective layer,
+  // and the closed form for the strategy (ddp: 2(n-1)/n * gradient bytes per
+  // synchronisation).
+  int64_t bytes_sent = 0;
+  int64_t expected_bytes = 0;
+  // Micro-batches whose backward synchronised gradients.
+  int syncs = 0;
+};
+
+// A gradient bucket, for reports (trainer/train_result.proto BucketInfo).
+struct BucketSummary {
+  int parameters = 0;
+  int64_t bytes = 0;
+  std::string first_parameter;
+  std::string last_parameter;
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
 
   virtual std::string name() const = 0;
+  // One line for logs and reports: how gradients are synchronised.
+  virtual std::string Describe() const = 0;
+  virtual int world_size() const = 0;
+  // "gloo", or "none" when nothing is communicated.
+  virtual std::string backend() const = 0;
 
   // Called once per model (each --repeat run builds a new one), before any
-  // step: e.g. broadcast rank 0's parameters, register gradient hooks, shard.
-  // `parameters` outlive the strategy's use of them.
+  // step: e.g. check every rank built the same model, broadcast rank 0's
+  // parameters, register gradient hooks, shard. `parameters` outlive the
+  // strategy's use of them (until the next Setup or the strategy's end).
   virtual absl::Status Setup(const std::vector<NamedParameter>& parameters,
                              const AdamWOptions& optimizer) = 0;
 
@@ -49,11 +84,17 @@ class Strategy {
   // where DDP decides whether this backward synchronises (no_sync).
   virtual absl::Status BeforeBackward(int micro_batch, int micro_batches) = 0;
 
-  // After the last micro-batch's backward: gradient reduction goes here.
+  // After the last micro-batch's backward: gradient reduction completes here.
   virtual absl::Status AfterBackward() = 0;
 
+  // The step's communication figures (since the last BeforeBackward(0, K)).
+  virtual StepCommunication TakeStepCommunication() = 0;
+
+  // The gradient buckets in launch order (empty for strategies without).
+  virtual std::vector<BucketSummary> Buckets() const = 0;
+
   // sqrt(sum of squares) of the whole model's gradient (correct when gradients
-  // are sharded), in fp64.
+  // are sharded), in fp64. The same value on every rank.
   virtual absl::StatusOr<double> GlobalGradNorm() = 0;
 
   // Multiplies the whole gradient (every shard) by `factor`.
@@ -63,23 +104,36 @@ class Strategy {
   virtual absl::StatusOr<double> ReduceScalar(double value,
                                               ScalarReduction op) = 0;
 
+  // Every rank's `values` (the same count on every rank), rank by rank:
+  // element r * values.size() + i is rank r's values[i]. Bit-exact.
+  virtual absl::StatusOr<std::vector<double>> GatherScalars(
+      const std::vector<double>& values) = 0;
+
   // The AdamW update with learning rate `lr` (sharded strategies update their
   // shard, then gather).
   virtual absl::Status OptimizerStep(double lr) = 0;
 };
 
-// One rank, no communication: the reference every other strategy must equal.
+// One rank, no communication, no hooks: the reference every other strategy
+// must equal.
 class SingleStrategy : public Strategy {
  public:
   std::string name() const override { return "single"; }
+  std::string Describe() const override;
+  int world_size() const override { return 1; }
+  std::string backend() const override { return "none"; }
   absl::Status Setup(const std::vector<NamedParameter>& parameters,
                      const AdamWOptions& optimizer) override;
   absl::Status BeforeBackward(int micro_batch, int micro_batches) override;
   absl::Status AfterBackward() override;
+  StepCommunication TakeStepCommunication() override { return {}; }
+  std::vector<BucketSummary> Buckets() const override { return {}; }
   absl::StatusOr<double> GlobalGradNorm() override;
   absl::Status ScaleGradients(double factor) override;
   absl::StatusOr<double> ReduceScalar(double value,
                                       ScalarReduction op) override;
+  absl::StatusOr<std::vector<double>> GatherScalars(
+      const std::vector<double>& values) override;
   absl::Status OptimizerStep(double lr) override;
 
  private:
@@ -89,6 +143,9 @@ class SingleStrategy : public Strategy {
 
 // The fp64 L2 norm of the gradients of `parameters` (those that have one).
 double GradNorm(const std::vector<NamedParameter>& parameters);
+
+// Multiplies every defined gradient of `parameters` by `factor`.
+void ScaleGrads(const std::vector<NamedParameter>& parameters, double factor);
 
 }  // namespace mtb
 

@@ -32,6 +32,9 @@ TrainConfig TinyConfig() {
   c.set_intra_op_threads(1);
   c.set_log_every(1);
   c.set_strategy("single");
+  c.set_grad_sync("auto");
+  c.set_bucket_cap_mb(25);
+  c.set_peak_flops(1e12);  // nominal: no matmul measurement in tests
   ResolveConfig(&c, 1);
   return c;
 }

@@ -1,5 +1,6 @@
 #include "trainer/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -7,6 +8,8 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/counting_allocator.h"
 #include "common/nn/autocast.h"
 #include "common/report.h"
 #include "common/nn/layers.h"
@@ -16,6 +19,7 @@
 #include "google/protobuf/text_format.h"
 #include "trainer/config.h"
 #include "trainer/metrics.h"
+#include "trainer/peak_flops.h"
 
 namespace mtb {
 
@@ -81,7 +85,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   CHECK(strategy != nullptr);
   CHECK(data != nullptr);
   CHECK(rank.world_size >= 1 && rank.rank >= 0 && rank.rank < rank.world_size);
+  CHECK_EQ(strategy->world_size(), rank.world_size) << strategy->name();
   RETURN_IF_ERROR(ValidateConfig(config));
+  RETURN_IF_ERROR(ValidateConfigForWorldSize(config, rank.world_size));
   std::unique_ptr<Trainer> trainer(
       new Trainer(config, rank, strategy, data));
   RETURN_IF_ERROR(
@@ -102,6 +108,8 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   record.set_step(static_cast<int32_t>(step));
   record.set_lr(LearningRateAt(schedule_, step));
   record.set_timed(step > config_.timing_warmup_steps());
+  const bool count_memory = CountingCpuAllocatorInstalled();
+  if (count_memory) ResetCpuPeak();
   const Stopwatch step_watch;
 
   for (const NamedParameter& p : model_.parameters()) {
@@ -122,7 +130,8 @@ absl::StatusOr<StepRecord> Trainer::Step() {
       const at::Tensor logits = model_.Forward(
           batch.inputs, ForwardOptionsOf(config_, step, batch.sample_indices));
       loss = nn::CrossEntropy(logits, batch.targets);
-      if (step == config_.inject_nan_step()) {
+      if (step == config_.inject_nan_step() &&
+          rank_.rank == config_.inject_nan_rank()) {
         // A multiplication, so that the gradients are NaN too.
         loss = loss * std::numeric_limits<double>::quiet_NaN();
       }
@@ -140,30 +149,40 @@ absl::StatusOr<StepRecord> Trainer::Step() {
 
   const Stopwatch optimizer_watch;
   RETURN_IF_ERROR(strategy_->AfterBackward());
+  const StepCommunication communication = strategy_->TakeStepCommunication();
+  record.set_comm_wait_ms(communication.wait_ms);
+  record.set_grad_bytes_sent(communication.bytes_sent);
+  record.set_expected_grad_bytes(communication.expected_bytes);
+  record.set_grad_syncs(communication.syncs);
   ASSIGN_OR_RETURN(const double grad_norm, strategy_->GlobalGradNorm());
-  ASSIGN_OR_RETURN(const double loss,
-                   strategy_->ReduceScalar(local_loss, ScalarReduction::kMean));
-  ASSIGN_OR_RETURN(
-      const double any_non_finite,
-      strategy_->ReduceScalar(
-          std::isfinite(local_loss) && std::isfinite(grad_norm) ? 0.0 : 1.0,
-          ScalarReduction::kMax));
+  // Every rank decides from the same gathered values, so all stop together.
+  ASSIGN_OR_RETURN(const std::vector<double> gathered,
+                   strategy_->GatherScalars({local_loss, grad_norm}));
+  double loss_sum = 0;
+  std::vector<int> non_finite_loss_ranks;
+  std::vector<double> non_finite_losses;
+  double non_finite_norm = 0;
+  bool norm_finite = true;
+  for (int r = 0; r < rank_.world_size; ++r) {
+    const double rank_loss = gathered[2 * r];
+    const double rank_norm = gathered[2 * r + 1];
+    loss_sum += rank_loss;
+    if (!std::isfinite(rank_loss)) {
+      non_finite_loss_ranks.push_back(r);
+      non_finite_losses.push_back(rank_loss);
+    }
+    if (!std::isfinite(rank_norm) && norm_finite) {
+      norm_finite = false;
+      non_finite_norm = rank_norm;
+    }
+  }
+  const double loss = loss_sum / rank_.world_size;
   record.set_loss(loss);
   record.set_grad_norm(grad_norm);
-  if (any_non_finite != 0) {
-    // NaN's sign is noise ("-nan"): print every NaN as "nan".
-    auto format = [](double value) {
-      return std::isnan(value) ? std::string("nan")
-                               : absl::StrFormat("%g", value);
-    };
-    std::string cause = absl::StrFormat(
-        "step %d of %d: the loss (%s) or the gradient norm (%s) is not finite",
-        step, config_.steps(), format(loss), format(grad_norm));
-    if (step == config_.inject_nan_step()) {
-      absl::StrAppend(&cause, " (injected by --inject_nan_step=", step, ")");
-    }
-    return absl::AbortedError(
-        absl::StrCat(cause, "; stopped before the optimizer update"));
+  if (!non_finite_loss_ranks.empty() || !norm_finite) {
+    return absl::AbortedError(NonFiniteMessage(
+        step, non_finite_loss_ranks, non_finite_losses, norm_finite,
+        non_finite_norm));
   }
   const double max_norm = config_.max_grad_norm();
   if (max_norm > 0 && grad_norm > max_norm) {
@@ -180,8 +199,44 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   record.set_step_ms(slowest_ms);
   record.set_tokens_per_second(static_cast<double>(tokens_per_step()) /
                                (slowest_ms / 1000.0));
+  if (count_memory) record.set_peak_memory_bytes(CpuMemory().peak_bytes);
   ++completed_steps_;
   return record;
+}
+
+std::string Trainer::NonFiniteMessage(
+    int64_t step, const std::vector<int>& loss_ranks,
+    const std::vector<double>& losses, bool norm_finite,
+    double norm) const {
+  // NaN's sign is noise ("-nan"): print every NaN as "nan".
+  auto format = [](double value) {
+    return std::isnan(value) ? std::string("nan")
+                             : absl::StrFormat("%g", value);
+  };
+  std::string message =
+      absl::StrFormat("step %d of %d: ", step, config_.steps());
+  if (!loss_ranks.empty()) {
+    std::vector<std::string> values;
+    for (double value : losses) values.push_back(format(value));
+    absl::StrAppend(&message, "the loss is not finite on ",
+                    loss_ranks.size() == 1 ? "rank " : "ranks ",
+                    absl::StrJoin(loss_ranks, ", "), " (",
+                    absl::StrJoin(values, ", "), ")");
+    if (!norm_finite) {
+      absl::StrAppend(&message, " and the gradient norm (", format(norm),
+                      ") is not finite");
+    }
+  } else {
+    absl::StrAppend(&message, "the gradient norm (", format(norm),
+                    ") is not finite (every rank's loss is finite)");
+  }
+  if (step == config_.inject_nan_step()) {
+    absl::StrAppend(&message, " (injected by --inject_nan_step=", step,
+                    " on rank ", config_.inject_nan_rank(), ")");
+  }
+  absl::StrAppend(&message,
+                  "; every rank stopped before the optimizer update");
+  return message;
 }
 
 namespace {
@@ -233,6 +288,59 @@ void LogStart(const TrainConfig& config, const RankInfo& rank,
       config.beta2(), config.eps(), config.weight_decay(),
       config.max_grad_norm());
   LOG(INFO) << "data: " << data.Describe();
+  LOG(INFO) << "strategy: " << strategy.Describe();
+  const std::vector<BucketSummary> buckets = strategy.Buckets();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    LOG(INFO) << absl::StrFormat("  bucket %d: %d parameters, %d bytes (%s .. %s)",
+                                 b, buckets[b].parameters, buckets[b].bytes,
+                                 buckets[b].first_parameter,
+                                 buckets[b].last_parameter);
+  }
+}
+
+// --peak_flops, or every rank measures a matmul at once (they share the
+// host's cores as in training); the job's peak is the sum over ranks.
+absl::StatusOr<PeakFlops> JobPeakFlops(const TrainConfig& config,
+                                       const RankInfo& rank,
+                                       Strategy& strategy) {
+  PeakFlops peak;
+  if (config.peak_flops() > 0) {
+    peak.set_rank_flops_per_second(config.peak_flops());
+    peak.set_job_flops_per_second(config.peak_flops() * rank.world_size);
+    peak.set_source("--peak_flops");
+    return peak;
+  }
+  const MatmulPeak measured = MeasureMatmulPeak(config.precision());
+  ASSIGN_OR_RETURN(const double job_flops,
+                   strategy.ReduceScalar(measured.flops_per_second,
+                                         ScalarReduction::kSum));
+  peak.set_rank_flops_per_second(job_flops / rank.world_size);
+  peak.set_job_flops_per_second(job_flops);
+  peak.set_source(absl::StrCat("measured: ", measured.description,
+                               ", on every rank at once (mean per rank)"));
+  if (rank.rank == 0) {
+    LOG(INFO) << absl::StrFormat(
+        "peak: %.1f GFLOP/s per rank, %.1f GFLOP/s for the job (%s)",
+        peak.rank_flops_per_second() / 1e9, job_flops / 1e9, peak.source());
+  }
+  return peak;
+}
+
+void FillStrategyInfo(const Strategy& strategy, const GptModel& model,
+                      StrategyInfo* info) {
+  info->set_name(strategy.name());
+  info->set_description(strategy.Describe());
+  info->set_backend(strategy.backend());
+  info->set_gradient_bytes(model.ParameterCount() * 4);
+  const std::vector<BucketSummary> buckets = strategy.Buckets();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    BucketInfo* bucket = info->add_buckets();
+    bucket->set_index(static_cast<int32_t>(b));
+    bucket->set_parameters(buckets[b].parameters);
+    bucket->set_bytes(buckets[b].bytes);
+    bucket->set_first_parameter(buckets[b].first_parameter);
+    bucket->set_last_parameter(buckets[b].last_parameter);
+  }
 }
 
 }  // namespace
@@ -240,7 +348,8 @@ void LogStart(const TrainConfig& config, const RankInfo& rank,
 absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                                         const RankInfo& rank,
                                         Strategy& strategy,
-                                        const DataSource& data) {
+                                        const DataSource& data,
+                                        const RunHooks& hooks) {
   TrainResult result;
   result.set_schema_version(kTrainResultSchemaVersion);
   *result.mutable_config() = config;
@@ -249,6 +358,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
       static_cast<int64_t>(config.steps()) * config.repeat();
   int64_t steps_done = 0;
   double elapsed_ms = 0;
+  int64_t peak_memory_bytes = 0;
 
   for (int repeat = 0; repeat < config.repeat(); ++repeat) {
     ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
@@ -261,12 +371,20 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
       model->set_tokens_per_step(trainer->tokens_per_step());
       LogStart(config, rank, strategy, data, trainer->model(),
                trainer->tokens_per_step());
+      FillStrategyInfo(strategy, trainer->model(), result.mutable_strategy());
+      ASSIGN_OR_RETURN(*result.mutable_peak_flops(),
+                       JobPeakFlops(config, rank, strategy));
     }
     TrainRun* run = result.add_runs();
     run->set_index(repeat);
     const Stopwatch run_watch;
     for (int step = 1; step <= config.steps(); ++step) {
       ASSIGN_OR_RETURN(StepRecord record, trainer->Step());
+      record.set_mfu(record.tokens_per_second() *
+                     result.model().flops_per_token() /
+                     result.peak_flops().job_flops_per_second());
+      peak_memory_bytes =
+          std::max(peak_memory_bytes, record.peak_memory_bytes());
       ++steps_done;
       elapsed_ms += record.step_ms();
       const double eta_seconds = (elapsed_ms / steps_done) *
@@ -284,6 +402,21 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
     }
     run->set_wall_seconds(run_watch.ElapsedMs() / 1000.0);
     FinishRun(run, result.model().tokens_per_step());
+    if (repeat == config.repeat() - 1 && hooks.after_last_run) {
+      RETURN_IF_ERROR(hooks.after_last_run(trainer->model()));
+    }
+  }
+  // Every rank's peak (exact in fp64 up to 2^53 bytes).
+  const bool counted = CountingCpuAllocatorInstalled();
+  ASSIGN_OR_RETURN(
+      const std::vector<double> peaks,
+      strategy.GatherScalars({static_cast<double>(peak_memory_bytes),
+                              counted ? 1.0 : 0.0}));
+  for (int r = 0; r < rank.world_size; ++r) {
+    RankMemory* memory = result.add_memory();
+    memory->set_rank(r);
+    memory->set_peak_bytes(static_cast<int64_t>(peaks[2 * r]));
+    memory->set_counted(peaks[2 * r + 1] != 0);
   }
   *result.mutable_summary() = SummarizeRuns(result);
   return result;

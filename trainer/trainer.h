@@ -16,7 +16,9 @@
 #define MTB_TRAINER_TRAINER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -56,10 +58,12 @@ class Trainer {
       const TrainConfig& config, const RankInfo& rank, Strategy* strategy,
       const DataSource* data);
 
-  // Runs optimizer step completed_steps() + 1. kAborted, naming the step, when
-  // the loss or the gradient norm is not finite on any rank: the optimizer
-  // update is skipped and the parameters are as before the step. Other errors
-  // come from the strategy.
+  // Runs optimizer step completed_steps() + 1. kAborted, naming the step and
+  // the rank(s) whose loss is not finite, when the loss or the gradient norm
+  // is not finite on any rank: every rank decides from the same gathered
+  // values, so all skip the optimizer update of the same step and their
+  // parameters stay as before it. Other errors come from the strategy.
+  // Collective (every rank calls it).
   absl::StatusOr<StepRecord> Step();
 
   int64_t completed_steps() const { return completed_steps_; }
@@ -70,6 +74,9 @@ class Trainer {
  private:
   Trainer(const TrainConfig& config, const RankInfo& rank, Strategy* strategy,
           const DataSource* data);
+  std::string NonFiniteMessage(int64_t step, const std::vector<int>& loss_ranks,
+                               const std::vector<double>& losses,
+                               bool norm_finite, double norm) const;
 
   TrainConfig config_;
   RankInfo rank_;
@@ -80,14 +87,24 @@ class Trainer {
   int64_t completed_steps_ = 0;
 };
 
+struct RunHooks {
+  // Called on every rank with the final model of the last run (e.g. to dump
+  // its parameters); an error fails the run.
+  std::function<absl::Status(const GptModel&)> after_last_run;
+};
+
 // Runs config.repeat() runs of config.steps() steps each, logging a progress
 // line every config.log_every() steps (and the last), and returns the result
-// without run_context (the caller's, who knows argv). Every rank must call it;
-// rank 0's result is the one to write.
+// without run_context (the caller's, who knows argv). Also measures the peak
+// FLOP/s for MFU (unless config.peak_flops() is set) and gathers every rank's
+// peak memory (counted only when the counting allocator is installed:
+// common/counting_allocator.h). Collective: every rank must call it; rank 0's
+// result is the one to write.
 absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                                         const RankInfo& rank,
                                         Strategy& strategy,
-                                        const DataSource& data);
+                                        const DataSource& data,
+                                        const RunHooks& hooks = {});
 
 }  // namespace mtb
 

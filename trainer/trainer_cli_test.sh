@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The trainer binary end to end: exit codes and messages for bad flags, bad
-# input files and a non-finite loss, and the three output files of a tiny run.
+# The trainer binary end to end: exit codes and messages for bad flags
+# (checked by the launcher before any rank starts), bad input files and a
+# non-finite loss, and the three output files of a tiny 2-rank ddp run.
 set -euo pipefail
 
 trainer="$(pwd)/trainer/trainer"
@@ -26,17 +27,32 @@ expect() {
 expect 2 "unknown flag --no_such_flag" --no_such_flag=1
 expect 2 "--d_model=100 must be divisible by --n_heads=3" "${tiny[@]}" --d_model=100 --n_heads=3
 expect 2 "--precision=fp16 must be fp32 or bf16" "${tiny[@]}" --precision=fp16
+expect 2 "--nproc=0 must be >= 1" "${tiny[@]}" --nproc=0
+expect 2 "--grad_accum=0 must be at least 1" "${tiny[@]}" --grad_accum=0
+expect 2 "--strategy=zero3 is not a strategy: use ddp" "${tiny[@]}" --strategy=zero3
+expect 2 "--inject_nan_rank=2 must be < the world size 2" "${tiny[@]}" --inject_nan_rank=2
+expect 2 "--strategy=single runs one rank, but the world size is 2" "${tiny[@]}" --strategy=single
+expect 2 "--grad_sync=never must be auto, every or last" "${tiny[@]}" --grad_sync=never
+# Nothing started: no launcher line.
+expect 2 "--n_heads=3" "${tiny[@]}" --n_heads=3
+! grep -q "launch:" "$out/stderr" || fail "a bad flag reached the launcher"
 
 printf 'not a token file' > "$out/bad.bin"
 expect 2 "$out/bad.bin: token file is 16 bytes, shorter than its 1024-byte header" \
   "${tiny[@]}" --data="$out/bad.bin"
 expect 2 "no_such.bin" "${tiny[@]}" --data="$out/no_such.bin"
 
-expect 1 "step 2 of 3: the loss (nan) or the gradient norm (nan) is not finite (injected by --inject_nan_step=2); stopped before the optimizer update" \
-  "${tiny[@]}" --inject_nan_step=2 --out="$out/nan.json"
+expect 1 "step 2 of 3: the loss is not finite on rank 0 (nan) and the gradient norm (nan) is not finite (injected by --inject_nan_step=2 on rank 0); every rank stopped before the optimizer update" \
+  "${tiny[@]}" --nproc=1 --inject_nan_step=2 --out="$out/nan.json"
 [[ ! -e "$out/nan.json" ]] || fail "a failed run wrote a result"
 
+# The default: 2 ranks under the launcher, ddp over Gloo.
 expect 0 "step 3/3 | loss" "${tiny[@]}" --dropout=0.1 --out="$out/run.json"
+grep -q '^\[rank 1\] ' "$out/stderr" || fail "no rank 1 output"
+grep -q '"world_size": 2' "$out/run.json" || fail "not 2 ranks"
+grep -q '"backend": "gloo"' "$out/run.json" || fail "not gloo"
+grep -q '"name": "ddp"' "$out/run.json" || fail "not ddp"
+grep -q '| grad bytes sent/step (closed form) |' "$out/stdout" || fail "no bytes row"
 grep -q '"schema_version": 1' "$out/run.json" || fail "no schema_version"
 grep -q '"config_fingerprint": "[0-9a-f]\{64\}"' "$out/run.json" || fail "no fingerprint"
 grep -q '"tool": "trainer"' "$out/run.json" || fail "no run context"
@@ -44,8 +60,21 @@ grep -q '<svg' "$out/run.svg" || fail "no SVG"
 grep -q '^## Summary' "$out/run.md" || fail "no Markdown summary"
 grep -q '| final loss |' "$out/stdout" || fail "no summary table on stdout"
 
+# Ranks started by hand with torchrun's variables (as torchrun or Slurm would):
+# each process is one rank; rank 0 hosts the store.
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+  "$trainer" "${tiny[@]}" --out="$out/by_hand.json" > "$out/rank1.log" 2>&1 &
+rank1=$!
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+  "$trainer" "${tiny[@]}" --out="$out/by_hand.json" > "$out/rank0.log" 2>&1 \
+  || { cat "$out/rank0.log" >&2; fail "rank 0 by hand failed"; }
+wait "$rank1" || { cat "$out/rank1.log" >&2; fail "rank 1 by hand failed"; }
+grep -q '"world_size": 2' "$out/by_hand.json" || fail "by hand: not 2 ranks"
+! grep -q "launch:" "$out/rank0.log" || fail "a rank by hand launched"
+
 # The default data file resolves in the runfiles (as in the checkout).
 expect 0 "data: testdata/gnu_licenses.bin (148391 tokens)" \
-  --d_model=32 --n_layers=1 --seq_len=16 --batch_size=2 --steps=2 \
+  --nproc=1 --d_model=32 --n_layers=1 --seq_len=16 --batch_size=2 --steps=2 \
   --timing_warmup_steps=0 --intra_op_threads=1 --nomarkdown --out="$out/default_data.json"
 echo "PASS"

@@ -113,8 +113,9 @@ TEST(Trainer, NonFiniteLossStopsBeforeTheUpdateNamingTheStep) {
   ASSERT_FALSE(stopped.ok());
   EXPECT_EQ(stopped.status().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(std::string(stopped.status().message()),
-            "step 2 of 3: the loss (nan) or the gradient norm (nan) is not "
-            "finite (injected by --inject_nan_step=2); stopped before the "
+            "step 2 of 3: the loss is not finite on rank 0 (nan) and the "
+            "gradient norm (nan) is not finite (injected by "
+            "--inject_nan_step=2 on rank 0); every rank stopped before the "
             "optimizer update");
   EXPECT_EQ((*trainer)->completed_steps(), 1);
   for (size_t i = 0; i < before.size(); ++i) {

@@ -1,0 +1,130 @@
+// DDP (SPEC §4): every rank holds the whole model and optimizer; gradients
+// are averaged over ranks by bucketed all-reduces launched during backward,
+// as soon as each bucket's gradients are complete, so communication overlaps
+// the rest of backward. ddp.cc explains the mechanism and why it is ours and
+// not c10d::Reducer.
+//
+// Collective contract: every rank constructs its DdpStrategy over its own
+// rank of one Communicator and runs the same loop (trainer/strategy.h); Setup
+// checks that every rank built the same parameters and broadcasts rank 0's.
+// Buckets are launched in a fixed order (bucket 0 first), the same on every
+// rank, whatever order their gradients become ready in.
+//
+// Threading: gradient hooks run on the thread that calls backward() (LibTorch
+// runs a CPU graph on the calling thread); all calls must come from that one
+// thread. Not thread-safe otherwise.
+#ifndef MTB_TRAINER_STRATEGY_DDP_H_
+#define MTB_TRAINER_STRATEGY_DDP_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/dist/communicator.h"
+#include "trainer/strategy.h"
+
+namespace torch::autograd {
+struct Node;
+}  // namespace torch::autograd
+
+namespace mtb {
+
+enum class GradSync {
+  kLast,   // no_sync for micro-batches 0..K-2: one all-reduce per step
+  kEvery,  // all-reduce after every micro-batch: K per step
+};
+
+struct DdpOptions {
+  // Limits of the second and later buckets, and of the first (PyTorch's
+  // bucket_cap_mb and dist._DEFAULT_FIRST_BUCKET_BYTES).
+  int64_t bucket_cap_bytes = int64_t{25} << 20;
+  int64_t first_bucket_cap_bytes = int64_t{1} << 20;
+  GradSync grad_sync = GradSync::kLast;
+};
+
+class DdpStrategy final : public Strategy {
+ public:
+  // `communicator`: this rank's membership, or nullptr for one rank (the same
+  // buckets and hooks, no communication; also when its world size is 1).
+  // Must outlive the strategy.
+  DdpStrategy(dist::Communicator* communicator, const DdpOptions& options);
+  ~DdpStrategy() override;
+  DdpStrategy(const DdpStrategy&) = delete;
+  DdpStrategy& operator=(const DdpStrategy&) = delete;
+
+  std::string name() const override { return "ddp"; }
+  std::string Describe() const override;
+  int world_size() const override;
+  std::string backend() const override;
+
+  // Collective. Fails with kFailedPrecondition, naming the first rank that
+  // differs, when the ranks' parameter lists (count, names, shapes) disagree.
+  absl::Status Setup(const std::vector<NamedParameter>& parameters,
+                     const AdamWOptions& optimizer) override;
+  absl::Status BeforeBackward(int micro_batch, int micro_batches) override;
+  // Waits for every bucket (the time blocked is the step's wait_ms) and
+  // copies the averaged gradients back. kFailedPrecondition, naming the
+  // parameter, when a parameter got no gradient in a synchronised backward.
+  absl::Status AfterBackward() override;
+  StepCommunication TakeStepCommunication() override;
+  std::vector<BucketSummary> Buckets() const override;
+  // Local: after AfterBackward every rank holds the same averaged gradients.
+  absl::StatusOr<double> GlobalGradNorm() override;
+  absl::Status ScaleGradients(double factor) override;
+  absl::StatusOr<double> ReduceScalar(double value,
+                                      ScalarReduction op) override;
+  absl::StatusOr<std::vector<double>> GatherScalars(
+      const std::vector<double>& values) override;
+  absl::Status OptimizerStep(double lr) override;
+
+  // fp32 bytes of every gradient (what one synchronisation all-reduces).
+  int64_t gradient_bytes() const { return gradient_bytes_; }
+
+ private:
+  struct Bucket;
+
+  bool communicating() const;
+  void RemoveHooks();
+  absl::Status CheckSameParametersOnEveryRank();
+  absl::Status BroadcastParametersFromRankZero();
+  // The gradient hook of parameter `index` (its accumulator has just
+  // accumulated this backward's gradient).
+  void OnGradientReady(int index);
+  void LaunchReadyBuckets();
+  absl::Status FinishSync();
+
+  dist::Communicator* communicator_;
+  DdpOptions options_;
+  std::vector<NamedParameter> parameters_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_;         // per parameter
+  int64_t gradient_bytes_ = 0;
+  // Kept alive: a parameter holds its accumulator only weakly, and the hooks
+  // live on it (TOOLCHAIN.md). Removed on the next Setup and at destruction.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hook_keys_;
+
+  // Per backward.
+  bool syncing_ = false;       // this backward's hooks launch all-reduces
+  bool sync_in_flight_ = false;
+  size_t next_bucket_ = 0;     // the next bucket to launch, in order
+  std::vector<bool> ready_;    // per parameter: its hook fired this backward
+  // Per step.
+  int64_t bytes_sent_at_step_start_ = 0;
+  double wait_ms_ = 0;
+  int syncs_ = 0;
+};
+
+// "every" / "last" -> GradSync (the config is validated: CHECKs).
+GradSync GradSyncFromName(const std::string& name);
+// The options --bucket_cap_mb and --grad_sync ask for.
+DdpOptions DdpOptionsFromConfig(double bucket_cap_mb,
+                                const std::string& grad_sync);
+
+}  // namespace mtb
+
+#endif  // MTB_TRAINER_STRATEGY_DDP_H_

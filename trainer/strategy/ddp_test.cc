@@ -1,0 +1,404 @@
+// DdpStrategy with ranks as threads of this test (common/dist/test_util.h):
+// equivalence with one rank, the overlap (issue order of bucket all-reduces
+// against autograd events), bucket order, no_sync accounting, Setup's checks
+// and the collective non-finite stop. Real processes (the trainer binary) are
+// in //trainer:ddp_process_test.
+#include "trainer/strategy/ddp.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ATen/ATen.h"
+#include "ATen/Parallel.h"
+#include "absl/synchronization/mutex.h"
+#include "common/allclose.h"
+#include "common/dist/test_util.h"
+#include "gtest/gtest.h"
+#include "trainer/data.h"
+#include "trainer/strategy/buckets.h"
+#include "trainer/test_config.h"
+#include "trainer/trainer.h"
+
+namespace mtb {
+namespace {
+
+struct RankRun {
+  std::vector<StepRecord> steps;
+  std::vector<at::Tensor> params;  // after the last step
+  int64_t bytes_sent = 0;          // gradient bytes over all steps
+  int64_t expected_bytes = 0;
+  std::vector<BucketSummary> buckets;
+};
+
+// Trains `config` on `world_size` thread ranks with ddp (or, for world size
+// 1 and `single`, SingleStrategy) and returns every rank's run.
+std::vector<RankRun> Train(const TrainConfig& config, int world_size,
+                           const DdpOptions& options, bool single = false) {
+  at::set_num_threads(1);
+  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
+                                      config.seq_len());
+  std::vector<RankRun> runs(world_size);
+  auto body = [&](dist::Communicator* communicator, int rank) {
+    std::unique_ptr<Strategy> strategy;
+    if (single) {
+      strategy = std::make_unique<SingleStrategy>();
+    } else {
+      strategy = std::make_unique<DdpStrategy>(communicator, options);
+    }
+    auto trainer = Trainer::Create(config, RankInfo{rank, world_size},
+                                   strategy.get(), data.get());
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    RankRun& run = runs[rank];
+    for (int step = 0; step < config.steps(); ++step) {
+      absl::StatusOr<StepRecord> record = (*trainer)->Step();
+      ASSERT_TRUE(record.ok()) << record.status();
+      run.bytes_sent += record->grad_bytes_sent();
+      run.expected_bytes += record->expected_grad_bytes();
+      run.steps.push_back(*record);
+    }
+    for (const NamedParameter& p : (*trainer)->model().parameters()) {
+      run.params.push_back(p.tensor.detach().clone());
+    }
+    run.buckets = strategy->Buckets();
+  };
+  if (world_size == 1) {
+    body(nullptr, 0);
+  } else {
+    const absl::Status status = dist::RunRanksAsThreads(
+        world_size, [&](dist::Communicator& c) { body(&c, c.rank()); });
+    EXPECT_TRUE(status.ok()) << status;
+  }
+  return runs;
+}
+
+TrainConfig DdpConfig() {
+  TrainConfig config = TinyConfig();  // vocab 64, d 32, 2 layers, seq 16, B 4
+  config.set_strategy("ddp");
+  config.set_dropout(0.1);  // masks keyed by global sample: rank-independent
+  config.set_max_grad_norm(1.0);
+  return config;
+}
+
+// Small buckets, so that the tiny model has several.
+DdpOptions SmallBuckets() {
+  DdpOptions options;
+  options.first_bucket_cap_bytes = 16 << 10;
+  options.bucket_cap_bytes = 32 << 10;
+  return options;
+}
+
+void ExpectAllEqual(const std::vector<at::Tensor>& a,
+                    const std::vector<at::Tensor>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(at::equal(a[i], b[i])) << what << " parameter " << i;
+  }
+}
+
+TEST(Ddp, OneRankRunsTheSamePathAndEqualsSingleBitForBit) {
+  const TrainConfig config = DdpConfig();
+  const std::vector<RankRun> ddp = Train(config, 1, SmallBuckets());
+  TrainConfig reference = config;
+  reference.set_strategy("single");
+  const std::vector<RankRun> single = Train(reference, 1, {}, true);
+  for (int step = 0; step < config.steps(); ++step) {
+    EXPECT_EQ(ddp[0].steps[step].loss(), single[0].steps[step].loss());
+    EXPECT_EQ(ddp[0].steps[step].grad_syncs(), 1);
+    EXPECT_EQ(ddp[0].steps[step].grad_bytes_sent(), 0);
+  }
+  ExpectAllEqual(ddp[0].params, single[0].params, "ddp vs single");
+  EXPECT_GT(ddp[0].buckets.size(), 1u);
+}
+
+TEST(Ddp, TwoRanksAsThreadsMatchOneRankOnTheGlobalBatch) {
+  TrainConfig config = DdpConfig();
+  const std::vector<RankRun> two = Train(config, 2, SmallBuckets());
+  TrainConfig whole = config;
+  whole.set_batch_size(2 * config.batch_size());
+  const std::vector<RankRun> one = Train(whole, 1, SmallBuckets());
+  // Every rank holds the same parameters, bit for bit: one all-reduce result.
+  ExpectAllEqual(two[0].params, two[1].params, "rank 0 vs rank 1");
+  for (int step = 0; step < config.steps(); ++step) {
+    EXPECT_EQ(two[0].steps[step].loss(), two[1].steps[step].loss());
+    // fp32 summation order differs (one mean over 8 samples vs the average
+    // of two means over 4): see ddp_process_test.cc for the tolerance.
+    EXPECT_NEAR(two[0].steps[step].loss(), one[0].steps[step].loss(), 1e-5);
+  }
+  for (size_t i = 0; i < one[0].params.size(); ++i) {
+    const AllCloseResult close =
+        AllClose(two[0].params[i], one[0].params[i], 1e-5, 1e-6);
+    EXPECT_TRUE(close.ok) << "parameter " << i << ": " << close.message;
+  }
+}
+
+// Checkpointed blocks return their parameters' gradients from a custom
+// autograd function; the accumulator hooks must still see each exactly once.
+TEST(Ddp, ActivationCheckpointingChangesNothingUnderDdp) {
+  TrainConfig config = DdpConfig();
+  config.set_grad_accum(2);
+  const std::vector<RankRun> plain = Train(config, 2, SmallBuckets());
+  config.set_activation_checkpointing(true);
+  const std::vector<RankRun> checkpointed = Train(config, 2, SmallBuckets());
+  for (int step = 0; step < config.steps(); ++step) {
+    EXPECT_EQ(plain[0].steps[step].loss(), checkpointed[0].steps[step].loss());
+  }
+  ExpectAllEqual(plain[0].params, checkpointed[0].params, "checkpointing");
+  ExpectAllEqual(plain[1].params, checkpointed[1].params, "checkpointing");
+}
+
+TEST(Ddp, BucketsFollowReverseParameterOrderWithAOneMebibyteFirstBucket) {
+  // d_model 128, 4 layers: a block is 12*128^2 + 13*128 floats = 0.76 MiB.
+  TrainConfig config = DdpConfig();
+  config.set_d_model(128);
+  config.set_n_layers(4);
+  config.set_vocab_size(256);
+  config.set_steps(1);
+  DdpStrategy strategy(nullptr, DdpOptions{});
+  const auto data = MakeSyntheticData(7, 256, 16);
+  auto trainer = Trainer::Create(config, RankInfo{}, &strategy, data.get());
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  const std::vector<BucketSummary> buckets = strategy.Buckets();
+  // Bucket 0 closes once it holds >= 1 MiB: ln_f, block 3, then block 2's
+  // parameters up to (and including) the one that crosses 1 MiB.
+  ASSERT_EQ(buckets.size(), 2u);
+  EXPECT_EQ(buckets[0].first_parameter, "ln_f.bias");
+  EXPECT_GE(buckets[0].bytes, kFirstBucketBytes);
+  EXPECT_EQ(buckets[1].last_parameter, "wte");
+  EXPECT_EQ(buckets[0].bytes + buckets[1].bytes, strategy.gradient_bytes());
+  EXPECT_EQ(strategy.gradient_bytes(),
+            (*trainer)->model().ParameterCount() * 4);
+}
+
+// The overlap is real: on each rank, in program order on the thread that runs
+// backward, bucket 0 (the last block's gradients) is issued before any
+// gradient of block 0 has been computed.
+TEST(Ddp, FirstBucketIsIssuedBeforeBackwardReachesTheFirstLayer) {
+  TrainConfig config = DdpConfig();
+  config.set_steps(2);
+  at::set_num_threads(1);
+  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
+                                      config.seq_len());
+  std::vector<std::vector<std::string>> events(2);
+  std::vector<std::vector<BucketSummary>> buckets(2);
+  const absl::Status status =
+      dist::RunRanksAsThreads(2, [&](dist::Communicator& communicator) {
+        const int rank = communicator.rank();
+        DdpStrategy strategy(&communicator, SmallBuckets());
+        auto trainer = Trainer::Create(config, RankInfo{rank, 2}, &strategy,
+                                       data.get());
+        ASSERT_TRUE(trainer.ok()) << trainer.status();
+        buckets[rank] = strategy.Buckets();
+        std::vector<std::string>& log = events[rank];
+        communicator.log().SetObserver(
+            [&log](dist::CollectiveEvent event,
+                   const dist::CollectiveRecord& record) {
+              if (event == dist::CollectiveEvent::kIssued &&
+                  record.op == dist::CollectiveOp::kAllReduce &&
+                  record.dtype == "float32") {
+                log.push_back(absl::StrCat("issue ", record.size_bytes));
+              }
+            });
+        for (const NamedParameter& p : (*trainer)->model().parameters()) {
+          if (p.name.rfind("h.0.", 0) != 0) continue;
+          p.tensor.register_hook([&log, name = p.name](const at::Tensor&) {
+            log.push_back("grad " + name);
+          });
+        }
+        for (int step = 0; step < config.steps(); ++step) {
+          ASSERT_TRUE((*trainer)->Step().ok());
+          log.push_back("step done");
+        }
+        communicator.log().SetObserver(nullptr);
+      });
+  ASSERT_TRUE(status.ok()) << status;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::vector<std::string>& log = events[rank];
+    ASSERT_GE(buckets[rank].size(), 3u);
+    EXPECT_EQ(buckets[rank][0].first_parameter, "ln_f.bias");
+    const std::string first_bucket =
+        absl::StrCat("issue ", buckets[rank][0].bytes);
+    const auto issued = std::find(log.begin(), log.end(), first_bucket);
+    const auto layer0 =
+        std::find_if(log.begin(), log.end(), [](const std::string& e) {
+          return e.rfind("grad h.0.", 0) == 0;
+        });
+    ASSERT_NE(issued, log.end()) << "rank " << rank;
+    ASSERT_NE(layer0, log.end()) << "rank " << rank;
+    EXPECT_LT(issued - log.begin(), layer0 - log.begin())
+        << "rank " << rank << ": bucket 0 was issued after backward reached "
+        << *layer0;
+    // Every bucket is issued once per step, in bucket order.
+    std::vector<std::string> issues;
+    for (const std::string& e : log) {
+      if (e.rfind("issue ", 0) == 0) issues.push_back(e);
+    }
+    ASSERT_EQ(issues.size(), 2 * buckets[rank].size());
+    for (size_t i = 0; i < issues.size(); ++i) {
+      EXPECT_EQ(issues[i],
+                absl::StrCat("issue ",
+                             buckets[rank][i % buckets[rank].size()].bytes));
+    }
+  }
+}
+
+// Two parameters, one bucket each. Bucket 0 holds `late` (last in parameter
+// order), but the loss is built so that backward produces `early`'s gradient
+// first: bucket 1 becomes ready first and must wait for bucket 0, so every
+// rank issues bucket 0 then bucket 1.
+TEST(Ddp, ABucketReadyBeforeItsPredecessorWaitsForIt) {
+  const absl::Status status =
+      dist::RunRanksAsThreads(2, [](dist::Communicator& communicator) {
+        const at::Tensor early = at::ones({5}, at::kFloat).requires_grad_();
+        const at::Tensor late = at::ones({3}, at::kFloat).requires_grad_();
+        const std::vector<NamedParameter> parameters = {{"early", early},
+                                                        {"late", late}};
+        DdpOptions options;
+        options.first_bucket_cap_bytes = 4;  // one parameter per bucket
+        options.bucket_cap_bytes = 4;
+        DdpStrategy strategy(&communicator, options);
+        ASSERT_TRUE(strategy.Setup(parameters, AdamWOptions{}).ok());
+        ASSERT_EQ(strategy.Buckets()[0].first_parameter, "late");
+        std::vector<std::string> log;
+        communicator.log().SetObserver(
+            [&log](dist::CollectiveEvent event,
+                   const dist::CollectiveRecord& record) {
+              if (event == dist::CollectiveEvent::kIssued) {
+                log.push_back(absl::StrCat("issue ", record.elements));
+              }
+            });
+        early.register_hook([&log](const at::Tensor&) {
+          log.push_back("grad early");
+        });
+        late.register_hook([&log](const at::Tensor&) {
+          log.push_back("grad late");
+        });
+        ASSERT_TRUE(strategy.BeforeBackward(0, 1).ok());
+        // `late` enters the graph first, so its gradient comes last.
+        const at::Tensor a = (late * 2).sum();
+        const at::Tensor b = (early * (communicator.rank() + 1)).sum();
+        (a + b).backward();
+        ASSERT_TRUE(strategy.AfterBackward().ok());
+        communicator.log().SetObserver(nullptr);
+        EXPECT_EQ(log, (std::vector<std::string>{"grad early", "grad late",
+                                                 "issue 3", "issue 5"}));
+        // Averages over the two ranks: d/d early = (1 + 2) / 2.
+        EXPECT_TRUE(at::equal(early.grad(), at::full({5}, 1.5f)));
+        EXPECT_TRUE(at::equal(late.grad(), at::full({3}, 2.0f)));
+      });
+  ASSERT_TRUE(status.ok()) << status;
+}
+
+TEST(Ddp, GradSyncEveryMovesKTimesTheBytesOfLastForCloseParameters) {
+  TrainConfig last = DdpConfig();
+  last.set_grad_accum(3);
+  last.set_grad_sync("last");
+  TrainConfig every = last;
+  every.set_grad_sync("every");
+  DdpOptions last_options = SmallBuckets();
+  DdpOptions every_options = SmallBuckets();
+  every_options.grad_sync = GradSync::kEvery;
+  const std::vector<RankRun> a = Train(last, 2, last_options);
+  const std::vector<RankRun> b = Train(every, 2, every_options);
+  const int64_t gradient_bytes = a[0].params.size() > 0 ? [&] {
+    int64_t bytes = 0;
+    for (const at::Tensor& p : a[0].params) bytes += p.numel() * 4;
+    return bytes;
+  }() : 0;
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int step = 0; step < last.steps(); ++step) {
+      EXPECT_EQ(a[rank].steps[step].grad_syncs(), 1);
+      EXPECT_EQ(b[rank].steps[step].grad_syncs(), 3);
+      // 2(n-1)/n = 1 for two ranks: one gradient's bytes per sync, exactly.
+      EXPECT_EQ(a[rank].steps[step].grad_bytes_sent(), gradient_bytes);
+      EXPECT_EQ(a[rank].steps[step].expected_grad_bytes(), gradient_bytes);
+      EXPECT_EQ(b[rank].steps[step].grad_bytes_sent(), 3 * gradient_bytes);
+      EXPECT_EQ(b[rank].steps[step].expected_grad_bytes(), 3 * gradient_bytes);
+      EXPECT_NEAR(a[rank].steps[step].loss(), b[rank].steps[step].loss(),
+                  1e-6);
+    }
+  }
+  for (size_t i = 0; i < a[0].params.size(); ++i) {
+    const AllCloseResult close =
+        AllClose(b[0].params[i], a[0].params[i], 1e-5, 1e-6);
+    EXPECT_TRUE(close.ok) << "parameter " << i << ": " << close.message;
+  }
+}
+
+TEST(Ddp, SetupBroadcastsRankZerosParameters) {
+  const absl::Status status =
+      dist::RunRanksAsThreads(3, [](dist::Communicator& communicator) {
+        const float mine = static_cast<float>(communicator.rank() + 1);
+        const at::Tensor w = at::full({4, 3}, mine).requires_grad_();
+        const at::Tensor b = at::full({7}, -mine).requires_grad_();
+        DdpStrategy strategy(&communicator, DdpOptions{});
+        ASSERT_TRUE(strategy.Setup({{"w", w}, {"b", b}}, AdamWOptions{}).ok());
+        EXPECT_TRUE(at::equal(w, at::full({4, 3}, 1.0f)));
+        EXPECT_TRUE(at::equal(b, at::full({7}, -1.0f)));
+      });
+  ASSERT_TRUE(status.ok()) << status;
+}
+
+TEST(Ddp, RanksWithDifferentParametersFailSetupNamingTheRank) {
+  const absl::Status status =
+      dist::RunRanksAsThreads(3, [](dist::Communicator& communicator) {
+        // Rank 2 has a differently shaped "w".
+        const int64_t rows = communicator.rank() == 2 ? 5 : 4;
+        const at::Tensor w = at::zeros({rows, 3}).requires_grad_();
+        DdpStrategy strategy(&communicator, DdpOptions{});
+        const absl::Status setup = strategy.Setup({{"w", w}}, AdamWOptions{});
+        EXPECT_EQ(setup.code(), absl::StatusCode::kFailedPrecondition);
+        EXPECT_NE(setup.message().find("ddp: rank 2 has 1 parameters (15 "
+                                       "elements"),
+                  std::string::npos)
+            << setup.message();
+        EXPECT_NE(setup.message().find("but rank 0 has 1 (12 elements"),
+                  std::string::npos)
+            << setup.message();
+      });
+  ASSERT_TRUE(status.ok()) << status;
+}
+
+TEST(Ddp, NonFiniteLossOnOneRankStopsEveryRankAtThatStepNamingIt) {
+  TrainConfig config = DdpConfig();
+  config.set_steps(3);
+  config.set_inject_nan_step(2);
+  config.set_inject_nan_rank(1);
+  at::set_num_threads(1);
+  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
+                                      config.seq_len());
+  std::vector<std::vector<at::Tensor>> before(2), after(2);
+  const absl::Status status =
+      dist::RunRanksAsThreads(2, [&](dist::Communicator& communicator) {
+        const int rank = communicator.rank();
+        DdpStrategy strategy(&communicator, SmallBuckets());
+        auto trainer = Trainer::Create(config, RankInfo{rank, 2}, &strategy,
+                                       data.get());
+        ASSERT_TRUE(trainer.ok()) << trainer.status();
+        ASSERT_TRUE((*trainer)->Step().ok());
+        for (const NamedParameter& p : (*trainer)->model().parameters()) {
+          before[rank].push_back(p.tensor.detach().clone());
+        }
+        const absl::StatusOr<StepRecord> stopped = (*trainer)->Step();
+        ASSERT_FALSE(stopped.ok());
+        EXPECT_EQ(stopped.status().code(), absl::StatusCode::kAborted);
+        EXPECT_EQ(stopped.status().message(),
+                  "step 2 of 3: the loss is not finite on rank 1 (nan) and "
+                  "the gradient norm (nan) is not finite (injected by "
+                  "--inject_nan_step=2 on rank 1); every rank stopped before "
+                  "the optimizer update");
+        EXPECT_EQ((*trainer)->completed_steps(), 1);
+        for (const NamedParameter& p : (*trainer)->model().parameters()) {
+          after[rank].push_back(p.tensor.detach().clone());
+        }
+      });
+  ASSERT_TRUE(status.ok()) << status;
+  for (int rank = 0; rank < 2; ++rank) {
+    ExpectAllEqual(after[rank], before[rank], "no update");
+  }
+  ExpectAllEqual(after[0], after[1], "rank 0 vs rank 1");
+}
+
+}  // namespace
+}  // namespace mtb

@@ -1,0 +1,174 @@
+#include "trainer/worker.h"
+
+#include <malloc.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <limits>
+#include <utility>
+
+#include "ATen/ATen.h"
+#include "ATen/Parallel.h"
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "common/counting_allocator.h"
+#include "common/dist/rendezvous.h"
+#include "common/launch/rendezvous_env.h"
+#include "common/flags.h"
+#include "common/output_path.h"
+#include "common/run_context.h"
+#include "common/status.h"
+#include "common/torch_info.h"
+#include "glog/logging.h"
+#include "trainer/data.h"
+#include "trainer/output.h"
+#include "trainer/strategy/ddp.h"
+#include "trainer/trainer.h"
+
+namespace mtb {
+namespace {
+
+constexpr char kProgram[] = "trainer";
+
+int Fail(const absl::Status& status) {
+  return ReportAndExitCode(kProgram, status);
+}
+
+absl::StatusOr<std::unique_ptr<dist::Communicator>> JoinGroup(
+    const RankEnv& env, const WorkerOptions& options) {
+  dist::RendezvousOptions rendezvous = RendezvousOptionsFor(
+      env, options.connect_timeout, options.collective_timeout);
+  // The trainer reads totals (bytes per step) and the observer, never the
+  // records: a long run would otherwise keep every collective's record.
+  rendezvous.keep_records = false;
+  RETURN_IF_ERROR(dist::ValidateRendezvousOptions(rendezvous));
+  return dist::Rendezvous(rendezvous);
+}
+
+void KeepFreedMemoryInTheProcess() {
+  // A training step allocates and frees the same activations every step.
+  // With glibc's defaults, blocks above the (dynamic) mmap threshold are
+  // mmapped and unmapped each time and the heap top is trimmed back to the
+  // OS, so every step page-faults its working set in again (measured: ~2600
+  // faults and ~7 ms of system time per step of the tiny benchmark model).
+  // Serve blocks up to 32 MiB (glibc's maximum) from the heap and never trim
+  // it: freed memory is reused by the next step.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
+    const TrainConfig& config, dist::Communicator* communicator) {
+  if (config.strategy() == "single") {
+    if (communicator != nullptr && communicator->world_size() != 1) {
+      return absl::InvalidArgumentError(
+          "--strategy=single runs one rank only");
+    }
+    return std::unique_ptr<Strategy>(new SingleStrategy());
+  }
+  if (config.strategy() == "ddp") {
+    return std::unique_ptr<Strategy>(new DdpStrategy(
+        communicator,
+        DdpOptionsFromConfig(config.bucket_cap_mb(), config.grad_sync())));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--strategy=", config.strategy(), " is not a strategy"));
+}
+
+absl::Status DumpParameters(const std::vector<NamedParameter>& parameters,
+                            int rank, const std::string& directory) {
+  RETURN_IF_ERROR(CreateDirectories(directory));
+  std::string bytes;
+  std::string manifest;
+  int64_t offset = 0;
+  for (const NamedParameter& p : parameters) {
+    const at::Tensor values = p.tensor.detach().contiguous();
+    bytes.append(static_cast<const char*>(values.data_ptr()), values.nbytes());
+    absl::StrAppend(&manifest, p.name, " ", offset, " ", values.numel());
+    for (int64_t size : values.sizes()) absl::StrAppend(&manifest, " ", size);
+    absl::StrAppend(&manifest, "\n");
+    offset += values.numel();
+  }
+  RETURN_IF_ERROR(WriteFileAtomically(
+      absl::StrCat(directory, "/rank_", rank, ".f32"), bytes));
+  if (rank != 0) return absl::OkStatus();
+  return WriteFileAtomically(absl::StrCat(directory, "/manifest.txt"),
+                             manifest);
+}
+
+
+int RunWorker(const TrainConfig& config, const RankEnv& env,
+              const WorkerOptions& options) {
+  KeepFreedMemoryInTheProcess();
+  at::set_num_threads(config.intra_op_threads());
+  InstallCountingCpuAllocator();
+  absl::StatusOr<std::unique_ptr<DataSource>> data = OpenDataFor(config);
+  if (!data.ok()) {
+    std::cerr << kProgram << ": --data: " << data.status().message() << "\n";
+    return kExitUsage;
+  }
+  RunContext context = NewRunContext(kProgram, options.argc, options.argv);
+
+  std::unique_ptr<dist::Communicator> communicator;
+  if (env.world_size > 1) {
+    absl::StatusOr<std::unique_ptr<dist::Communicator>> joined =
+        JoinGroup(env, options);
+    if (!joined.ok()) {
+      // A bad rank environment is found before joining: nothing ran.
+      return Fail(Annotate(joined.status(),
+                           absl::StrCat("rank ", env.rank, ": joining the "
+                                        "group")));
+    }
+    communicator = std::move(joined).value();
+    LOG(INFO) << "joined a group of " << env.world_size << " ranks (Gloo on "
+              << communicator->device_description() << ", local rank "
+              << env.local_rank << ", " << config.intra_op_threads()
+              << " intra-op thread(s))";
+  }
+  absl::StatusOr<std::unique_ptr<Strategy>> strategy =
+      MakeStrategy(config, communicator.get());
+  if (!strategy.ok()) return Fail(strategy.status());
+
+  RunHooks hooks;
+  if (!options.dump_parameters.empty()) {
+    hooks.after_last_run = [&](const GptModel& model) {
+      return DumpParameters(model.parameters(), env.rank,
+                            ResolveUserPath(options.dump_parameters));
+    };
+  }
+  absl::StatusOr<TrainResult> result =
+      RunTraining(config, RankInfo{env.rank, env.world_size}, **strategy,
+                  **data, hooks);
+  if (!result.ok()) {
+    const int code = ExitCodeFor(result.status());
+    std::cerr << kProgram << ": " << result.status().message() << std::endl;
+    // A non-finite stop is decided collectively: wait until every rank has
+    // printed its error, so the launcher's teardown never cuts one short.
+    if (result.status().code() == absl::StatusCode::kAborted && communicator) {
+      (void)communicator->Barrier();
+    }
+    return code;
+  }
+  if (env.rank != 0) return kExitOk;
+
+  FillTorchInfo(&context);
+  context.set_world_size(env.world_size);
+  context.set_backend((*strategy)->backend());
+  FinishRunContext(&context);
+  *result->mutable_run_context() = context;
+  const std::string out =
+      options.out.empty() ? DefaultResultPath(kProgram, "json") : options.out;
+  if (absl::Status written = WriteTrainOutputs(*result, out, options.markdown);
+      !written.ok()) {
+    return Fail(written);
+  }
+  std::cout << RenderSummaryTable(*result) << "\nresult: " << out << "\n";
+  if (options.markdown) {
+    std::cout << "report: " << ReplaceExtension(out, "md") << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace mtb

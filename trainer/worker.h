@@ -1,0 +1,56 @@
+// One rank of the trainer binary, from its rank environment to its exit code:
+// join the group (when there is more than one rank), build the strategy, train
+// (RunTraining), and on rank 0 write the result. The binary's main validates
+// every flag first and then calls LaunchOrBecomeWorker (common/launch); a
+// worker process ends up here.
+#ifndef MTB_TRAINER_WORKER_H_
+#define MTB_TRAINER_WORKER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/dist/communicator.h"
+#include "common/rank_env.h"
+#include "trainer/strategy.h"
+#include "trainer/train_result.pb.h"
+
+namespace mtb {
+
+struct WorkerOptions {
+  // Rank 0's result path (resolved); empty: results/trainer_<UTC>.json.
+  std::string out;
+  bool markdown = true;
+  // Test aid: every rank writes its final parameters to
+  // <dir>/rank_<r>.f32 (raw little-endian fp32, parameter after parameter in
+  // model order) and rank 0 writes <dir>/manifest.txt ("<name> <offset>
+  // <numel> <dims...>" per line, offsets in elements). Empty: none.
+  std::string dump_parameters;
+  absl::Duration connect_timeout = absl::Minutes(5);
+  absl::Duration collective_timeout = absl::Minutes(5);
+  // For the RunContext.
+  int argc = 0;
+  char** argv = nullptr;
+};
+
+// The strategy `config` names for this rank: single, or ddp over
+// `communicator` (nullptr on one rank).
+absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
+    const TrainConfig& config, dist::Communicator* communicator);
+
+// Runs this rank to completion and returns the process exit code
+// (docs/errors.md): 0, 1 when the run failed (a non-finite loss stops every
+// rank at the same step; each prints the error), 2 for bad input. Installs the
+// counting CPU allocator: call only in a process that is exactly one rank.
+// `config` must be resolved and valid for env.world_size.
+int RunWorker(const TrainConfig& config, const RankEnv& env,
+              const WorkerOptions& options);
+
+// Writes the parameter dump described at WorkerOptions::dump_parameters.
+absl::Status DumpParameters(const std::vector<NamedParameter>& parameters,
+                            int rank, const std::string& directory);
+
+}  // namespace mtb
+
+#endif  // MTB_TRAINER_WORKER_H_
