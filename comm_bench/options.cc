@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -179,6 +180,13 @@ absl::StatusOr<SweepOptions> ResolveOptions(const FlagValues& flags,
     }
     options.corrupt_op = parts[0];
     options.corrupt_rank = rank;
+  }
+  // Outputs that cannot be written fail now, before any rank starts.
+  for (const auto& [flag, path] :
+       {std::pair<const char*, const std::string&>{"out", flags.out},
+        {"markdown", flags.markdown},
+        {"plot", flags.plot}}) {
+    RETURN_IF_ERROR(CheckOutputWritable(flag, ResolveUserPath(path)));
   }
   return options;
 }

@@ -1,6 +1,7 @@
 #include "common/output_path.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/atomic_file.h"
 
 namespace mtb {
 namespace {
@@ -49,6 +51,30 @@ std::string ReplaceExtension(absl::string_view path,
     return absl::StrCat(path, ".", extension);
   }
   return absl::StrCat(path.substr(0, dot), ".", extension);
+}
+
+absl::Status CheckOutputWritable(absl::string_view flag,
+                                 const std::string& resolved_path) {
+  if (resolved_path.empty()) return absl::OkStatus();
+  auto refuse = [&](absl::string_view reason) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, "=", resolved_path, ": cannot write there: ", reason));
+  };
+  struct stat info;
+  if (::stat(resolved_path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    return refuse("it is a directory");
+  }
+  const size_t slash = resolved_path.rfind('/');
+  const std::string directory =
+      slash == std::string::npos ? "."
+                                 : (slash == 0 ? "/" : resolved_path.substr(0, slash));
+  if (absl::Status created = CreateDirectories(directory); !created.ok()) {
+    return refuse(created.message());
+  }
+  if (::access(directory.c_str(), W_OK) != 0) {
+    return refuse(absl::StrCat(directory, " is not writable"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace mtb

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace mtb {
@@ -25,6 +26,14 @@ std::string DefaultResultPath(absl::string_view tool,
 // `extension` (given without the dot), or appended when it has none.
 std::string ReplaceExtension(absl::string_view path,
                              absl::string_view extension);
+
+// Checks, before any work starts, that a result can be written to
+// `resolved_path` (the value of --`flag`, already resolved): creates its
+// missing parent directories and checks the directory is writable and the
+// path is not a directory. kInvalidArgument naming the flag and the reason,
+// so a long run never fails at its very end. Empty paths pass (not asked for).
+absl::Status CheckOutputWritable(absl::string_view flag,
+                                 const std::string& resolved_path);
 
 }  // namespace mtb
 

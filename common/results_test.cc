@@ -170,6 +170,20 @@ TEST(OutputPath, DefaultResultPathNeverNamesAnExistingFile) {
   unsetenv("BUILD_WORKSPACE_DIRECTORY");
 }
 
+TEST(OutputPath, UnwritableOutputIsRejectedUpFrontNamingTheFlag) {
+  const std::string dir = TempDir();
+  EXPECT_TRUE(CheckOutputWritable("out", dir + "/new/sub/x.json").ok());
+  EXPECT_TRUE(Exists(dir + "/new/sub"));
+  EXPECT_TRUE(CheckOutputWritable("out", "").ok());
+  absl::Status status = CheckOutputWritable("out", "/proc/x/y.json");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message().rfind("--out=/proc/x/y.json: cannot write there: ", 0), 0u)
+      << status.message();
+  absl::Status directory = CheckOutputWritable("plot", dir);
+  EXPECT_EQ(directory.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(directory.message().find("is a directory"), std::string::npos);
+}
+
 TEST(OutputPath, ReplaceExtension) {
   EXPECT_EQ(ReplaceExtension("results/a.json", "md"), "results/a.md");
   EXPECT_EQ(ReplaceExtension("results.d/a", "svg"), "results.d/a.svg");

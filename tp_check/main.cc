@@ -43,6 +43,12 @@ int main(int argc, char** argv) {
   absl::Status valid = world.ok() ? ValidateOptions(options, *world, hooks)
                                   : world.status();
   if (!valid.ok()) return mtb::ReportAndExitCode(kProgram, valid);
+  // An output that cannot be written fails now, before any rank starts.
+  if (absl::Status writable =
+          mtb::CheckOutputWritable("out", mtb::ResolveUserPath(OutFlag()));
+      !writable.ok()) {
+    return mtb::ReportAndExitCode(kProgram, writable);
+  }
 
   absl::StatusOr<std::unique_ptr<mtb::dist::Communicator>> comm;
   if (RunsInProcess(env)) {

@@ -95,6 +95,15 @@ TEST(TpCheckBinary, IndivisibleSizeExitsTwoWithTheArithmeticBeforeAnyRank) {
   EXPECT_FALSE(ReadFileToString(TempDir() + "/bad.json").ok());
 }
 
+TEST(TpCheckBinary, UnwritableOutputExitsTwoBeforeAnyRank) {
+  const ToolRun run = RunTool("unwritable", "--nproc=2 --out=/proc/no_such_dir/r.json");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--out=/proc/no_such_dir/r.json: cannot write there"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("launch:"), std::string::npos) << "ranks started";
+}
+
 TEST(TpCheckBinary, PerturbedShardExitsOneAndTheResultNamesTheTensor) {
   const std::string json = TempDir() + "/perturbed.json";
   const ToolRun run =

@@ -4,6 +4,7 @@
 // launcher starts any rank; each rank then runs RunWorker (trainer/worker.h).
 #include <iostream>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
@@ -80,6 +81,16 @@ int main(int argc, char** argv) {
        {mtb::ValidateConfig(config),
         mtb::ValidateConfigForWorldSize(config, world_size)}) {
     if (!status.ok()) return mtb::ReportAndExitCode(kProgram, status);
+  }
+  // An output that cannot be written fails now, not after the run.
+  for (const auto& [flag, path] :
+       {std::pair<const char*, std::string>{"out", absl::GetFlag(FLAGS_out)},
+        {"dump_parameters", absl::GetFlag(FLAGS_dump_parameters)}}) {
+    if (absl::Status writable =
+            mtb::CheckOutputWritable(flag, mtb::ResolveUserPath(path));
+        !writable.ok()) {
+      return mtb::ReportAndExitCode(kProgram, writable);
+    }
   }
   // A missing or corrupt input file is a usage error: nothing starts.
   if (absl::Status data = mtb::OpenDataFor(config).status(); !data.ok()) {

@@ -33,6 +33,7 @@ expect 2 "--strategy=zero3 is not a strategy: use ddp" "${tiny[@]}" --strategy=z
 expect 2 "--inject_nan_rank=2 must be < the world size 2" "${tiny[@]}" --inject_nan_rank=2
 expect 2 "--strategy=single runs one rank, but the world size is 2" "${tiny[@]}" --strategy=single
 expect 2 "--grad_sync=never must be auto, every or last" "${tiny[@]}" --grad_sync=never
+expect 2 "--out=/proc/no_such_dir/r.json: cannot write there" "${tiny[@]}" --out=/proc/no_such_dir/r.json
 # Nothing started: no launcher line.
 expect 2 "--n_heads=3" "${tiny[@]}" --n_heads=3
 ! grep -q "launch:" "$out/stderr" || fail "a bad flag reached the launcher"
