@@ -31,13 +31,6 @@ class AllGather : public Collective {
     return shape;
   }
 
-  void FillInput(const CallContext& context, const CallShape& shape, int seed,
-                 HostArray* input) const override {
-    for (int64_t i = 0; i < shape.count; ++i) {
-      input->Set(i, PatternValue(seed, context.rank, i, context.world_size));
-    }
-  }
-
   void FillExpected(const CallContext& context, const CallShape& shape,
                     int seed, HostArray* expected) const override {
     for (int rank = 0; rank < context.world_size; ++rank) {

@@ -82,13 +82,6 @@ class AllToAllv : public Collective {
     return shape;
   }
 
-  void FillInput(const CallContext& context, const CallShape& shape, int seed,
-                 HostArray* input) const override {
-    for (int64_t i = 0; i < shape.send_elements; ++i) {
-      input->Set(i, PatternValue(seed, context.rank, i, context.world_size));
-    }
-  }
-
   void FillExpected(const CallContext& context, const CallShape& shape,
                     int seed, HostArray* expected) const override {
     int64_t offset = 0;

@@ -29,13 +29,6 @@ class Broadcast : public Collective {
 
   // Every rank fills its own values; only the root's may arrive anywhere, so a
   // non-root rank whose buffer was not overwritten (in place) is caught.
-  void FillInput(const CallContext& context, const CallShape& shape, int seed,
-                 HostArray* input) const override {
-    for (int64_t i = 0; i < shape.count; ++i) {
-      input->Set(i, PatternValue(seed, context.rank, i, context.world_size));
-    }
-  }
-
   void FillExpected(const CallContext& context, const CallShape& shape,
                     int seed, HostArray* expected) const override {
     for (int64_t i = 0; i < shape.count; ++i) {

@@ -67,4 +67,11 @@ float PatternValue(int seed, int rank, int64_t index, int world_size) {
   return static_cast<float>(x % modulus);
 }
 
+void Collective::FillInput(const CallContext& context, const CallShape& shape,
+                           int seed, HostArray* input) const {
+  for (int64_t i = 0; i < shape.send_elements; ++i) {
+    input->Set(i, PatternValue(seed, context.rank, i, context.world_size));
+  }
+}
+
 }  // namespace mtb::comm_bench

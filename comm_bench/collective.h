@@ -83,9 +83,11 @@ class Collective {
   virtual CallShape Shape(int64_t requested_bytes,
                           const CallContext& context) const = 0;
 
-  // This rank's input: shape.send_elements values of data set `seed`.
-  virtual void FillInput(const CallContext& context, const CallShape& shape,
-                         int seed, HostArray* input) const = 0;
+  // This rank's input: shape.send_elements values of data set `seed`, element
+  // i being PatternValue(seed, rank, i, n) for every collective, so each op's
+  // FillExpected states its semantics against one input pattern.
+  void FillInput(const CallContext& context, const CallShape& shape, int seed,
+                 HostArray* input) const;
   // What this rank's output (shape.recv_elements) must hold afterwards.
   virtual void FillExpected(const CallContext& context, const CallShape& shape,
                             int seed, HostArray* expected) const = 0;
