@@ -18,13 +18,7 @@ class Broadcast : public Collective {
 
   CallShape Shape(int64_t requested_bytes,
                   const CallContext& context) const override {
-    CallShape shape;
-    shape.count = requested_bytes / ElementSize(context.dtype);
-    shape.bytes = shape.count * ElementSize(context.dtype);
-    shape.send_elements = shape.recv_elements = shape.count;
-    shape.in_place_elements = shape.count;
-    shape.bandwidth_bytes = shape.bytes;
-    return shape;
+    return WholeBufferShape(requested_bytes, context.dtype);
   }
 
   // Every rank fills its own values; only the root's may arrive anywhere, so a

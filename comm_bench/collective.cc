@@ -44,6 +44,16 @@ std::vector<int64_t> Collective::SweepSizes(int64_t min_bytes,
   return sizes;
 }
 
+CallShape WholeBufferShape(int64_t requested_bytes, DType dtype) {
+  CallShape shape;
+  shape.count = requested_bytes / ElementSize(dtype);
+  shape.bytes = shape.count * ElementSize(dtype);
+  shape.send_elements = shape.recv_elements = shape.count;
+  shape.in_place_elements = shape.count;
+  shape.bandwidth_bytes = shape.bytes;
+  return shape;
+}
+
 int64_t ShardedCount(int64_t requested_bytes, int64_t element_size,
                      int world_size) {
   CHECK_GT(world_size, 0);

@@ -122,6 +122,12 @@ std::unique_ptr<Collective> NewAllToAllv(const AllToAllvPattern& pattern);
 
 // --- Shared by the per-op files. ---
 
+// The shape of an op whose every rank sends and receives one whole buffer
+// (all_reduce, broadcast): count = requested_bytes / element size, S = that
+// buffer (nccl-tests does not round these to the world size), in place
+// possible.
+CallShape WholeBufferShape(int64_t requested_bytes, DType dtype);
+
 // nccl-tests' per-rank count for the sharded collectives (all_gather,
 // reduce_scatter, all_to_all): (bytes / element_size / n) rounded down to a
 // multiple of 16 bytes' worth of elements, so S = count * n * element_size is
