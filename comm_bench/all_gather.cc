@@ -4,7 +4,7 @@
 // rank receives the n-1 blocks it does not have.
 // In place (nccl-tests): the input is block `rank` of the output buffer.
 #include "comm_bench/collective.h"
-#include "common/dist/traffic.h"
+#include "common/collective/traffic.h"
 
 namespace mtb::comm_bench {
 namespace {
@@ -14,7 +14,7 @@ class AllGather : public Collective {
   absl::string_view name() const override { return "all_gather"; }
   OpKind kind() const override { return OpKind::kAllGather; }
   double BusBandwidthFactor(int n) const override {
-    return dist::BusBandwidthFactor(dist::CollectiveOp::kAllGather, n);
+    return collective::BusBandwidthFactor(collective::CollectiveOp::kAllGather, n);
   }
 
   CallShape Shape(int64_t requested_bytes,

@@ -3,7 +3,7 @@
 // to the world size). busbw factor 2(n-1)/n: a bandwidth-optimal all_reduce
 // moves every byte out and back once (reduce-scatter + all-gather).
 #include "comm_bench/collective.h"
-#include "common/dist/traffic.h"
+#include "common/collective/traffic.h"
 
 namespace mtb::comm_bench {
 namespace {
@@ -14,7 +14,7 @@ class AllReduce : public Collective {
   OpKind kind() const override { return OpKind::kAllReduce; }
   bool reduces() const override { return true; }
   double BusBandwidthFactor(int n) const override {
-    return dist::BusBandwidthFactor(dist::CollectiveOp::kAllReduce, n);
+    return collective::BusBandwidthFactor(collective::CollectiveOp::kAllReduce, n);
   }
 
   CallShape Shape(int64_t requested_bytes,

@@ -5,7 +5,7 @@
 // Out of place only: nccl-tests times an in-place alltoall but cannot check it
 // (its #wrong reads N/A); comm_bench does not run one.
 #include "comm_bench/collective.h"
-#include "common/dist/traffic.h"
+#include "common/collective/traffic.h"
 
 namespace mtb::comm_bench {
 namespace {
@@ -16,7 +16,7 @@ class AllToAll : public Collective {
   OpKind kind() const override { return OpKind::kAllToAll; }
   bool supports_in_place() const override { return false; }
   double BusBandwidthFactor(int n) const override {
-    return dist::BusBandwidthFactor(dist::CollectiveOp::kAllToAll, n);
+    return collective::BusBandwidthFactor(collective::CollectiveOp::kAllToAll, n);
   }
 
   CallShape Shape(int64_t requested_bytes,

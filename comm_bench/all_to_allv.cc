@@ -15,7 +15,7 @@
 #include <algorithm>
 
 #include "comm_bench/collective.h"
-#include "common/dist/traffic.h"
+#include "common/collective/traffic.h"
 
 namespace mtb::comm_bench {
 namespace {
@@ -35,7 +35,7 @@ class AllToAllv : public Collective {
   OpKind kind() const override { return OpKind::kAllToAllV; }
   bool supports_in_place() const override { return false; }
   double BusBandwidthFactor(int n) const override {
-    return dist::BusBandwidthFactor(dist::CollectiveOp::kAllToAllV, n);
+    return collective::BusBandwidthFactor(collective::CollectiveOp::kAllToAllV, n);
   }
 
   std::vector<int64_t> SweepSizes(int64_t min_bytes, int64_t max_bytes,

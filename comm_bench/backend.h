@@ -1,5 +1,5 @@
 // What the comm_bench harness needs from a communication library, over raw
-// buffers so that one harness serves Gloo (host memory, through //common/dist)
+// buffers so that one harness serves Gloo (host memory, through //common/collective)
 // and NCCL (CUDA memory, through its C API) without LibTorch or CUDA headers.
 //
 // Contract:

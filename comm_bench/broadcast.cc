@@ -2,7 +2,7 @@
 // factor 1: all the data has to leave the root, whose link is the bottleneck
 // (nccl-tests, doc/PERFORMANCE.md).
 #include "comm_bench/collective.h"
-#include "common/dist/traffic.h"
+#include "common/collective/traffic.h"
 
 namespace mtb::comm_bench {
 namespace {
@@ -13,7 +13,7 @@ class Broadcast : public Collective {
   OpKind kind() const override { return OpKind::kBroadcast; }
   bool has_root() const override { return true; }
   double BusBandwidthFactor(int n) const override {
-    return dist::BusBandwidthFactor(dist::CollectiveOp::kBroadcast, n);
+    return collective::BusBandwidthFactor(collective::CollectiveOp::kBroadcast, n);
   }
 
   CallShape Shape(int64_t requested_bytes,

@@ -22,7 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "comm_bench/backend.h"
 #include "comm_bench/dtype.h"
-#include "common/skew.h"
+#include "common/base/skew.h"
 
 namespace mtb::comm_bench {
 
@@ -70,7 +70,7 @@ class Collective {
   virtual bool has_root() const { return false; }
   virtual bool supports_in_place() const { return true; }
   // busbw / algbw: nccl-tests' factor, from the collective layer's byte
-  // model (common/dist/traffic.h), so comm_bench and the layer's records
+  // model (common/collective/traffic.h), so comm_bench and the layer's records
   // cannot disagree.
   virtual double BusBandwidthFactor(int world_size) const = 0;
 

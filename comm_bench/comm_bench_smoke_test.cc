@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm_bench/comm_bench.pb.h"
-#include "common/atomic_file.h"
-#include "common/json_io.h"
-#include "common/xml_check.h"
+#include "common/results/atomic_file.h"
+#include "common/results/json_io.h"
+#include "common/report/xml_check.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -12,8 +12,8 @@
 #include "ATen/ops/from_blob.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/dist/communicator.h"
-#include "common/status.h"
+#include "common/collective/communicator.h"
+#include "common/base/status.h"
 #include "glog/logging.h"
 
 namespace mtb::comm_bench {
@@ -23,8 +23,8 @@ c10::ScalarType TorchType(DType dtype) {
   return dtype == DType::kFloat32 ? c10::kFloat : c10::kBFloat16;
 }
 
-dist::ReduceOp DistOp(RedOp op) {
-  return op == RedOp::kSum ? dist::ReduceOp::kSum : dist::ReduceOp::kMax;
+collective::ReduceOp DistOp(RedOp op) {
+  return op == RedOp::kSum ? collective::ReduceOp::kSum : collective::ReduceOp::kMax;
 }
 
 // 64-byte aligned host memory (a cache line; what c10's allocator gives).
@@ -43,13 +43,13 @@ class HostBuffer : public DeviceBuffer {
 
 class GlooBackend : public Backend {
  public:
-  explicit GlooBackend(dist::Communicator& communicator)
+  explicit GlooBackend(collective::Communicator& communicator)
       : communicator_(communicator) {
     // The algorithm of the collective that just completed (blocking calls
     // complete on this thread, so it is ours).
     communicator_.log().SetObserver(
-        [this](dist::CollectiveEvent event, const dist::CollectiveRecord& record) {
-          if (event == dist::CollectiveEvent::kCompleted) last_ = record.algorithm;
+        [this](collective::CollectiveEvent event, const collective::CollectiveRecord& record) {
+          if (event == collective::CollectiveEvent::kCompleted) last_ = record.algorithm;
         });
   }
   ~GlooBackend() override { communicator_.log().SetObserver(nullptr); }
@@ -180,7 +180,7 @@ class GlooBackend : public Backend {
     return true;
   }
 
-  dist::Communicator& communicator_;
+  collective::Communicator& communicator_;
   std::map<std::tuple<const void*, int64_t, DType>, at::Tensor> tensors_;
   std::chrono::steady_clock::time_point interval_start_;
   std::string last_;
@@ -194,7 +194,7 @@ absl::StatusOr<Support> GlooSupports(OpKind, DType dtype, RedOp) {
   return support;
 }
 
-std::unique_ptr<Backend> NewGlooBackend(dist::Communicator& communicator) {
+std::unique_ptr<Backend> NewGlooBackend(collective::Communicator& communicator) {
   return std::make_unique<GlooBackend>(communicator);
 }
 

@@ -1,4 +1,4 @@
-// The Gloo backend: //common/dist's Communicator (c10d ProcessGroupGloo with
+// The Gloo backend: //common/collective's Communicator (c10d ProcessGroupGloo with
 // Gloo's gaps filled) on host buffers. LibTorch stays in gloo_backend.cc.
 //
 // How the calls map (docs/comm_bench.md has the table):
@@ -18,9 +18,9 @@
 #include "absl/status/statusor.h"
 #include "comm_bench/backend.h"
 
-namespace mtb::dist {
+namespace mtb::collective {
 class Communicator;
-}  // namespace mtb::dist
+}  // namespace mtb::collective
 
 namespace mtb::comm_bench {
 
@@ -28,7 +28,7 @@ namespace mtb::comm_bench {
 absl::StatusOr<Support> GlooSupports(OpKind op, DType dtype, RedOp redop);
 
 // A backend over `communicator`, which must outlive it.
-std::unique_ptr<Backend> NewGlooBackend(dist::Communicator& communicator);
+std::unique_ptr<Backend> NewGlooBackend(collective::Communicator& communicator);
 
 }  // namespace mtb::comm_bench
 

@@ -1,5 +1,5 @@
 // comm_bench over the real collective layer: N ranks as threads, each with
-// its own Communicator over Gloo on 127.0.0.1 (//common/dist:test_util).
+// its own Communicator over Gloo on 127.0.0.1 (//common/collective:test_util).
 #include "comm_bench/gloo_backend.h"
 
 #include <memory>
@@ -7,7 +7,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "comm_bench/harness.h"
-#include "common/dist/test_util.h"
+#include "common/collective/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -33,8 +33,8 @@ SweepOptions SmallSweep() {
 CommBenchResult SweepOverGloo(int world_size, const SweepOptions& options) {
   absl::Mutex mutex;
   CommBenchResult rank_zero;
-  absl::Status launched = dist::RunRanksAsThreads(
-      world_size, [&](dist::Communicator& communicator) {
+  absl::Status launched = collective::RunRanksAsThreads(
+      world_size, [&](collective::Communicator& communicator) {
         std::unique_ptr<Backend> backend = NewGlooBackend(communicator);
         absl::StatusOr<CommBenchResult> result = RunSweep(*backend, options, nullptr);
         ASSERT_TRUE(result.ok()) << result.status();

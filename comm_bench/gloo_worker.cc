@@ -7,23 +7,23 @@
 #include "comm_bench/gloo_backend.h"
 #include "comm_bench/report_files.h"
 #include "comm_bench/table.h"
-#include "common/dist/rendezvous.h"
-#include "common/flags.h"
+#include "common/collective/rendezvous.h"
+#include "common/base/flags.h"
 #include "common/launch/rendezvous_env.h"
-#include "common/run_context.h"
-#include "common/status.h"
-#include "common/torch_info.h"
+#include "common/results/run_context.h"
+#include "common/base/status.h"
+#include "common/libtorch/torch_info.h"
 #include "glog/logging.h"
 
 namespace mtb::comm_bench {
 namespace {
 
 absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
-  dist::RendezvousOptions rendezvous = RendezvousOptionsFor(
+  collective::RendezvousOptions rendezvous = RendezvousOptionsFor(
       options.rank_env, options.connect_timeout, options.collective_timeout);
   rendezvous.keep_records = false;  // the backend follows the observer
-  ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> communicator,
-                   dist::Rendezvous(rendezvous));
+  ASSIGN_OR_RETURN(std::unique_ptr<collective::Communicator> communicator,
+                   collective::Rendezvous(rendezvous));
   std::unique_ptr<Backend> backend = NewGlooBackend(*communicator);
   RETURN_IF_ERROR(CheckSupported(*backend, options.sweep));
 

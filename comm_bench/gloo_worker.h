@@ -1,4 +1,4 @@
-// One rank of comm_bench over Gloo: rendezvous through //common/dist, run the
+// One rank of comm_bench over Gloo: rendezvous through //common/collective, run the
 // sweep, and (rank 0) write the result files. LibTorch stays in the .cc.
 #ifndef MTB_COMM_BENCH_GLOO_WORKER_H_
 #define MTB_COMM_BENCH_GLOO_WORKER_H_
@@ -6,8 +6,8 @@
 #include "absl/time/time.h"
 #include "comm_bench/harness.h"
 #include "comm_bench/options.h"
-#include "common/rank_env.h"
-#include "common/results.pb.h"
+#include "common/launch/rank_env.h"
+#include "common/results/results.pb.h"
 
 namespace mtb::comm_bench {
 

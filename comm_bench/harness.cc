@@ -19,9 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/report.h"
-#include "common/stats.h"
-#include "common/status.h"
+#include "common/report/report.h"
+#include "common/base/stats.h"
+#include "common/base/status.h"
 #include "glog/logging.h"
 
 namespace mtb::comm_bench {

@@ -8,7 +8,7 @@
 #include "comm_bench/report_files.h"
 #include "comm_bench/table.h"
 #include "comm_bench/testing/thread_backend.h"
-#include "common/xml_check.h"
+#include "common/report/xml_check.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

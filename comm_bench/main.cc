@@ -1,5 +1,5 @@
 // comm_bench: an nccl-tests-compatible collective sweep over Gloo
-// (//common/dist). docs/comm_bench.md has the flags, the definitions and the
+// (//common/collective). docs/comm_bench.md has the flags, the definitions and the
 // output; comm_bench_nccl (nccl_main.cc) is the same over NCCL.
 //
 //   bazel run //comm_bench -- --nproc=2 --ops=all_reduce --maxbytes=64M
@@ -10,10 +10,10 @@
 #include "comm_bench/gloo_backend.h"
 #include "comm_bench/gloo_worker.h"
 #include "comm_bench/options.h"
-#include "common/flags.h"
+#include "common/base/flags.h"
 #include "common/launch/launch.h"
-#include "common/logging.h"
-#include "common/run_context.h"
+#include "common/base/logging.h"
+#include "common/results/run_context.h"
 
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Minutes(5),
           "A collective that has not completed after this long fails the run, "

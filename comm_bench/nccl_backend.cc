@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "cuda_runtime_api.h"
 #include "glog/logging.h"
 #include "nccl.h"

@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/atomic_file.h"
+#include "common/results/atomic_file.h"
 
 namespace mtb::comm_bench {
 

@@ -11,11 +11,11 @@
 #include "comm_bench/nccl_bootstrap.h"
 #include "comm_bench/nccl_worker.h"
 #include "comm_bench/options.h"
-#include "common/flags.h"
+#include "common/base/flags.h"
 #include "common/launch/launch_options.h"
-#include "common/logging.h"
-#include "common/rank_env.h"
-#include "common/run_context.h"
+#include "common/base/logging.h"
+#include "common/launch/rank_env.h"
+#include "common/results/run_context.h"
 
 ABSL_FLAG(std::string, nccl_id_file, "",
           "Where rank 0 publishes NCCL's unique id for the other ranks; needed "

@@ -13,11 +13,11 @@
 #include "comm_bench/nccl_bootstrap.h"
 #include "comm_bench/report_files.h"
 #include "comm_bench/table.h"
-#include "common/cuda_info.h"
-#include "common/flags.h"
+#include "common/results/cuda_info.h"
+#include "common/base/flags.h"
 #include "common/launch/local_ranks.h"
-#include "common/run_context.h"
-#include "common/status.h"
+#include "common/results/run_context.h"
+#include "common/base/status.h"
 #include "glog/logging.h"
 
 namespace mtb::comm_bench {

@@ -12,8 +12,8 @@
 #include "comm_bench/harness.h"
 #include "comm_bench/options.h"
 #include "common/launch/launch_options.h"
-#include "common/rank_env.h"
-#include "common/results.pb.h"
+#include "common/launch/rank_env.h"
+#include "common/results/results.pb.h"
 
 namespace mtb::comm_bench {
 

@@ -14,11 +14,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/ascii.h"
-#include "common/byte_size.h"
-#include "common/flags.h"
-#include "common/output_path.h"
-#include "common/skew.h"
-#include "common/status.h"
+#include "common/base/byte_size.h"
+#include "common/base/flags.h"
+#include "common/results/output_path.h"
+#include "common/base/skew.h"
+#include "common/base/status.h"
 
 ABSL_FLAG(std::string, ops, mtb::comm_bench::FlagValues().ops,
           "Comma-separated collectives to sweep: all_reduce, all_gather, "

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "common/atomic_file.h"
+#include "common/results/atomic_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -4,7 +4,7 @@
 // busbw factor (n-1)/n: each rank sends the n-1 blocks it does not keep.
 // In place (nccl-tests): the output is block `rank` of the input buffer.
 #include "comm_bench/collective.h"
-#include "common/dist/traffic.h"
+#include "common/collective/traffic.h"
 
 namespace mtb::comm_bench {
 namespace {
@@ -15,7 +15,7 @@ class ReduceScatter : public Collective {
   OpKind kind() const override { return OpKind::kReduceScatter; }
   bool reduces() const override { return true; }
   double BusBandwidthFactor(int n) const override {
-    return dist::BusBandwidthFactor(dist::CollectiveOp::kReduceScatter, n);
+    return collective::BusBandwidthFactor(collective::CollectiveOp::kReduceScatter, n);
   }
 
   CallShape Shape(int64_t requested_bytes,

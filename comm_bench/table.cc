@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/report.h"
+#include "common/report/report.h"
 
 namespace mtb::comm_bench {
 namespace {

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/nn/attention.h"
 #include "common/nn/tensor_parallel.h"
-#include "common/status.h"
-#include "common/torch_status.h"
+#include "common/base/status.h"
+#include "common/libtorch/torch_status.h"
 
 namespace mtb::tp_check {
 
@@ -41,7 +41,7 @@ std::vector<ExpectedCollective> AttentionCollectives(
 }
 
 absl::StatusOr<CheckResult> RunAttentionCheck(const CheckOptions& options,
-                                              dist::Communicator& comm,
+                                              collective::Communicator& comm,
                                               const CheckHooks& hooks) {
   RETURN_IF_ERROR(ValidateAttention(options, NprocWorld(comm.world_size())));
   return CallGuarded(kAttention, [&]() -> absl::StatusOr<CheckResult> {

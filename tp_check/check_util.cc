@@ -9,12 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/allclose.h"
-#include "common/counter_rng.h"
-#include "common/dist/traffic.h"
+#include "common/libtorch/allclose.h"
+#include "common/base/counter_rng.h"
+#include "common/collective/traffic.h"
 #include "common/nn/init.h"
 #include "common/nn/tensor_parallel.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "glog/logging.h"
 
 namespace mtb::tp_check {
@@ -51,16 +51,16 @@ at::Tensor Leaf(const at::Tensor& value) {
 }
 
 at::Tensor Shard(const at::Tensor& value, int64_t dim,
-                 const dist::Communicator& comm) {
+                 const collective::Communicator& comm) {
   return nn::ShardAlongDim(value, dim, comm.rank(), comm.world_size());
 }
 
 at::Tensor ShardLeaf(const at::Tensor& value, int64_t dim,
-                     const dist::Communicator& comm) {
+                     const collective::Communicator& comm) {
   return Leaf(Shard(value.detach(), dim, comm));
 }
 
-at::Tensor ShardQkv(const at::Tensor& qkv, const dist::Communicator& comm) {
+at::Tensor ShardQkv(const at::Tensor& qkv, const collective::Communicator& comm) {
   CHECK_EQ(qkv.size(0) % 3, 0);
   const int64_t width = qkv.size(0) / 3;  // D
   std::vector<at::Tensor> parts;
@@ -70,14 +70,14 @@ at::Tensor ShardQkv(const at::Tensor& qkv, const dist::Communicator& comm) {
   return at::cat(parts);
 }
 
-CollectiveCounter::CollectiveCounter(const dist::Communicator& comm)
+CollectiveCounter::CollectiveCounter(const collective::Communicator& comm)
     : comm_(comm), last_(comm.log().TotalsByOp()) {}
 
 void CollectiveCounter::EndPhase(const std::string& phase) {
-  std::map<dist::CollectiveOp, dist::CollectiveTotals> now =
+  std::map<collective::CollectiveOp, collective::CollectiveTotals> now =
       comm_.log().TotalsByOp();
   for (const auto& [op, totals] : now) {
-    const dist::CollectiveTotals before = last_[op];  // zeros when new
+    const collective::CollectiveTotals before = last_[op];  // zeros when new
     const int64_t calls = totals.calls - before.calls;
     if (calls == 0) continue;
     Count& count = counts_[{phase, op}];
@@ -98,13 +98,13 @@ std::vector<CollectiveCheck> CompareCollectives(
     if (seen.insert(key).second) {
       CollectiveCheck check;
       check.set_phase(key.first);
-      check.set_op(std::string(dist::CollectiveOpName(key.second)));
+      check.set_op(std::string(collective::CollectiveOpName(key.second)));
       rows.push_back(check);
       return rows.back();
     }
     for (CollectiveCheck& check : rows) {
       if (check.phase() == key.first &&
-          check.op() == dist::CollectiveOpName(key.second)) {
+          check.op() == collective::CollectiveOpName(key.second)) {
         return check;
       }
     }
@@ -132,14 +132,14 @@ std::vector<CollectiveCheck> CompareCollectives(
 std::vector<ExpectedCollective> AllReduceEachWay(int64_t activation_bytes,
                                                  int world_size) {
   const int64_t bytes =
-      dist::AllReduceTraffic(activation_bytes, world_size).sent;
-  return {{kForward, dist::CollectiveOp::kAllReduce, 1, bytes},
-          {kBackward, dist::CollectiveOp::kAllReduce, 1, bytes}};
+      collective::AllReduceTraffic(activation_bytes, world_size).sent;
+  return {{kForward, collective::CollectiveOp::kAllReduce, 1, bytes},
+          {kBackward, collective::CollectiveOp::kAllReduce, 1, bytes}};
 }
 
 CheckRecorder::CheckRecorder(std::string name, std::vector<TensorSpec> tensors,
                              const CheckOptions& options,
-                             const CheckHooks& hooks, dist::Communicator& comm)
+                             const CheckHooks& hooks, collective::Communicator& comm)
     : name_(std::move(name)),
       tensors_(std::move(tensors)),
       options_(options),

@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "common/dist/communicator.h"
+#include "common/collective/communicator.h"
 #include "tp_check/tp_check.pb.h"
 
 namespace mtb::tp_check {
@@ -52,7 +52,7 @@ struct TensorSpec {
 // per rank each way in total.
 struct ExpectedCollective {
   std::string phase;  // "forward", "backward"
-  dist::CollectiveOp op;
+  collective::CollectiveOp op;
   int count = 0;
   int64_t bytes = 0;
 };
@@ -88,13 +88,13 @@ class SeededTensors {
 at::Tensor Leaf(const at::Tensor& value);
 // A leaf holding this rank's block of `value` along `dim`.
 at::Tensor ShardLeaf(const at::Tensor& value, int64_t dim,
-                     const dist::Communicator& comm);
+                     const collective::Communicator& comm);
 // This rank's block of `value` along `dim` (nn::ShardAlongDim).
 at::Tensor Shard(const at::Tensor& value, int64_t dim,
-                 const dist::Communicator& comm);
+                 const collective::Communicator& comm);
 // This rank's rows of a fused (3D, ...) QKV tensor: its block of each of the
 // query, key and value parts, concatenated (heads split across ranks).
-at::Tensor ShardQkv(const at::Tensor& qkv, const dist::Communicator& comm);
+at::Tensor ShardQkv(const at::Tensor& qkv, const collective::Communicator& comm);
 
 // Counts the collectives issued between marks, by phase and op, from the
 // communicator's totals (so the records kept or not make no difference).
@@ -105,17 +105,17 @@ class CollectiveCounter {
     int64_t bytes_sent = 0;
     int64_t bytes_received = 0;
   };
-  using Key = std::pair<std::string, dist::CollectiveOp>;  // (phase, op)
+  using Key = std::pair<std::string, collective::CollectiveOp>;  // (phase, op)
 
   // Starts counting now.
-  explicit CollectiveCounter(const dist::Communicator& comm);
+  explicit CollectiveCounter(const collective::Communicator& comm);
   // Attributes everything since the previous mark to `phase`.
   void EndPhase(const std::string& phase);
   const std::map<Key, Count>& counts() const { return counts_; }
 
  private:
-  const dist::Communicator& comm_;
-  std::map<dist::CollectiveOp, dist::CollectiveTotals> last_;
+  const collective::Communicator& comm_;
+  std::map<collective::CollectiveOp, collective::CollectiveTotals> last_;
   std::map<Key, Count> counts_;
 };
 
@@ -126,7 +126,7 @@ class CheckRecorder {
  public:
   CheckRecorder(std::string name, std::vector<TensorSpec> tensors,
                 const CheckOptions& options, const CheckHooks& hooks,
-                dist::Communicator& comm);
+                collective::Communicator& comm);
 
   // `x`, plus the hook's delta on its first element when the hook names this
   // rank and `tensor` (CHECKs that `tensor` is one of the check's). Keeps x's
@@ -170,7 +170,7 @@ class CheckRecorder {
   std::vector<TensorSpec> tensors_;
   const CheckOptions& options_;
   const CheckHooks& hooks_;
-  dist::Communicator& comm_;
+  collective::Communicator& comm_;
   std::vector<Row> rows_;
   std::unique_ptr<CollectiveCounter> counter_;
   int64_t largest_logits_columns_ = -1;  // -1: not a vocabulary check
@@ -190,7 +190,7 @@ inline constexpr char kBackward[] = "backward";
 
 // A layer between f and g (mlp, attention): one all-reduce of the
 // `activation_bytes` output forward (g) and one of the input gradient, the
-// same size, backward (f), in the layer's byte model (dist::AllReduceTraffic).
+// same size, backward (f), in the layer's byte model (collective::AllReduceTraffic).
 std::vector<ExpectedCollective> AllReduceEachWay(int64_t activation_bytes,
                                                  int world_size);
 

@@ -4,14 +4,14 @@
 #include <vector>
 
 #include "ATen/ATen.h"
-#include "common/dist/test_util.h"
+#include "common/collective/test_util.h"
 #include "gtest/gtest.h"
 #include "tp_check/options.h"
 
 namespace mtb::tp_check {
 namespace {
 
-using dist::CollectiveOp;
+using collective::CollectiveOp;
 
 TEST(SeededTensors, SameSeedAndCheckGiveTheSameTensorsInOrder) {
   SeededTensors a(7, CheckKey::kMlp), b(7, CheckKey::kMlp);
@@ -41,7 +41,7 @@ TEST(SeededTensors, NormalHasTheRequestedMeanAndTokensStayInTheVocabulary) {
 }
 
 TEST(ShardQkv, TakesTheRanksBlockOfQueriesKeysAndValues) {
-  ASSERT_TRUE(dist::RunRanksAsThreads(2, [](dist::Communicator& comm) {
+  ASSERT_TRUE(collective::RunRanksAsThreads(2, [](collective::Communicator& comm) {
                 const at::Tensor qkv = at::arange(12, at::kFloat);  // D = 4
                 const at::Tensor expected =
                     comm.rank() == 0
@@ -82,7 +82,7 @@ TEST(CompareCollectives, MissingOrUnexpectedCollectivesAreNotOk) {
 TEST(CheckRecorder, OneRanksMismatchFailsEveryRanksVerdictNamingTheRank) {
   const CheckOptions options = DefaultCheckOptions();
   const CheckHooks hooks;
-  ASSERT_TRUE(dist::RunRanksAsThreads(3, [&](dist::Communicator& comm) {
+  ASSERT_TRUE(collective::RunRanksAsThreads(3, [&](collective::Communicator& comm) {
                 CheckRecorder recorder(
                     "test",
                     {{"a", TensorKind::kOutput}, {"b", TensorKind::kGrad}},
@@ -111,7 +111,7 @@ TEST(CheckRecorder, OneRanksMismatchFailsEveryRanksVerdictNamingTheRank) {
 TEST(CheckRecorder, CountsOnlyBetweenStartAndTheLastPhase) {
   const CheckOptions options = DefaultCheckOptions();
   const CheckHooks hooks;
-  ASSERT_TRUE(dist::RunRanksAsThreads(2, [&](dist::Communicator& comm) {
+  ASSERT_TRUE(collective::RunRanksAsThreads(2, [&](collective::Communicator& comm) {
                 const at::Tensor t = at::ones({4});
                 ASSERT_TRUE(comm.AllReduce(t).ok());  // before: not counted
                 CheckRecorder recorder("test", {{"a", TensorKind::kOutput}},
@@ -141,7 +141,7 @@ TEST(CheckRecorder, PerturbAddsTheDeltaToTheFirstElementOnTheNamedRankOnly) {
   CheckHooks hooks;
   hooks.perturb_rank = 1;
   hooks.perturb_tensor = "a";
-  ASSERT_TRUE(dist::RunRanksAsThreads(2, [&](dist::Communicator& comm) {
+  ASSERT_TRUE(collective::RunRanksAsThreads(2, [&](collective::Communicator& comm) {
                 CheckRecorder recorder(
                     "test",
                     {{"a", TensorKind::kOutput}, {"b", TensorKind::kOutput}},

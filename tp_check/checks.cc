@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "glog/logging.h"
 #include "tp_check/attention.h"
 #include "tp_check/column_linear.h"
@@ -88,7 +88,7 @@ absl::Status ValidateOptions(const CheckOptions& options, const World& world,
 }
 
 absl::StatusOr<TpCheckResult> RunChecks(const CheckOptions& options,
-                                        dist::Communicator& comm,
+                                        collective::Communicator& comm,
                                         const CheckHooks& hooks) {
   RETURN_IF_ERROR(
       ValidateOptions(options, NprocWorld(comm.world_size()), hooks));

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/dist/communicator.h"
+#include "common/collective/communicator.h"
 #include "tp_check/check_util.h"
 #include "tp_check/options.h"
 #include "tp_check/tp_check.pb.h"
@@ -21,7 +21,7 @@ struct CheckSpec {
   std::vector<TensorSpec> (*tensors)();
   absl::Status (*validate)(const CheckOptions&, const World&);
   std::vector<ExpectedCollective> (*collectives)(const CheckOptions&, int);
-  absl::StatusOr<CheckResult> (*run)(const CheckOptions&, dist::Communicator&,
+  absl::StatusOr<CheckResult> (*run)(const CheckOptions&, collective::Communicator&,
                                      const CheckHooks&);
 };
 
@@ -45,7 +45,7 @@ absl::Status ValidateOptions(const CheckOptions& options, const World& world,
 // that fails its comparison is a failed CheckResult, not an error; errors are
 // bad options and communication failures.
 absl::StatusOr<TpCheckResult> RunChecks(const CheckOptions& options,
-                                        dist::Communicator& comm,
+                                        collective::Communicator& comm,
                                         const CheckHooks& hooks);
 
 }  // namespace mtb::tp_check

@@ -77,7 +77,7 @@ TEST(ValidateOptions, PerturbationMustNameARankAndATensorOfTheSelection) {
 
 TEST(RunChecks, EveryCheckPassesOnTwoRanks) {
   auto results = RunOnThreads(
-      [](const CheckOptions& options, dist::Communicator& comm,
+      [](const CheckOptions& options, collective::Communicator& comm,
          const CheckHooks& hooks) -> absl::StatusOr<CheckResult> {
         absl::StatusOr<TpCheckResult> all = RunChecks(options, comm, hooks);
         if (!all.ok()) return all.status();
@@ -101,7 +101,7 @@ TEST(RunChecks, AFailingCheckFailsTheRunButTheOthersStillRun) {
   hooks.perturb_rank = 0;
   hooks.perturb_tensor = "grad_proj_bias";  // mlp, attention, sequence_parallel
   auto results = RunOnThreads(
-      [](const CheckOptions& options, dist::Communicator& comm,
+      [](const CheckOptions& options, collective::Communicator& comm,
          const CheckHooks& hooks) -> absl::StatusOr<CheckResult> {
         absl::StatusOr<TpCheckResult> all = RunChecks(options, comm, hooks);
         if (!all.ok()) return all.status();
@@ -122,7 +122,7 @@ TEST(RunChecks, OneRankIsBitIdenticalToTheReferenceButForTheCeFormula) {
   // identity, so the sharded code runs the reference's own kernels; only
   // vocab_parallel_ce computes the loss by another (Megatron's) formula.
   auto results = RunOnThreads(
-      [](const CheckOptions& options, dist::Communicator& comm,
+      [](const CheckOptions& options, collective::Communicator& comm,
          const CheckHooks& hooks) -> absl::StatusOr<CheckResult> {
         absl::StatusOr<TpCheckResult> all = RunChecks(options, comm, hooks);
         if (!all.ok()) return all.status();

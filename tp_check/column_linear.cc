@@ -3,10 +3,10 @@
 #include <cmath>
 
 #include "ATen/ATen.h"
-#include "common/dist/traffic.h"
+#include "common/collective/traffic.h"
 #include "common/nn/tensor_parallel.h"
-#include "common/status.h"
-#include "common/torch_status.h"
+#include "common/base/status.h"
+#include "common/libtorch/torch_status.h"
 
 namespace mtb::tp_check {
 
@@ -33,16 +33,16 @@ std::vector<ExpectedCollective> ColumnLinearCollectives(
   std::vector<ExpectedCollective> expected;
   if (options.gather_output()) {
     expected.push_back(
-        {kForward, dist::CollectiveOp::kAllGather, 1,
-         dist::AllGatherTraffic(output_bytes, world_size).sent});
+        {kForward, collective::CollectiveOp::kAllGather, 1,
+         collective::AllGatherTraffic(output_bytes, world_size).sent});
   }
-  expected.push_back({kBackward, dist::CollectiveOp::kAllReduce, 1,
-                      dist::AllReduceTraffic(input_bytes, world_size).sent});
+  expected.push_back({kBackward, collective::CollectiveOp::kAllReduce, 1,
+                      collective::AllReduceTraffic(input_bytes, world_size).sent});
   return expected;
 }
 
 absl::StatusOr<CheckResult> RunColumnLinearCheck(const CheckOptions& options,
-                                                 dist::Communicator& comm,
+                                                 collective::Communicator& comm,
                                                  const CheckHooks& hooks) {
   RETURN_IF_ERROR(ValidateColumnLinear(options, NprocWorld(comm.world_size())));
   return CallGuarded(kColumnLinear, [&]() -> absl::StatusOr<CheckResult> {

@@ -8,12 +8,12 @@
 #include <string>
 
 #include "ATen/Parallel.h"
-#include "common/flags.h"
+#include "common/base/flags.h"
 #include "common/launch/launch.h"
-#include "common/logging.h"
-#include "common/output_path.h"
-#include "common/run_context.h"
-#include "common/torch_info.h"
+#include "common/base/logging.h"
+#include "common/results/output_path.h"
+#include "common/results/run_context.h"
+#include "common/libtorch/torch_info.h"
 #include "tp_check/checks.h"
 #include "tp_check/flags.h"
 #include "tp_check/output.h"
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     return mtb::ReportAndExitCode(kProgram, writable);
   }
 
-  absl::StatusOr<std::unique_ptr<mtb::dist::Communicator>> comm;
+  absl::StatusOr<std::unique_ptr<mtb::collective::Communicator>> comm;
   if (RunsInProcess(env)) {
     mtb::SetProcessLogRank(0);
     comm = SingleRankCommunicator(TimeoutFlag());
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     comm = JoinGroup(launch->rank_env, TimeoutFlag());
   }
   if (!comm.ok()) return mtb::ReportAndExitCode(kProgram, comm.status());
-  mtb::dist::Communicator& communicator = **comm;
+  mtb::collective::Communicator& communicator = **comm;
 
   // The tensors are tiny: intra-op threads would only compete with the ranks.
   at::set_num_threads(1);

@@ -5,8 +5,8 @@
 #include "ATen/ATen.h"
 #include "common/nn/layers.h"
 #include "common/nn/tensor_parallel.h"
-#include "common/status.h"
-#include "common/torch_status.h"
+#include "common/base/status.h"
+#include "common/libtorch/torch_status.h"
 
 namespace mtb::tp_check {
 
@@ -34,7 +34,7 @@ std::vector<ExpectedCollective> MlpCollectives(const CheckOptions& options,
 }
 
 absl::StatusOr<CheckResult> RunMlpCheck(const CheckOptions& options,
-                                        dist::Communicator& comm,
+                                        collective::Communicator& comm,
                                         const CheckHooks& hooks) {
   RETURN_IF_ERROR(ValidateMlp(options, NprocWorld(comm.world_size())));
   return CallGuarded(kMlp, [&]() -> absl::StatusOr<CheckResult> {

@@ -1,8 +1,8 @@
 #include "tp_check/options.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/allclose.h"
-#include "common/status.h"
+#include "common/libtorch/allclose.h"
+#include "common/base/status.h"
 
 namespace mtb::tp_check {
 

@@ -6,11 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/atomic_file.h"
-#include "common/json_io.h"
-#include "common/output_path.h"
-#include "common/report.h"
-#include "common/status.h"
+#include "common/results/atomic_file.h"
+#include "common/results/json_io.h"
+#include "common/results/output_path.h"
+#include "common/report/report.h"
+#include "common/base/status.h"
 
 namespace mtb::tp_check {
 namespace {

@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/atomic_file.h"
-#include "common/json_io.h"
+#include "common/results/atomic_file.h"
+#include "common/results/json_io.h"
 #include "gtest/gtest.h"
 
 namespace mtb::tp_check {

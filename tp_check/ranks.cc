@@ -1,11 +1,11 @@
 #include "tp_check/ranks.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/dist/rendezvous.h"
-#include "common/dist/store.h"
+#include "common/collective/rendezvous.h"
+#include "common/collective/store.h"
 #include "common/launch/launch_options.h"
 #include "common/launch/rendezvous_env.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace mtb::tp_check {
 
@@ -28,19 +28,19 @@ bool RunsInProcess(const EnvMap& env) {
   return !HasRankEnv(env) && launch.nproc == 1 && launch.nnodes == 1;
 }
 
-absl::StatusOr<std::unique_ptr<dist::Communicator>> SingleRankCommunicator(
+absl::StatusOr<std::unique_ptr<collective::Communicator>> SingleRankCommunicator(
     absl::Duration timeout) {
-  dist::CommunicatorOptions options;
+  collective::CommunicatorOptions options;
   options.rank = 0;
   options.world_size = 1;
   options.timeout = timeout;
   options.gloo_hostname = "127.0.0.1";
-  return dist::Communicator::Create(dist::Store::InProcess(timeout), options);
+  return collective::Communicator::Create(collective::Store::InProcess(timeout), options);
 }
 
-absl::StatusOr<std::unique_ptr<dist::Communicator>> JoinGroup(
+absl::StatusOr<std::unique_ptr<collective::Communicator>> JoinGroup(
     const RankEnv& rank_env, absl::Duration timeout) {
-  return dist::Rendezvous(RendezvousOptionsFor(
+  return collective::Rendezvous(RendezvousOptionsFor(
       rank_env, /*connect_timeout=*/timeout, /*collective_timeout=*/timeout));
 }
 

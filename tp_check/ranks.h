@@ -8,8 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/dist/communicator.h"
-#include "common/rank_env.h"
+#include "common/collective/communicator.h"
+#include "common/launch/rank_env.h"
 #include "tp_check/options.h"
 
 namespace mtb::tp_check {
@@ -25,14 +25,14 @@ absl::StatusOr<World> ResolveWorld(const EnvMap& env);
 bool RunsInProcess(const EnvMap& env);
 
 // A world of one: this process is rank 0 over an in-process store.
-absl::StatusOr<std::unique_ptr<dist::Communicator>> SingleRankCommunicator(
+absl::StatusOr<std::unique_ptr<collective::Communicator>> SingleRankCommunicator(
     absl::Duration timeout);
 
 // Joins the group `rank_env` describes (common/launch/rendezvous_env.h: the
 // TCPStore its launcher hosts, or hosted by rank 0 when nobody does), waiting
 // up to `timeout` for the store and using it per collective. Collective:
 // every rank calls it.
-absl::StatusOr<std::unique_ptr<dist::Communicator>> JoinGroup(
+absl::StatusOr<std::unique_ptr<collective::Communicator>> JoinGroup(
     const RankEnv& rank_env, absl::Duration timeout);
 
 }  // namespace mtb::tp_check

@@ -3,10 +3,10 @@
 #include <cmath>
 
 #include "ATen/ATen.h"
-#include "common/dist/traffic.h"
+#include "common/collective/traffic.h"
 #include "common/nn/tensor_parallel.h"
-#include "common/status.h"
-#include "common/torch_status.h"
+#include "common/base/status.h"
+#include "common/libtorch/torch_status.h"
 
 namespace mtb::tp_check {
 
@@ -29,12 +29,12 @@ std::vector<ExpectedCollective> RowLinearCollectives(
     const CheckOptions& options, int world_size) {
   const int64_t output_bytes =
       int64_t{options.batch()} * options.seq_len() * options.hidden() * 4;
-  return {{kForward, dist::CollectiveOp::kAllReduce, 1,
-           dist::AllReduceTraffic(output_bytes, world_size).sent}};
+  return {{kForward, collective::CollectiveOp::kAllReduce, 1,
+           collective::AllReduceTraffic(output_bytes, world_size).sent}};
 }
 
 absl::StatusOr<CheckResult> RunRowLinearCheck(const CheckOptions& options,
-                                              dist::Communicator& comm,
+                                              collective::Communicator& comm,
                                               const CheckHooks& hooks) {
   RETURN_IF_ERROR(ValidateRowLinear(options, NprocWorld(comm.world_size())));
   return CallGuarded(kRowLinear, [&]() -> absl::StatusOr<CheckResult> {

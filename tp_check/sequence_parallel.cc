@@ -3,12 +3,12 @@
 #include <cmath>
 
 #include "ATen/ATen.h"
-#include "common/dist/traffic.h"
+#include "common/collective/traffic.h"
 #include "common/nn/dropout.h"
 #include "common/nn/layers.h"
 #include "common/nn/tensor_parallel.h"
-#include "common/status.h"
-#include "common/torch_status.h"
+#include "common/base/status.h"
+#include "common/libtorch/torch_status.h"
 
 namespace mtb::tp_check {
 namespace {
@@ -47,23 +47,23 @@ std::vector<ExpectedCollective> SequenceParallelCollectives(
   const int64_t activation_bytes =
       int64_t{options.batch()} * options.seq_len() * options.hidden() * 4;
   const int64_t gather =
-      dist::AllGatherTraffic(activation_bytes, world_size).sent;
+      collective::AllGatherTraffic(activation_bytes, world_size).sent;
   const int64_t scatter =
-      dist::ReduceScatterTraffic(activation_bytes, world_size).sent;
+      collective::ReduceScatterTraffic(activation_bytes, world_size).sent;
   // LayerNorm weight and bias, and the row layer's bias: 3D floats.
   const int64_t partial_grads_bytes = 3 * int64_t{options.hidden()} * 4;
   return {
-      {kForward, dist::CollectiveOp::kAllGather, 1, gather},
-      {kForward, dist::CollectiveOp::kReduceScatter, 1, scatter},
-      {kBackward, dist::CollectiveOp::kAllGather, 1, gather},
-      {kBackward, dist::CollectiveOp::kReduceScatter, 1, scatter},
-      {kBackward, dist::CollectiveOp::kAllReduce, 1,
-       dist::AllReduceTraffic(partial_grads_bytes, world_size).sent},
+      {kForward, collective::CollectiveOp::kAllGather, 1, gather},
+      {kForward, collective::CollectiveOp::kReduceScatter, 1, scatter},
+      {kBackward, collective::CollectiveOp::kAllGather, 1, gather},
+      {kBackward, collective::CollectiveOp::kReduceScatter, 1, scatter},
+      {kBackward, collective::CollectiveOp::kAllReduce, 1,
+       collective::AllReduceTraffic(partial_grads_bytes, world_size).sent},
   };
 }
 
 absl::StatusOr<CheckResult> RunSequenceParallelCheck(
-    const CheckOptions& options, dist::Communicator& comm,
+    const CheckOptions& options, collective::Communicator& comm,
     const CheckHooks& hooks) {
   RETURN_IF_ERROR(
       ValidateSequenceParallel(options, NprocWorld(comm.world_size())));

@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/dist/communicator.h"
+#include "common/collective/communicator.h"
 #include "tp_check/check_util.h"
 #include "tp_check/options.h"
 #include "tp_check/tp_check.pb.h"
@@ -43,7 +43,7 @@ std::vector<ExpectedCollective> SequenceParallelCollectives(
 
 // Collective: every rank of `comm` calls it.
 absl::StatusOr<CheckResult> RunSequenceParallelCheck(
-    const CheckOptions& options, dist::Communicator& comm,
+    const CheckOptions& options, collective::Communicator& comm,
     const CheckHooks& hooks);
 
 }  // namespace mtb::tp_check

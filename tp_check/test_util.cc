@@ -3,7 +3,7 @@
 #include "ATen/Parallel.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/dist/test_util.h"
+#include "common/collective/test_util.h"
 #include "gtest/gtest.h"
 #include "tp_check/options.h"
 
@@ -16,7 +16,7 @@ absl::StatusOr<std::vector<absl::StatusOr<CheckResult>>> RunOnThreads(
   std::vector<absl::StatusOr<CheckResult>> results(
       world_size, absl::UnknownError("rank did not run"));
   absl::Status ran =
-      dist::RunRanksAsThreads(world_size, [&](dist::Communicator& comm) {
+      collective::RunRanksAsThreads(world_size, [&](collective::Communicator& comm) {
         results[comm.rank()] = check(options, comm, hooks);
       });
   if (!ran.ok()) return ran;

@@ -9,16 +9,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/dist/communicator.h"
+#include "common/collective/communicator.h"
 #include "tp_check/check_util.h"
 #include "tp_check/tp_check.pb.h"
 
 namespace mtb::tp_check {
 
 using CheckFn = std::function<absl::StatusOr<CheckResult>(
-    const CheckOptions&, dist::Communicator&, const CheckHooks&)>;
+    const CheckOptions&, collective::Communicator&, const CheckHooks&)>;
 
-// Runs `check` on `world_size` rank threads (common/dist/test_util.h, one
+// Runs `check` on `world_size` rank threads (common/collective/test_util.h, one
 // intra-op thread) and returns each rank's result, rank 0 first. A failure to
 // start the ranks is an error.
 absl::StatusOr<std::vector<absl::StatusOr<CheckResult>>> RunOnThreads(

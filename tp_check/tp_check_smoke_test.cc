@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/atomic_file.h"
-#include "common/json_io.h"
+#include "common/results/atomic_file.h"
+#include "common/results/json_io.h"
 #include "gtest/gtest.h"
 #include "tp_check/tp_check.pb.h"
 

@@ -4,11 +4,11 @@
 #include <cmath>
 
 #include "ATen/ATen.h"
-#include "common/dist/traffic.h"
+#include "common/collective/traffic.h"
 #include "common/nn/layers.h"
 #include "common/nn/tensor_parallel.h"
-#include "common/status.h"
-#include "common/torch_status.h"
+#include "common/base/status.h"
+#include "common/libtorch/torch_status.h"
 
 namespace mtb::tp_check {
 
@@ -33,15 +33,15 @@ std::vector<ExpectedCollective> VocabParallelCeCollectives(
     const CheckOptions& options, int world_size) {
   const int64_t tokens = int64_t{options.batch()} * options.seq_len();
   const int64_t activation =
-      dist::AllReduceTraffic(tokens * options.hidden() * 4, world_size).sent;
-  const int64_t per_token = dist::AllReduceTraffic(tokens * 4, world_size).sent;
-  return {{kForward, dist::CollectiveOp::kAllReduce, 4,
+      collective::AllReduceTraffic(tokens * options.hidden() * 4, world_size).sent;
+  const int64_t per_token = collective::AllReduceTraffic(tokens * 4, world_size).sent;
+  return {{kForward, collective::CollectiveOp::kAllReduce, 4,
            activation + 3 * per_token},
-          {kBackward, dist::CollectiveOp::kAllReduce, 1, activation}};
+          {kBackward, collective::CollectiveOp::kAllReduce, 1, activation}};
 }
 
 absl::StatusOr<CheckResult> RunVocabParallelCeCheck(
-    const CheckOptions& options, dist::Communicator& comm,
+    const CheckOptions& options, collective::Communicator& comm,
     const CheckHooks& hooks) {
   RETURN_IF_ERROR(
       ValidateVocabParallelCe(options, NprocWorld(comm.world_size())));

@@ -4,8 +4,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/json_io.h"
-#include "common/sha256.h"
+#include "common/results/json_io.h"
+#include "common/base/sha256.h"
 
 namespace mtb {
 namespace {

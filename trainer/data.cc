@@ -5,9 +5,9 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
-#include "common/counter_rng.h"
-#include "common/output_path.h"
-#include "common/status.h"
+#include "common/base/counter_rng.h"
+#include "common/results/output_path.h"
+#include "common/base/status.h"
 #include "glog/logging.h"
 #include "trainer/token_file.h"
 

@@ -2,7 +2,7 @@
 // 0 .. global_batch - 1 of that step; sample g of step s is a pure function of
 // (seed, s, g), drawn from the counter-based key
 //
-//   CounterKey({seed, kData, s, g})             (common/counter_rng.h)
+//   CounterKey({seed, kData, s, g})             (common/base/counter_rng.h)
 //
 // so any (step, sample) can be regenerated alone, and a rank that produces
 // samples [first, first + count) sees exactly what one rank producing the whole
@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<DataSource>> MakeTokenData(
     int64_t vocab_size, int64_t seq_len);
 
 // The data source `config` names: synthetic, or the token file at
-// ResolveUserPath(config.data()) (common/output_path.h).
+// ResolveUserPath(config.data()) (common/results/output_path.h).
 absl::StatusOr<std::unique_ptr<DataSource>> OpenDataFor(
     const TrainConfig& config);
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ATen/ATen.h"
-#include "common/counter_rng.h"
+#include "common/base/counter_rng.h"
 #include "gtest/gtest.h"
 #include "trainer/token_file.h"
 

@@ -33,9 +33,9 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/allclose.h"
-#include "common/atomic_file.h"
-#include "common/json_io.h"
+#include "common/libtorch/allclose.h"
+#include "common/results/atomic_file.h"
+#include "common/results/json_io.h"
 #include "gtest/gtest.h"
 #include "trainer/train_result.pb.h"
 

@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "trainer/config.h"
 #include "trainer/data.h"
 #include "trainer/strategy.h"

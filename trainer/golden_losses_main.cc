@@ -2,7 +2,7 @@
 // now (see trainer/golden.h).
 #include <iostream>
 
-#include "common/flags.h"
+#include "common/base/flags.h"
 #include "trainer/golden.h"
 
 int main(int argc, char** argv) {

@@ -1,6 +1,6 @@
 #include <vector>
 
-#include "common/atomic_file.h"
+#include "common/results/atomic_file.h"
 #include "gtest/gtest.h"
 #include "trainer/golden.h"
 

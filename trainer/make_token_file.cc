@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "common/atomic_file.h"
-#include "common/flags.h"
-#include "common/output_path.h"
+#include "common/results/atomic_file.h"
+#include "common/base/flags.h"
+#include "common/results/output_path.h"
 #include "trainer/token_file.h"
 
 ABSL_FLAG(std::string, out, "", "the token file to write");

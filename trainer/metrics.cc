@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/stats.h"
+#include "common/base/stats.h"
 #include "glog/logging.h"
 
 namespace mtb {

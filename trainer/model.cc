@@ -4,7 +4,7 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
-#include "common/counter_rng.h"
+#include "common/base/counter_rng.h"
 #include "common/nn/checkpoint.h"
 #include "common/nn/init.h"
 #include "glog/logging.h"

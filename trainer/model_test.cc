@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ATen/ATen.h"
-#include "common/allclose.h"
+#include "common/libtorch/allclose.h"
 #include "common/nn/autocast.h"
 #include "common/nn/layers.h"
 #include "gtest/gtest.h"

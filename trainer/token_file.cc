@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/atomic_file.h"
-#include "common/status.h"
+#include "common/results/atomic_file.h"
+#include "common/base/status.h"
 
 namespace mtb {
 namespace {

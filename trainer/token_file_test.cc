@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "common/atomic_file.h"
+#include "common/results/atomic_file.h"
 #include "gtest/gtest.h"
 
 namespace mtb {

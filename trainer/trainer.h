@@ -98,7 +98,7 @@ struct RunHooks {
 // without run_context (the caller's, who knows argv). Also measures the peak
 // FLOP/s for MFU (unless config.peak_flops() is set) and gathers every rank's
 // peak memory (counted only when the counting allocator is installed:
-// common/counting_allocator.h). Collective: every rank must call it; rank 0's
+// common/libtorch/counting_allocator.h). Collective: every rank must call it; rank 0's
 // result is the one to write.
 absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                                         const RankInfo& rank,

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ATen/ATen.h"
-#include "common/allclose.h"
+#include "common/libtorch/allclose.h"
 #include "gtest/gtest.h"
 #include "trainer/data.h"
 #include "trainer/strategy.h"

@@ -10,15 +10,15 @@
 #include "ATen/ATen.h"
 #include "ATen/Parallel.h"
 #include "absl/strings/str_cat.h"
-#include "common/atomic_file.h"
-#include "common/counting_allocator.h"
-#include "common/dist/rendezvous.h"
+#include "common/results/atomic_file.h"
+#include "common/libtorch/counting_allocator.h"
+#include "common/collective/rendezvous.h"
 #include "common/launch/rendezvous_env.h"
-#include "common/flags.h"
-#include "common/output_path.h"
-#include "common/run_context.h"
-#include "common/status.h"
-#include "common/torch_info.h"
+#include "common/base/flags.h"
+#include "common/results/output_path.h"
+#include "common/results/run_context.h"
+#include "common/base/status.h"
+#include "common/libtorch/torch_info.h"
 #include "glog/logging.h"
 #include "trainer/data.h"
 #include "trainer/output.h"
@@ -34,15 +34,15 @@ int Fail(const absl::Status& status) {
   return ReportAndExitCode(kProgram, status);
 }
 
-absl::StatusOr<std::unique_ptr<dist::Communicator>> JoinGroup(
+absl::StatusOr<std::unique_ptr<collective::Communicator>> JoinGroup(
     const RankEnv& env, const WorkerOptions& options) {
-  dist::RendezvousOptions rendezvous = RendezvousOptionsFor(
+  collective::RendezvousOptions rendezvous = RendezvousOptionsFor(
       env, options.connect_timeout, options.collective_timeout);
   // The trainer reads totals (bytes per step) and the observer, never the
   // records: a long run would otherwise keep every collective's record.
   rendezvous.keep_records = false;
-  RETURN_IF_ERROR(dist::ValidateRendezvousOptions(rendezvous));
-  return dist::Rendezvous(rendezvous);
+  RETURN_IF_ERROR(collective::ValidateRendezvousOptions(rendezvous));
+  return collective::Rendezvous(rendezvous);
 }
 
 void KeepFreedMemoryInTheProcess() {
@@ -60,7 +60,7 @@ void KeepFreedMemoryInTheProcess() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
-    const TrainConfig& config, dist::Communicator* communicator) {
+    const TrainConfig& config, collective::Communicator* communicator) {
   if (config.strategy() == "single") {
     if (communicator != nullptr && communicator->world_size() != 1) {
       return absl::InvalidArgumentError(
@@ -111,9 +111,9 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
   }
   RunContext context = NewRunContext(kProgram, options.argc, options.argv);
 
-  std::unique_ptr<dist::Communicator> communicator;
+  std::unique_ptr<collective::Communicator> communicator;
   if (env.world_size > 1) {
-    absl::StatusOr<std::unique_ptr<dist::Communicator>> joined =
+    absl::StatusOr<std::unique_ptr<collective::Communicator>> joined =
         JoinGroup(env, options);
     if (!joined.ok()) {
       // A bad rank environment is found before joining: nothing ran.

@@ -11,8 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/dist/communicator.h"
-#include "common/rank_env.h"
+#include "common/collective/communicator.h"
+#include "common/launch/rank_env.h"
 #include "trainer/strategy.h"
 #include "trainer/train_result.pb.h"
 
@@ -37,7 +37,7 @@ struct WorkerOptions {
 // The strategy `config` names for this rank: single, or ddp over
 // `communicator` (nullptr on one rank).
 absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
-    const TrainConfig& config, dist::Communicator* communicator);
+    const TrainConfig& config, collective::Communicator* communicator);
 
 // Runs this rank to completion and returns the process exit code
 // (docs/errors.md): 0, 1 when the run failed (a non-finite loss stops every

@@ -78,7 +78,7 @@ def worker(rank, args, port, queue):
                 everyone = [torch.empty_like(mine) for _ in range(args.world_size)]
                 dist.all_gather(everyone, mine)
                 slowest = torch.stack(everyone).max(dim=0).values
-                # Linear interpolation, as comm_bench's p50 (common/stats.h);
+                # Linear interpolation, as comm_bench's p50 (common/base/stats.h);
                 # torch.median would take the lower middle value.
                 results.append({"op": op, "bytes": nbytes,
                                 "p50_us": float(torch.quantile(slowest, 0.5)) * 1e6})

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/logging.h"
+#include "common/base/logging.h"
 #include "glog/logging.h"
 
 namespace mtb::comm_bench::testing {

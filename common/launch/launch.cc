@@ -5,13 +5,13 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "common/atomic_file.h"
-#include "common/flags.h"
+#include "common/results/atomic_file.h"
+#include "common/base/flags.h"
 #include "common/launch/store_host.h"
 #include "common/launch/local_ranks.h"
-#include "common/logging.h"
-#include "common/output_path.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/results/output_path.h"
+#include "common/base/status.h"
 
 namespace mtb {
 namespace {

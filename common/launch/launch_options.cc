@@ -2,7 +2,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "common/flags.h"
+#include "common/base/flags.h"
 
 ABSL_FLAG(int, nproc, 1,
           "ranks to start on this node (alias --nproc_per_node); the world "

@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/rank_env.h"
+#include "common/launch/rank_env.h"
 
 namespace mtb {
 
@@ -49,7 +49,7 @@ struct LaunchDefaults {
   int nproc = 1;  // the trainer uses 2 (SPEC §2)
 };
 
-// The launch flags as parsed by ParseCommandLine (common/flags.h), with
+// The launch flags as parsed by ParseCommandLine (common/base/flags.h), with
 // `defaults` for those not on the command line.
 LaunchOptions LaunchOptionsFromFlags(const LaunchDefaults& defaults = {});
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "common/flags.h"
+#include "common/base/flags.h"
 #include "gtest/gtest.h"
 
 namespace mtb {

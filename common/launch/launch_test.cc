@@ -22,7 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/atomic_file.h"
+#include "common/results/atomic_file.h"
 #include "common/launch/testdata/process_state.h"
 #include "gtest/gtest.h"
 

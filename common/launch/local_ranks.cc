@@ -3,10 +3,10 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "common/atomic_file.h"
+#include "common/results/atomic_file.h"
 #include "common/launch/supervisor.h"
-#include "common/output_path.h"
-#include "common/status.h"
+#include "common/results/output_path.h"
+#include "common/base/status.h"
 
 namespace mtb {
 namespace {

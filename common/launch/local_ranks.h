@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/launch/launch_options.h"
-#include "common/rank_env.h"
+#include "common/launch/rank_env.h"
 
 namespace mtb {
 

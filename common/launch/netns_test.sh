@@ -2,7 +2,7 @@
 # Two hosts for real: two network namespaces joined by a veth pair, one
 # launcher in each with --nnodes=2. Node 1's ranks can reach node 0 only over
 # the veth link, so their rendezvous (node 0's TCPStore at --master_addr) and
-# the all-reduce (//common/dist over Gloo, bound to the namespace's interface
+# the all-reduce (//common/collective over Gloo, bound to the namespace's interface
 # through GLOO_SOCKET_IFNAME) really cross "hosts".
 #
 # Must run as root or under CI=true: there, failing to create the namespaces

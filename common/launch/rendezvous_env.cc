@@ -4,10 +4,10 @@
 
 namespace mtb {
 
-dist::RendezvousOptions RendezvousOptionsFor(
+collective::RendezvousOptions RendezvousOptionsFor(
     const RankEnv& rank_env, absl::Duration connect_timeout,
     absl::Duration collective_timeout) {
-  dist::RendezvousOptions options;
+  collective::RendezvousOptions options;
   options.rank = rank_env.rank;
   options.world_size = rank_env.world_size;
   options.master_addr = rank_env.master_addr;

@@ -1,9 +1,9 @@
 // From "who am I" (RankEnv, torchrun's variables) to "how do I join"
-// (dist::RendezvousOptions): the step between LaunchOrBecomeWorker and
-// dist::Rendezvous in a worker's main.
+// (collective::RendezvousOptions): the step between LaunchOrBecomeWorker and
+// collective::Rendezvous in a worker's main.
 //
-//   ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm,
-//                    dist::Rendezvous(RendezvousOptionsFor(
+//   ASSIGN_OR_RETURN(std::unique_ptr<collective::Communicator> comm,
+//                    collective::Rendezvous(RendezvousOptionsFor(
 //                        launch->rank_env, connect_timeout, timeout)));
 #ifndef MTB_COMMON_LAUNCH_RENDEZVOUS_ENV_H_
 #define MTB_COMMON_LAUNCH_RENDEZVOUS_ENV_H_
@@ -11,8 +11,8 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "common/dist/rendezvous.h"
-#include "common/rank_env.h"
+#include "common/collective/rendezvous.h"
+#include "common/launch/rank_env.h"
 
 namespace mtb {
 
@@ -21,9 +21,9 @@ namespace mtb {
 // started by hand or by another launcher, rank 0); the group name carries the
 // restart count ("attempt_<n>/world", as torchrun's per-attempt store
 // prefix), so a relaunched group on the launcher's long-lived store never
-// reads the previous attempt's keys. Gloo binds as dist::RendezvousOptions
+// reads the previous attempt's keys. Gloo binds as collective::RendezvousOptions
 // documents (GLOO_SOCKET_IFNAME, loopback, host name).
-dist::RendezvousOptions RendezvousOptionsFor(const RankEnv& rank_env,
+collective::RendezvousOptions RendezvousOptionsFor(const RankEnv& rank_env,
                                              absl::Duration connect_timeout,
                                              absl::Duration collective_timeout);
 

@@ -13,7 +13,7 @@ TEST(RendezvousEnv, LaunchedRanksAreClientsOfTheLaunchersStore) {
   rank_env.master_port = 29500;
   rank_env.restart_count = 2;
   rank_env.agent_store = true;
-  const dist::RendezvousOptions options =
+  const collective::RendezvousOptions options =
       RendezvousOptionsFor(rank_env, absl::Seconds(30), absl::Seconds(5));
   EXPECT_EQ(options.rank, 0);
   EXPECT_EQ(options.world_size, 4);
@@ -23,7 +23,7 @@ TEST(RendezvousEnv, LaunchedRanksAreClientsOfTheLaunchersStore) {
   EXPECT_EQ(options.connect_timeout, absl::Seconds(30));
   EXPECT_EQ(options.collective_timeout, absl::Seconds(5));
   EXPECT_EQ(options.group_name, "attempt_2/world");
-  EXPECT_TRUE(dist::ValidateRendezvousOptions(options).ok());
+  EXPECT_TRUE(collective::ValidateRendezvousOptions(options).ok());
 }
 
 TEST(RendezvousEnv, RankZeroHostsTheStoreWhenNoLauncherDoes) {

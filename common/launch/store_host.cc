@@ -3,7 +3,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "common/torch_status.h"
+#include "common/libtorch/torch_status.h"
 
 namespace mtb {
 

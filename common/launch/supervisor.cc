@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/launch/signal_routing.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace mtb {
 namespace {

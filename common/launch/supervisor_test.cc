@@ -14,7 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/atomic_file.h"
+#include "common/results/atomic_file.h"
 #include "gtest/gtest.h"
 
 namespace mtb {

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "ATen/ATen.h"
-#include "common/allclose.h"
+#include "common/libtorch/allclose.h"
 #include "common/nn/attention.h"
 #include "common/nn/autocast.h"
 #include "common/nn/dropout.h"

@@ -2,7 +2,7 @@
 
 #include "ATen/ATen.h"
 #include "ATen/Parallel.h"
-#include "common/counter_rng.h"
+#include "common/base/counter_rng.h"
 #include "glog/logging.h"
 
 namespace mtb {

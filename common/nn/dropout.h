@@ -1,4 +1,4 @@
-// Dropout whose masks come from counter-based keys (common/counter_rng.h),
+// Dropout whose masks come from counter-based keys (common/base/counter_rng.h),
 // never from a generator's state. Element e of sample row b is kept iff
 //
 //   CounterDraw(CounterKey({seed, kDropout, step, sample_indices[b], layer,

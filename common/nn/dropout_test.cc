@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "ATen/ATen.h"
-#include "common/allclose.h"
-#include "common/counter_rng.h"
+#include "common/libtorch/allclose.h"
+#include "common/base/counter_rng.h"
 #include "gtest/gtest.h"
 
 namespace mtb {

@@ -1,7 +1,7 @@
 #include "common/nn/init.h"
 
 #include "ATen/ATen.h"
-#include "common/counter_rng.h"
+#include "common/base/counter_rng.h"
 
 namespace mtb {
 namespace nn {

@@ -1,4 +1,4 @@
-// Tensors filled from the counter-based normal stream (common/counter_rng.h):
+// Tensors filled from the counter-based normal stream (common/base/counter_rng.h):
 // the trainer's GPT-2 initialisation and tp_check's seeded weights and inputs
 // use it, so a tensor is a pure function of its key, the same on every rank.
 #ifndef MTB_COMMON_NN_INIT_H_

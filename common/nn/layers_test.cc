@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "ATen/ATen.h"
-#include "common/allclose.h"
+#include "common/libtorch/allclose.h"
 #include "common/nn/attention.h"
 #include "common/nn/autocast.h"
 #include "gtest/gtest.h"

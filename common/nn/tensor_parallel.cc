@@ -29,14 +29,14 @@ void ThrowIfError(const absl::Status& status) {
 
 // What a region's backward needs besides the gradient.
 struct Region : torch::CustomClassHolder {
-  Region(dist::Communicator* comm, int64_t dim, VocabTensorObserver observer)
+  Region(collective::Communicator* comm, int64_t dim, VocabTensorObserver observer)
       : comm(comm), dim(dim), observer(std::move(observer)) {}
-  dist::Communicator* comm;
+  collective::Communicator* comm;
   int64_t dim;
   VocabTensorObserver observer;
 };
 
-c10::intrusive_ptr<Region> MakeRegion(dist::Communicator* comm, int64_t dim,
+c10::intrusive_ptr<Region> MakeRegion(collective::Communicator* comm, int64_t dim,
                                       VocabTensorObserver observer = {}) {
   CHECK(comm != nullptr);
   return c10::make_intrusive<Region>(comm, dim, std::move(observer));
@@ -110,7 +110,7 @@ class VocabCrossEntropy : public torch::autograd::Function<VocabCrossEntropy> {
                             const at::Tensor& logits_shard,
                             const at::Tensor& targets,
                             c10::intrusive_ptr<Region> region) {
-    dist::Communicator* comm = region->comm;
+    collective::Communicator* comm = region->comm;
     const VocabTensorObserver& observe = region->observer;
     const int64_t shard_size = logits_shard.size(1);
     const int64_t vocab_start = comm->rank() * shard_size;
@@ -121,7 +121,7 @@ class VocabCrossEntropy : public torch::autograd::Function<VocabCrossEntropy> {
 
     // Global max per row, for a stable exponent.
     const at::Tensor row_max = std::get<0>(logits_shard.max(1));  // (N)
-    ThrowIfError(comm->AllReduce(row_max, dist::ReduceOp::kMax));
+    ThrowIfError(comm->AllReduce(row_max, collective::ReduceOp::kMax));
     const at::Tensor shifted =
         noted(logits_shard - row_max.unsqueeze(1));  // (N, V/n)
 
@@ -168,14 +168,14 @@ class VocabCrossEntropy : public torch::autograd::Function<VocabCrossEntropy> {
 
 }  // namespace
 
-at::Tensor AllReduceSum(const at::Tensor& x, dist::Communicator* comm) {
+at::Tensor AllReduceSum(const at::Tensor& x, collective::Communicator* comm) {
   at::Tensor sum = x.clone(at::MemoryFormat::Contiguous);
   ThrowIfError(comm->AllReduce(sum));
   return sum;
 }
 
 at::Tensor AllGatherAlongDim(const at::Tensor& x, int64_t dim,
-                             dist::Communicator* comm) {
+                             collective::Communicator* comm) {
   dim = WrapDim(dim, x);
   const at::Tensor input = x.contiguous();
   std::vector<int64_t> blocks_shape = {comm->world_size()};
@@ -191,7 +191,7 @@ at::Tensor AllGatherAlongDim(const at::Tensor& x, int64_t dim,
 }
 
 at::Tensor ReduceScatterAlongDim(const at::Tensor& x, int64_t dim,
-                                 dist::Communicator* comm) {
+                                 collective::Communicator* comm) {
   dim = WrapDim(dim, x);
   const int64_t n = comm->world_size();
   CHECK_EQ(x.size(dim) % n, 0)
@@ -220,39 +220,39 @@ at::Tensor ShardAlongDim(const at::Tensor& x, int64_t dim, int rank,
 }
 
 at::Tensor CopyToTensorParallelRegion(const at::Tensor& x,
-                                      dist::Communicator* comm) {
+                                      collective::Communicator* comm) {
   return CopyToRegion::apply(x, MakeRegion(comm, 0));
 }
 
 at::Tensor ReduceFromTensorParallelRegion(const at::Tensor& x,
-                                          dist::Communicator* comm) {
+                                          collective::Communicator* comm) {
   return ReduceFromRegion::apply(x, MakeRegion(comm, 0));
 }
 
 at::Tensor GatherFromTensorParallelRegion(const at::Tensor& x,
-                                          dist::Communicator* comm) {
+                                          collective::Communicator* comm) {
   return GatherFromRegion::apply(x, MakeRegion(comm, x.dim() - 1));
 }
 
 at::Tensor ScatterToTensorParallelRegion(const at::Tensor& x,
-                                         dist::Communicator* comm) {
+                                         collective::Communicator* comm) {
   return ScatterToRegion::apply(x, MakeRegion(comm, x.dim() - 1));
 }
 
 at::Tensor GatherFromSequenceParallelRegion(const at::Tensor& x, int64_t dim,
-                                            dist::Communicator* comm) {
+                                            collective::Communicator* comm) {
   return SequenceGather::apply(x, MakeRegion(comm, WrapDim(dim, x)));
 }
 
 at::Tensor ReduceScatterToSequenceParallelRegion(const at::Tensor& x,
                                                  int64_t dim,
-                                                 dist::Communicator* comm) {
+                                                 collective::Communicator* comm) {
   return SequenceReduceScatter::apply(x, MakeRegion(comm, WrapDim(dim, x)));
 }
 
 at::Tensor VocabParallelEmbedding(const at::Tensor& tokens,
                                   const at::Tensor& embedding_shard,
-                                  dist::Communicator* comm) {
+                                  collective::Communicator* comm) {
   const int64_t shard_size = embedding_shard.size(0);
   const int64_t vocab_start = comm->rank() * shard_size;
   const at::Tensor outside =
@@ -267,7 +267,7 @@ at::Tensor VocabParallelEmbedding(const at::Tensor& tokens,
 
 at::Tensor VocabParallelCrossEntropy(const at::Tensor& logits_shard,
                                      const at::Tensor& targets,
-                                     dist::Communicator* comm,
+                                     collective::Communicator* comm,
                                      const VocabTensorObserver& observer) {
   CHECK_EQ(logits_shard.dim(), 2);
   CHECK_EQ(targets.dim(), 1);

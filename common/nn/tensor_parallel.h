@@ -29,7 +29,7 @@
 // collective throws std::runtime_error carrying the communicator's message
 // (which names the collective, its sequence number, the rank and any timeout):
 // autograd can only throw, so callers wrap forward and backward in CallGuarded
-// (common/torch_status.h) to get the Status back. `comm` must outlive the
+// (common/libtorch/torch_status.h) to get the Status back. `comm` must outlive the
 // autograd graph.
 //
 // Tensors are float CPU tensors; inputs need not be contiguous.
@@ -40,51 +40,51 @@
 #include <functional>
 
 #include "ATen/core/Tensor.h"
-#include "common/dist/communicator.h"
+#include "common/collective/communicator.h"
 
 namespace mtb {
 namespace nn {
 
 // f: the input of a column-parallel layer. x: any shape, replicated.
 at::Tensor CopyToTensorParallelRegion(const at::Tensor& x,
-                                      dist::Communicator* comm);
+                                      collective::Communicator* comm);
 
 // g: the partial sums of a row-parallel layer, summed over ranks. x: any
 // shape, same on every rank.
 at::Tensor ReduceFromTensorParallelRegion(const at::Tensor& x,
-                                          dist::Communicator* comm);
+                                          collective::Communicator* comm);
 
 // x: (..., k) -> (..., n*k); rank p's x fills columns [p*k, (p+1)*k).
 at::Tensor GatherFromTensorParallelRegion(const at::Tensor& x,
-                                          dist::Communicator* comm);
+                                          collective::Communicator* comm);
 
 // x: (..., n*k) -> (..., k): this rank's block of the last dimension.
 at::Tensor ScatterToTensorParallelRegion(const at::Tensor& x,
-                                         dist::Communicator* comm);
+                                         collective::Communicator* comm);
 
 // Sequence parallelism along `dim` (the sequence dimension).
 // x: (..., k, ...) -> (..., n*k, ...): every rank's shard, in rank order.
 at::Tensor GatherFromSequenceParallelRegion(const at::Tensor& x, int64_t dim,
-                                            dist::Communicator* comm);
+                                            collective::Communicator* comm);
 
 // x: (..., n*k, ...), a partial sum on every rank -> (..., k, ...): this
 // rank's block of the sum over ranks.
 at::Tensor ReduceScatterToSequenceParallelRegion(const at::Tensor& x,
                                                  int64_t dim,
-                                                 dist::Communicator* comm);
+                                                 collective::Communicator* comm);
 
 // The non-differentiable collectives the functions above are made of, for
 // code that reduces gradients by hand (e.g. sequence-parallel LayerNorm
 // parameters). Same contract and errors.
 //
 // A new tensor: the sum of x over ranks.
-at::Tensor AllReduceSum(const at::Tensor& x, dist::Communicator* comm);
+at::Tensor AllReduceSum(const at::Tensor& x, collective::Communicator* comm);
 // x: (..., k, ...) -> (..., n*k, ...) along `dim`.
 at::Tensor AllGatherAlongDim(const at::Tensor& x, int64_t dim,
-                             dist::Communicator* comm);
+                             collective::Communicator* comm);
 // x: (..., n*k, ...) -> this rank's block along `dim` of the sum over ranks.
 at::Tensor ReduceScatterAlongDim(const at::Tensor& x, int64_t dim,
-                                 dist::Communicator* comm);
+                                 collective::Communicator* comm);
 // This rank's block of x along `dim` (no communication), contiguous.
 at::Tensor ShardAlongDim(const at::Tensor& x, int64_t dim, int rank,
                          int world_size);
@@ -99,7 +99,7 @@ at::Tensor ShardAlongDim(const at::Tensor& x, int64_t dim, int rank,
 // all-reduce of the output forward, none backward.
 at::Tensor VocabParallelEmbedding(const at::Tensor& tokens,
                                   const at::Tensor& embedding_shard,
-                                  dist::Communicator* comm);
+                                  collective::Communicator* comm);
 
 // Called with every tensor of vocabulary width that VocabParallelCrossEntropy
 // creates (forward and backward), so a caller can prove that no rank ever
@@ -115,7 +115,7 @@ using VocabTensorObserver = std::function<void(const at::Tensor&)>;
 // each rank's columns).
 at::Tensor VocabParallelCrossEntropy(const at::Tensor& logits_shard,
                                      const at::Tensor& targets,
-                                     dist::Communicator* comm,
+                                     collective::Communicator* comm,
                                      const VocabTensorObserver& observer = {});
 
 }  // namespace nn

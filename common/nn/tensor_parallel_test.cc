@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "ATen/ATen.h"
-#include "common/allclose.h"
-#include "common/counter_rng.h"
-#include "common/dist/test_util.h"
+#include "common/libtorch/allclose.h"
+#include "common/base/counter_rng.h"
+#include "common/collective/test_util.h"
 #include "common/nn/init.h"
 #include "gtest/gtest.h"
 
@@ -14,8 +14,8 @@ namespace mtb {
 namespace nn {
 namespace {
 
-using dist::CollectiveOp;
-using dist::Communicator;
+using collective::CollectiveOp;
+using collective::Communicator;
 
 // The same tensor on every rank: a pure function of `id`.
 at::Tensor Seeded(at::IntArrayRef shape, uint64_t id) {
@@ -25,7 +25,7 @@ at::Tensor Seeded(at::IntArrayRef shape, uint64_t id) {
 // The ops this rank issued since `first_sequence`, in order.
 std::vector<CollectiveOp> OpsSince(Communicator& comm, int64_t first_sequence) {
   std::vector<CollectiveOp> ops;
-  for (const dist::CollectiveRecord& record : comm.log().Records()) {
+  for (const collective::CollectiveRecord& record : comm.log().Records()) {
     if (record.sequence >= first_sequence) ops.push_back(record.op);
   }
   return ops;
@@ -40,7 +40,7 @@ void ExpectClose(const at::Tensor& actual, const at::Tensor& expected,
 class TensorParallel : public ::testing::TestWithParam<int> {};
 
 TEST_P(TensorParallel, CopyToRegionIsIdentityForwardAndAllReducesBackward) {
-  ASSERT_TRUE(dist::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
+  ASSERT_TRUE(collective::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
     const at::Tensor x = Seeded({2, 3}, 1).requires_grad_(true);
     // Each rank weights the output differently; x's gradient is the sum.
     const at::Tensor weights = Seeded({comm.world_size(), 2, 3}, 2);
@@ -56,7 +56,7 @@ TEST_P(TensorParallel, CopyToRegionIsIdentityForwardAndAllReducesBackward) {
 }
 
 TEST_P(TensorParallel, ReduceFromRegionSumsForwardAndPassesGradientThrough) {
-  ASSERT_TRUE(dist::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
+  ASSERT_TRUE(collective::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
     const at::Tensor parts = Seeded({comm.world_size(), 4}, 3);
     const at::Tensor x = parts[comm.rank()].clone().requires_grad_(true);
     const at::Tensor upstream = Seeded({4}, 4);
@@ -71,7 +71,7 @@ TEST_P(TensorParallel, ReduceFromRegionSumsForwardAndPassesGradientThrough) {
 }
 
 TEST_P(TensorParallel, GatherAndScatterAlongTheLastDimAreConjugate) {
-  ASSERT_TRUE(dist::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
+  ASSERT_TRUE(collective::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
     const int n = comm.world_size(), r = comm.rank();
     const at::Tensor full = Seeded({2, 3, 2 * n}, 5);
     const at::Tensor upstream = Seeded({2, 3, 2 * n}, 6);
@@ -96,7 +96,7 @@ TEST_P(TensorParallel, GatherAndScatterAlongTheLastDimAreConjugate) {
 }
 
 TEST_P(TensorParallel, SequenceGatherAndReduceScatterAreConjugate) {
-  ASSERT_TRUE(dist::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
+  ASSERT_TRUE(collective::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
     const int n = comm.world_size(), r = comm.rank();
     const int64_t t = 3 * n;  // sequence length
     const at::Tensor full = Seeded({2, t, 4}, 7);
@@ -127,7 +127,7 @@ TEST_P(TensorParallel, SequenceGatherAndReduceScatterAreConjugate) {
 }
 
 TEST_P(TensorParallel, VocabParallelEmbeddingEqualsTheWholeTable) {
-  ASSERT_TRUE(dist::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
+  ASSERT_TRUE(collective::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
     const int n = comm.world_size(), r = comm.rank();
     const int64_t vocab = 4 * n;
     const at::Tensor table = Seeded({vocab, 5}, 10);
@@ -147,7 +147,7 @@ TEST_P(TensorParallel, VocabParallelEmbeddingEqualsTheWholeTable) {
 }
 
 TEST_P(TensorParallel, VocabParallelCrossEntropyEqualsTheWholeLogits) {
-  ASSERT_TRUE(dist::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
+  ASSERT_TRUE(collective::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
     const int n = comm.world_size(), r = comm.rank();
     const int64_t rows = 6, vocab = 3 * n;
     const at::Tensor logits = Seeded({rows, vocab}, 12) * 3.0;

@@ -3,7 +3,7 @@
 Bazel's cc_proto_library needs protobuf's source repository, which cannot be
 downloaded offline; Debian's protoc (3.21.12) matches Debian's libprotobuf, so a
 genrule calling it is enough. Imports are resolved from the workspace root, so a
-.proto imports another as "common/results.proto".
+.proto imports another as "common/results/results.proto".
 """
 
 load("@rules_cc//cc:defs.bzl", "cc_library")

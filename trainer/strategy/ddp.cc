@@ -16,7 +16,7 @@
 //                 backward; at 0 the bucket is ready.
 //   launch        copy the bucket's gradients into its flat buffer and start
 //                 an asynchronous all-reduce (average) of it through our
-//                 collective layer (common/dist). Buckets launch strictly in
+//                 collective layer (common/collective). Buckets launch strictly in
 //                 index order: a ready bucket waits for the ones before it, so
 //                 every rank issues the same collectives in the same order (a
 //                 mismatch would pair different buckets across ranks).
@@ -50,7 +50,7 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "glog/logging.h"
 #include "torch/csrc/autograd/function.h"
 #include "torch/csrc/autograd/utils/lambda_post_hook.h"
@@ -66,7 +66,7 @@ struct DdpStrategy::Bucket {
   int64_t numel = 0;
   at::Tensor flat;  // (numel) fp32
   int pending = 0;
-  dist::CollectiveHandle handle;
+  collective::CollectiveHandle handle;
 };
 
 namespace {
@@ -111,7 +111,7 @@ DdpOptions DdpOptionsFromConfig(double bucket_cap_mb,
   return options;
 }
 
-DdpStrategy::DdpStrategy(dist::Communicator* communicator,
+DdpStrategy::DdpStrategy(collective::Communicator* communicator,
                          const DdpOptions& options)
     : communicator_(communicator), options_(options) {
   CHECK_GT(options_.bucket_cap_bytes, 0);
@@ -274,7 +274,7 @@ absl::Status DdpStrategy::BeforeBackward(int micro_batch, int micro_batches) {
   if (syncing_) {
     for (Bucket& bucket : buckets_) {
       bucket.pending = static_cast<int>(bucket.parameters.size());
-      bucket.handle = dist::CollectiveHandle();
+      bucket.handle = collective::CollectiveHandle();
     }
     std::fill(ready_.begin(), ready_.end(), false);
     next_bucket_ = 0;
@@ -303,7 +303,7 @@ void DdpStrategy::LaunchReadyBuckets() {
           .copy_(grad);
     }
     bucket.handle =
-        communicator_->AllReduceAsync(bucket.flat, dist::ReduceOp::kAvg);
+        communicator_->AllReduceAsync(bucket.flat, collective::ReduceOp::kAvg);
   }
 }
 
@@ -339,7 +339,7 @@ absl::Status DdpStrategy::FinishSync() {
       grad.copy_(bucket.flat.narrow(0, bucket.offsets[j], grad.numel())
                      .view(grad.sizes()));
     }
-    bucket.handle = dist::CollectiveHandle();
+    bucket.handle = collective::CollectiveHandle();
   }
   return absl::OkStatus();
 }
@@ -385,9 +385,9 @@ absl::StatusOr<double> DdpStrategy::ReduceScalar(double value,
                                                  ScalarReduction op) {
   if (!communicating()) return value;
   const at::Tensor tensor = at::full({1}, value, at::kDouble);
-  dist::ReduceOp reduce = dist::ReduceOp::kSum;
-  if (op == ScalarReduction::kMean) reduce = dist::ReduceOp::kAvg;
-  if (op == ScalarReduction::kMax) reduce = dist::ReduceOp::kMax;
+  collective::ReduceOp reduce = collective::ReduceOp::kSum;
+  if (op == ScalarReduction::kMean) reduce = collective::ReduceOp::kAvg;
+  if (op == ScalarReduction::kMax) reduce = collective::ReduceOp::kMax;
   RETURN_IF_ERROR(Annotate(communicator_->AllReduce(tensor, reduce),
                            "ddp: reducing a scalar"));
   return tensor.item<double>();

@@ -23,7 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/dist/communicator.h"
+#include "common/collective/communicator.h"
 #include "trainer/strategy.h"
 
 namespace torch::autograd {
@@ -50,7 +50,7 @@ class DdpStrategy final : public Strategy {
   // `communicator`: this rank's membership, or nullptr for one rank (the same
   // buckets and hooks, no communication; also when its world size is 1).
   // Must outlive the strategy.
-  DdpStrategy(dist::Communicator* communicator, const DdpOptions& options);
+  DdpStrategy(collective::Communicator* communicator, const DdpOptions& options);
   ~DdpStrategy() override;
   DdpStrategy(const DdpStrategy&) = delete;
   DdpStrategy& operator=(const DdpStrategy&) = delete;
@@ -96,7 +96,7 @@ class DdpStrategy final : public Strategy {
   void LaunchReadyBuckets();
   absl::Status FinishSync();
 
-  dist::Communicator* communicator_;
+  collective::Communicator* communicator_;
   DdpOptions options_;
   std::vector<NamedParameter> parameters_;
   std::unique_ptr<AdamW> optimizer_;

@@ -1,4 +1,4 @@
-// DdpStrategy with ranks as threads of this test (common/dist/test_util.h):
+// DdpStrategy with ranks as threads of this test (common/collective/test_util.h):
 // equivalence with one rank, the overlap (issue order of bucket all-reduces
 // against autograd events), bucket order, no_sync accounting, Setup's checks
 // and the collective non-finite stop. Real processes (the trainer binary) are
@@ -13,8 +13,8 @@
 #include "ATen/ATen.h"
 #include "ATen/Parallel.h"
 #include "absl/synchronization/mutex.h"
-#include "common/allclose.h"
-#include "common/dist/test_util.h"
+#include "common/libtorch/allclose.h"
+#include "common/collective/test_util.h"
 #include "gtest/gtest.h"
 #include "trainer/data.h"
 #include "trainer/strategy/buckets.h"
@@ -40,7 +40,7 @@ std::vector<RankRun> Train(const TrainConfig& config, int world_size,
   const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
                                       config.seq_len());
   std::vector<RankRun> runs(world_size);
-  auto body = [&](dist::Communicator* communicator, int rank) {
+  auto body = [&](collective::Communicator* communicator, int rank) {
     std::unique_ptr<Strategy> strategy;
     if (single) {
       strategy = std::make_unique<SingleStrategy>();
@@ -66,8 +66,8 @@ std::vector<RankRun> Train(const TrainConfig& config, int world_size,
   if (world_size == 1) {
     body(nullptr, 0);
   } else {
-    const absl::Status status = dist::RunRanksAsThreads(
-        world_size, [&](dist::Communicator& c) { body(&c, c.rank()); });
+    const absl::Status status = collective::RunRanksAsThreads(
+        world_size, [&](collective::Communicator& c) { body(&c, c.rank()); });
     EXPECT_TRUE(status.ok()) << status;
   }
   return runs;
@@ -183,7 +183,7 @@ TEST(Ddp, FirstBucketIsIssuedBeforeBackwardReachesTheFirstLayer) {
   std::vector<std::vector<std::string>> events(2);
   std::vector<std::vector<BucketSummary>> buckets(2);
   const absl::Status status =
-      dist::RunRanksAsThreads(2, [&](dist::Communicator& communicator) {
+      collective::RunRanksAsThreads(2, [&](collective::Communicator& communicator) {
         const int rank = communicator.rank();
         DdpStrategy strategy(&communicator, SmallBuckets());
         auto trainer = Trainer::Create(config, RankInfo{rank, 2}, &strategy,
@@ -192,10 +192,10 @@ TEST(Ddp, FirstBucketIsIssuedBeforeBackwardReachesTheFirstLayer) {
         buckets[rank] = strategy.Buckets();
         std::vector<std::string>& log = events[rank];
         communicator.log().SetObserver(
-            [&log](dist::CollectiveEvent event,
-                   const dist::CollectiveRecord& record) {
-              if (event == dist::CollectiveEvent::kIssued &&
-                  record.op == dist::CollectiveOp::kAllReduce &&
+            [&log](collective::CollectiveEvent event,
+                   const collective::CollectiveRecord& record) {
+              if (event == collective::CollectiveEvent::kIssued &&
+                  record.op == collective::CollectiveOp::kAllReduce &&
                   record.dtype == "float32") {
                 log.push_back(absl::StrCat("issue ", record.size_bytes));
               }
@@ -249,7 +249,7 @@ TEST(Ddp, FirstBucketIsIssuedBeforeBackwardReachesTheFirstLayer) {
 // rank issues bucket 0 then bucket 1.
 TEST(Ddp, ABucketReadyBeforeItsPredecessorWaitsForIt) {
   const absl::Status status =
-      dist::RunRanksAsThreads(2, [](dist::Communicator& communicator) {
+      collective::RunRanksAsThreads(2, [](collective::Communicator& communicator) {
         const at::Tensor early = at::ones({5}, at::kFloat).requires_grad_();
         const at::Tensor late = at::ones({3}, at::kFloat).requires_grad_();
         const std::vector<NamedParameter> parameters = {{"early", early},
@@ -262,9 +262,9 @@ TEST(Ddp, ABucketReadyBeforeItsPredecessorWaitsForIt) {
         ASSERT_EQ(strategy.Buckets()[0].first_parameter, "late");
         std::vector<std::string> log;
         communicator.log().SetObserver(
-            [&log](dist::CollectiveEvent event,
-                   const dist::CollectiveRecord& record) {
-              if (event == dist::CollectiveEvent::kIssued) {
+            [&log](collective::CollectiveEvent event,
+                   const collective::CollectiveRecord& record) {
+              if (event == collective::CollectiveEvent::kIssued) {
                 log.push_back(absl::StrCat("issue ", record.elements));
               }
             });
@@ -328,7 +328,7 @@ TEST(Ddp, GradSyncEveryMovesKTimesTheBytesOfLastForCloseParameters) {
 
 TEST(Ddp, SetupBroadcastsRankZerosParameters) {
   const absl::Status status =
-      dist::RunRanksAsThreads(3, [](dist::Communicator& communicator) {
+      collective::RunRanksAsThreads(3, [](collective::Communicator& communicator) {
         const float mine = static_cast<float>(communicator.rank() + 1);
         const at::Tensor w = at::full({4, 3}, mine).requires_grad_();
         const at::Tensor b = at::full({7}, -mine).requires_grad_();
@@ -342,7 +342,7 @@ TEST(Ddp, SetupBroadcastsRankZerosParameters) {
 
 TEST(Ddp, RanksWithDifferentParametersFailSetupNamingTheRank) {
   const absl::Status status =
-      dist::RunRanksAsThreads(3, [](dist::Communicator& communicator) {
+      collective::RunRanksAsThreads(3, [](collective::Communicator& communicator) {
         // Rank 2 has a differently shaped "w".
         const int64_t rows = communicator.rank() == 2 ? 5 : 4;
         const at::Tensor w = at::zeros({rows, 3}).requires_grad_();
@@ -370,7 +370,7 @@ TEST(Ddp, NonFiniteLossOnOneRankStopsEveryRankAtThatStepNamingIt) {
                                       config.seq_len());
   std::vector<std::vector<at::Tensor>> before(2), after(2);
   const absl::Status status =
-      dist::RunRanksAsThreads(2, [&](dist::Communicator& communicator) {
+      collective::RunRanksAsThreads(2, [&](collective::Communicator& communicator) {
         const int rank = communicator.rank();
         DdpStrategy strategy(&communicator, SmallBuckets());
         auto trainer = Trainer::Create(config, RankInfo{rank, 2}, &strategy,

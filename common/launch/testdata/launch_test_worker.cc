@@ -4,7 +4,7 @@
 // Every rank first connects to the store the launcher hosts (or hosts it
 // itself as rank 0 when started by hand), prints "rank R pid P ready" and
 // waits for all ranks to be ready; only then does anything fail, so a test
-// knows every pid. Store and collectives go through //common/dist, as in
+// knows every pid. Store and collectives go through //common/collective, as in
 // every tool.
 #include <ATen/ATen.h>
 #include <signal.h>
@@ -19,15 +19,15 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/dist/communicator.h"
-#include "common/dist/rendezvous.h"
-#include "common/dist/store.h"
-#include "common/flags.h"
+#include "common/collective/communicator.h"
+#include "common/collective/rendezvous.h"
+#include "common/collective/store.h"
+#include "common/base/flags.h"
 #include "common/launch/launch.h"
 #include "common/launch/rendezvous_env.h"
 #include "common/launch/testdata/process_state.h"
-#include "common/logging.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
 
 ABSL_FLAG(int, exit_rank, -1, "this rank exits with --exit_code once ready");
 ABSL_FLAG(int, exit_code, 0, "exit code for --exit_rank");
@@ -38,7 +38,7 @@ ABSL_FLAG(bool, print_env, false, "print the rank variables");
 ABSL_FLAG(bool, rank0_exits_first, false,
           "rank 0 exits at once; the others use the store once it is gone");
 ABSL_FLAG(bool, all_reduce, false,
-          "join the group (//common/dist), all-reduce each rank's number and "
+          "join the group (//common/collective), all-reduce each rank's number and "
           "print the sum");
 ABSL_FLAG(int, hang_rank, -1,
           "with --all_reduce: this rank joins the group, then never enters "
@@ -76,7 +76,7 @@ void PrintEnv() {
 
 // Rank 0 exits; the others wait until its process is gone, then use the
 // store, which the launcher still hosts.
-absl::Status UseStoreAfterRankZero(const RankEnv& rank_env, dist::Store& store,
+absl::Status UseStoreAfterRankZero(const RankEnv& rank_env, collective::Store& store,
                                    absl::Duration timeout) {
   if (rank_env.rank == 0) {
     return store.Set("rank0_pid", std::to_string(::getpid()));
@@ -92,10 +92,10 @@ absl::Status UseStoreAfterRankZero(const RankEnv& rank_env, dist::Store& store,
   return absl::OkStatus();
 }
 
-absl::Status AllReduce(const RankEnv& rank_env, const dist::Store& store,
-                       const dist::RendezvousOptions& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> communicator,
-                   dist::JoinGroup(store, options));
+absl::Status AllReduce(const RankEnv& rank_env, const collective::Store& store,
+                       const collective::RendezvousOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<collective::Communicator> communicator,
+                   collective::JoinGroup(store, options));
   if (rank_env.rank == absl::GetFlag(FLAGS_hang_rank)) WaitForever();
   at::Tensor value =
       at::full({1}, static_cast<double>(rank_env.rank), at::kDouble);
@@ -107,10 +107,10 @@ absl::Status AllReduce(const RankEnv& rank_env, const dist::Store& store,
 
 absl::Status RunRank(const RankEnv& rank_env) {
   const absl::Duration connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
-  const dist::RendezvousOptions options = RendezvousOptionsFor(
+  const collective::RendezvousOptions options = RendezvousOptionsFor(
       rank_env, connect_timeout, absl::GetFlag(FLAGS_collective_timeout));
-  ASSIGN_OR_RETURN(dist::Store root, dist::ConnectStore(options));
-  dist::Store store =
+  ASSIGN_OR_RETURN(collective::Store root, collective::ConnectStore(options));
+  collective::Store store =
       root.WithPrefix(absl::StrCat("test/attempt_", rank_env.restart_count));
   if (absl::GetFlag(FLAGS_print_env)) PrintEnv();
   std::printf("rank %d pid %d ready\n", rank_env.rank, ::getpid());

@@ -1,0 +1,341 @@
+// Communicator: creation, settings and the issue protocol; the collectives
+// themselves are in copy_collectives.cc and reduce_collectives.cc
+// (communicator_internal.h has the vocabulary).
+#include "common/collective/communicator.h"
+
+#include <utility>
+
+#include "ATen/ATen.h"
+#include "absl/strings/str_cat.h"
+#include "common/collective/communicator_internal.h"
+#include "common/collective/store_impl.h"
+#include "common/libtorch/dtype.h"
+#include "common/base/status.h"
+#include "common/libtorch/torch_status.h"
+
+namespace mtb::collective {
+
+absl::string_view ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
+  }
+  return "unknown";
+}
+
+absl::string_view ReduceScatterAlgorithmName(ReduceScatterAlgorithm algorithm) {
+  switch (algorithm) {
+    case ReduceScatterAlgorithm::kAuto:
+      return "auto";
+    case ReduceScatterAlgorithm::kAllToAll:
+      return "alltoall";
+    case ReduceScatterAlgorithm::kHalvingDoubling:
+      return "halving_doubling";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<ReduceScatterAlgorithm> ParseReduceScatterAlgorithm(
+    absl::string_view name) {
+  for (ReduceScatterAlgorithm algorithm :
+       {ReduceScatterAlgorithm::kAuto, ReduceScatterAlgorithm::kAllToAll,
+        ReduceScatterAlgorithm::kHalvingDoubling}) {
+    if (ReduceScatterAlgorithmName(algorithm) == name) return algorithm;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown reduce-scatter algorithm '", name,
+                   "'; expected auto, alltoall or halving_doubling"));
+}
+
+// ---------------------------------------------------------------------------
+// Communicator::Impl: settings and the issue protocol.
+
+Communicator::Impl::Impl(std::shared_ptr<CommState> state, Store store,
+                         GlooDevices devices,
+                         c10::intrusive_ptr<GlooProcessGroup> group,
+                         const CommunicatorOptions& options)
+    : state_(std::move(state)),
+      store_(std::move(store)),
+      devices_(std::move(devices)),
+      group_(std::move(group)),
+      timeout_(options.timeout),
+      reduce_scatter_algorithm_(options.reduce_scatter_algorithm) {}
+
+absl::Duration Communicator::Impl::timeout() const {
+  absl::MutexLock lock(&issue_mutex_);
+  return timeout_;
+}
+
+absl::Status Communicator::Impl::SetTimeout(absl::Duration timeout) {
+  absl::MutexLock lock(&issue_mutex_);
+  RETURN_IF_ERROR(state_->Health());
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SetTimeout: timeout must be positive, got ",
+                     absl::FormatDuration(timeout)));
+  }
+  if (const int64_t in_flight = state_->log.InFlight(); in_flight > 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("SetTimeout on rank ", rank(), ": ", in_flight,
+                     " collective(s) still in flight; Wait() for them first"));
+  }
+  group_->SetTimeout(ToChronoMs(timeout));
+  timeout_ = timeout;
+  if (halving_doubling_context_) {
+    // Its pairs keep the timeout they were built with: rebuild at next use.
+    halving_doubling_context_.reset();
+    ++halving_doubling_generation_;
+  }
+  return absl::OkStatus();
+}
+
+void Communicator::Impl::SetReduceScatterAlgorithm(
+    ReduceScatterAlgorithm algorithm) {
+  absl::MutexLock lock(&issue_mutex_);
+  reduce_scatter_algorithm_ = algorithm;
+}
+
+ReduceScatterAlgorithm Communicator::Impl::reduce_scatter_algorithm() const {
+  absl::MutexLock lock(&issue_mutex_);
+  return reduce_scatter_algorithm_;
+}
+
+std::string Communicator::Impl::What(CollectiveOp kind) const {
+  return absl::StrCat(CollectiveOpName(kind), " on rank ", rank(), " of ",
+                      world_size());
+}
+
+absl::Status Communicator::Impl::Usable(CollectiveOp kind) const {
+  absl::Status health = state_->Health();
+  if (health.ok()) return health;
+  return absl::FailedPreconditionError(
+      absl::StrCat(What(kind),
+                   ": refused, the communicator is unusable after an earlier "
+                   "failure: ",
+                   health.message()));
+}
+
+CollectiveHandle Communicator::Impl::Refuse(const absl::Status& problem) {
+  state_->Break(problem);
+  return CollectiveHandle(std::make_shared<PendingCollective>(problem));
+}
+
+absl::Status Communicator::Impl::CheckRank(absl::string_view what,
+                                           absl::string_view name,
+                                           int value) const {
+  if (value >= 0 && value < world_size()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, ": ", name, " ", value,
+                                                 " is not a rank in [0, ",
+                                                 world_size(), ")"));
+}
+
+absl::Status Communicator::Impl::CheckRowTensors(absl::string_view what,
+                                                 const at::Tensor& input,
+                                                 const at::Tensor& output,
+                                                 TensorUse use) {
+  RETURN_IF_ERROR(CheckTensor(what, "input", input, use));
+  RETURN_IF_ERROR(CheckTensor(what, "output", output, use));
+  RETURN_IF_ERROR(CheckSameDtype(what, "output", output, "input", input));
+  RETURN_IF_ERROR(CheckHasRows(what, "input", input));
+  RETURN_IF_ERROR(CheckHasRows(what, "output", output));
+  return CheckSameRowShape(what, "output", output, "input", input);
+}
+
+CollectiveRecord Communicator::Impl::NewRecord(CollectiveOp kind,
+                                               const at::Tensor& caller,
+                                               const at::Tensor& transport,
+                                               const at::Tensor& s_tensor) {
+  CollectiveRecord record;
+  record.op = kind;
+  record.dtype = std::string(DtypeName(caller.scalar_type()));
+  record.transport_dtype = std::string(DtypeName(transport.scalar_type()));
+  record.elements = s_tensor.numel();
+  record.size_bytes = s_tensor.nbytes();
+  return record;
+}
+
+void Communicator::Impl::SetTraffic(CollectiveRecord& record, Traffic traffic) {
+  record.bytes_sent = traffic.sent;
+  record.bytes_received = traffic.received;
+}
+
+CollectiveHandle Communicator::Impl::Launch(
+    CollectiveRecord record, const std::function<Launched()>& launch) {
+  record = state_->log.Issue(std::move(record));
+  auto pending = std::make_shared<PendingCollective>(state_, record, timeout_);
+  absl::StatusOr<Launched> launched = CallGuarded(kGloo, launch);
+  if (!launched.ok()) {
+    pending->CompleteNow(launched.status(), absl::ZeroDuration());
+  } else {
+    pending->Launched(std::move(launched->work), std::move(launched->finish));
+  }
+  return CollectiveHandle(std::move(pending));
+}
+
+CollectiveHandle Communicator::Impl::RunNow(CollectiveRecord record,
+                                            const std::function<void()>& run) {
+  record = state_->log.Issue(std::move(record));
+  auto pending = std::make_shared<PendingCollective>(state_, record, timeout_);
+  const absl::Time start = absl::Now();
+  const absl::Status status = CallGuarded(kGloo, run);
+  pending->CompleteNow(status, absl::Now() - start);
+  return CollectiveHandle(std::move(pending));
+}
+
+// ---------------------------------------------------------------------------
+// Communicator.
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
+    const Store& store, const CommunicatorOptions& options) {
+  if (options.world_size < 1 || options.rank < 0 ||
+      options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Communicator: rank ", options.rank,
+                     " is not in [0, world_size ", options.world_size, ")"));
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Communicator: timeout must be positive, got ",
+                     absl::FormatDuration(options.timeout)));
+  }
+  ASSIGN_OR_RETURN(GlooDevices devices,
+                   MakeGlooDevices(GlooDeviceSpec{options.gloo_interface,
+                                                  options.gloo_hostname}));
+  ASSIGN_OR_RETURN(
+      c10::intrusive_ptr<GlooProcessGroup> group,
+      CreateGlooProcessGroup(store.impl()->store, options.rank,
+                             options.world_size, options.timeout, devices));
+  auto state = std::make_shared<CommState>(options.rank, options.world_size,
+                                           options.keep_records);
+  return std::unique_ptr<Communicator>(new Communicator(std::make_unique<Impl>(
+      std::move(state), store, std::move(devices), std::move(group), options)));
+}
+
+Communicator::Communicator(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const { return impl_->rank(); }
+int Communicator::world_size() const { return impl_->world_size(); }
+absl::Duration Communicator::timeout() const { return impl_->timeout(); }
+const std::string& Communicator::device_description() const {
+  return impl_->device_description();
+}
+absl::Status Communicator::health() const { return impl_->state().Health(); }
+absl::Status Communicator::SetTimeout(absl::Duration timeout) {
+  return impl_->SetTimeout(timeout);
+}
+void Communicator::SetReduceScatterAlgorithm(ReduceScatterAlgorithm algorithm) {
+  impl_->SetReduceScatterAlgorithm(algorithm);
+}
+ReduceScatterAlgorithm Communicator::reduce_scatter_algorithm() const {
+  return impl_->reduce_scatter_algorithm();
+}
+CollectiveLog& Communicator::log() { return impl_->state().log; }
+const CollectiveLog& Communicator::log() const { return impl_->state().log; }
+
+absl::Status Communicator::AllReduce(const at::Tensor& tensor, ReduceOp op) {
+  return AllReduceAsync(tensor, op).Wait();
+}
+CollectiveHandle Communicator::AllReduceAsync(const at::Tensor& tensor,
+                                              ReduceOp op) {
+  return impl_->AllReduce(tensor, op);
+}
+absl::Status Communicator::Broadcast(const at::Tensor& tensor, int root) {
+  return BroadcastAsync(tensor, root).Wait();
+}
+CollectiveHandle Communicator::BroadcastAsync(const at::Tensor& tensor,
+                                              int root) {
+  return impl_->Broadcast(tensor, root);
+}
+absl::Status Communicator::AllGather(const at::Tensor& input,
+                                     const at::Tensor& output) {
+  return AllGatherAsync(input, output).Wait();
+}
+CollectiveHandle Communicator::AllGatherAsync(const at::Tensor& input,
+                                              const at::Tensor& output) {
+  return impl_->AllGather(input, output);
+}
+absl::Status Communicator::AllGatherList(
+    const at::Tensor& input, const std::vector<at::Tensor>& outputs) {
+  return AllGatherListAsync(input, outputs).Wait();
+}
+CollectiveHandle Communicator::AllGatherListAsync(
+    const at::Tensor& input, const std::vector<at::Tensor>& outputs) {
+  return impl_->AllGatherList(input, outputs);
+}
+absl::Status Communicator::AllGatherV(const at::Tensor& input,
+                                      const at::Tensor& output,
+                                      absl::Span<const int64_t> counts) {
+  return AllGatherVAsync(input, output, counts).Wait();
+}
+CollectiveHandle Communicator::AllGatherVAsync(
+    const at::Tensor& input, const at::Tensor& output,
+    absl::Span<const int64_t> counts) {
+  return impl_->AllGatherV(input, output, counts);
+}
+absl::Status Communicator::ReduceScatter(const at::Tensor& input,
+                                         const at::Tensor& output,
+                                         ReduceOp op) {
+  return ReduceScatterAsync(input, output, op).Wait();
+}
+CollectiveHandle Communicator::ReduceScatterAsync(const at::Tensor& input,
+                                                  const at::Tensor& output,
+                                                  ReduceOp op) {
+  return impl_->ReduceScatter(input, output, op);
+}
+absl::Status Communicator::ReduceScatterV(const at::Tensor& input,
+                                          const at::Tensor& output,
+                                          absl::Span<const int64_t> counts,
+                                          ReduceOp op) {
+  return ReduceScatterVAsync(input, output, counts, op).Wait();
+}
+CollectiveHandle Communicator::ReduceScatterVAsync(
+    const at::Tensor& input, const at::Tensor& output,
+    absl::Span<const int64_t> counts, ReduceOp op) {
+  return impl_->ReduceScatterV(input, output, counts, op);
+}
+absl::Status Communicator::AllToAll(const at::Tensor& input,
+                                    const at::Tensor& output) {
+  return AllToAllAsync(input, output).Wait();
+}
+CollectiveHandle Communicator::AllToAllAsync(const at::Tensor& input,
+                                             const at::Tensor& output) {
+  return impl_->AllToAll(input, output);
+}
+absl::Status Communicator::AllToAllV(const at::Tensor& input,
+                                     const at::Tensor& output,
+                                     absl::Span<const int64_t> send_counts,
+                                     absl::Span<const int64_t> recv_counts) {
+  return AllToAllVAsync(input, output, send_counts, recv_counts).Wait();
+}
+CollectiveHandle Communicator::AllToAllVAsync(
+    const at::Tensor& input, const at::Tensor& output,
+    absl::Span<const int64_t> send_counts,
+    absl::Span<const int64_t> recv_counts) {
+  return impl_->AllToAllV(input, output, send_counts, recv_counts);
+}
+absl::Status Communicator::Barrier() { return BarrierAsync().Wait(); }
+CollectiveHandle Communicator::BarrierAsync() { return impl_->Barrier(); }
+absl::Status Communicator::Send(const at::Tensor& tensor, int peer, int tag) {
+  return SendAsync(tensor, peer, tag).Wait();
+}
+CollectiveHandle Communicator::SendAsync(const at::Tensor& tensor, int peer,
+                                         int tag) {
+  return impl_->PointToPoint(CollectiveOp::kSend, tensor, peer, tag);
+}
+absl::Status Communicator::Recv(const at::Tensor& tensor, int peer, int tag) {
+  return RecvAsync(tensor, peer, tag).Wait();
+}
+CollectiveHandle Communicator::RecvAsync(const at::Tensor& tensor, int peer,
+                                         int tag) {
+  return impl_->PointToPoint(CollectiveOp::kRecv, tensor, peer, tag);
+}
+
+}  // namespace mtb::collective

@@ -1,0 +1,263 @@
+// The collective layer every multi-rank tool uses: c10d's ProcessGroupGloo
+// behind one class, with Gloo's gaps filled, one record per call and errors as
+// Status. docs/collective.md is the one-page guide (byte model, reduce-scatter
+// choice, bf16, error and timeout policy).
+//
+// Tensors are CPU, contiguous and non-empty-shaped as documented per method;
+// every precondition is checked before any communication and reported as
+// kInvalidArgument naming the argument and the arithmetic. Shapes are written
+// with n = world_size, r = this rank.
+//
+// Dtypes: float32, float64, float16, int8, uint8, int32, int64 natively.
+// bfloat16 (which Gloo 1.13 rejects): copy-only collectives (broadcast,
+// all_gather*, all_to_all*, send, recv) move its bits as float16 (Gloo rejects
+// int16 too), bit-exact; reductions convert to float32, reduce, and round back
+// to bfloat16 once (record.emulated = true, bytes counted in float32). int16
+// and bool are accepted by copy-only collectives the same way (as float16 and
+// uint8 bits).
+#ifndef MTB_COMMON_COLLECTIVE_COMMUNICATOR_H_
+#define MTB_COMMON_COLLECTIVE_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ATen/core/Tensor.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/collective/collective_log.h"
+#include "common/collective/store.h"
+
+namespace mtb::collective {
+
+enum class ReduceOp {
+  kSum,
+  kAvg,  // sum, then divided by n locally; floating dtypes only
+  kMax,
+  kMin,
+};
+absl::string_view ReduceOpName(ReduceOp op);
+
+// How ReduceScatter and ReduceScatterV run (docs/collective.md, "Reduce-scatter").
+// Every rank of a communicator must use the same one.
+enum class ReduceScatterAlgorithm {
+  // The measured default: kAllToAll at every size (docs/collective.md,
+  // "Reduce-scatter"; kDefaultReduceScatterAlgorithm in reduce_collectives.cc).
+  kAuto,
+  // c10d alltoall_base (rank p receives every rank's p-th block) + a local
+  // reduction over the n received blocks. Asynchronous like any c10d op.
+  kAllToAll,
+  // gloo::ReduceScatterHalvingDoubling on a second gloo context connected
+  // through the same store (created at the first use; every rank creates it at
+  // the same call). Runs on the calling thread: its Async variant has finished
+  // when it returns. float32/float64/int32/int64 only; other dtypes, and calls
+  // with an empty block, use kAllToAll (the record says which ran).
+  kHalvingDoubling,
+};
+absl::string_view ReduceScatterAlgorithmName(ReduceScatterAlgorithm algorithm);
+// "auto", "alltoall", "halving_doubling" (flag values).
+absl::StatusOr<ReduceScatterAlgorithm> ParseReduceScatterAlgorithm(
+    absl::string_view name);
+
+struct CommunicatorOptions {
+  int rank = 0;
+  int world_size = 1;
+  // Per collective: a collective that has not completed this long after it
+  // started on this rank fails with kDeadlineExceeded (Gloo's own timeout).
+  absl::Duration timeout = absl::Minutes(10);
+  // Where Gloo binds: an interface name (comma-separated list allowed), else
+  // an address or host name, else GLOO_SOCKET_IFNAME, else c10d's default
+  // device (this host's name).
+  std::string gloo_interface;
+  std::string gloo_hostname;
+  ReduceScatterAlgorithm reduce_scatter_algorithm =
+      ReduceScatterAlgorithm::kAuto;
+  // Keep every CollectiveRecord (log().Records()); false keeps totals only.
+  bool keep_records = true;
+};
+
+class PendingCollective;
+
+// A collective in flight. Copyable; copies share the collective. Holds
+// references to the tensors involved until completion: do not modify the
+// inputs or read the outputs before Wait() returns OK. Dropping the last copy
+// waits for the collective (like a std::future from std::async), so its
+// record and any failure are never lost.
+class CollectiveHandle {
+ public:
+  // An empty handle; Wait() returns kFailedPrecondition.
+  CollectiveHandle() = default;
+
+  // Blocks until the collective has completed and its outputs are written,
+  // then returns its status (the same status on every later call). Errors name
+  // the collective, its sequence number, this rank and the timeout.
+  absl::Status Wait();
+  // True once Wait() would not block (never blocks itself). Does not replace
+  // Wait(): outputs are defined once Wait() has returned OK.
+  bool IsCompleted();
+  // The communicator's sequence number of this collective; -1 when the call
+  // was refused before it was issued.
+  int64_t sequence() const;
+
+ private:
+  friend class Communicator;
+  explicit CollectiveHandle(std::shared_ptr<PendingCollective> pending)
+      : pending_(std::move(pending)) {}
+  std::shared_ptr<PendingCollective> pending_;
+};
+
+// One rank's membership in a group of world_size ranks, over Gloo.
+//
+// Ordering contract (c10d's): every rank must call the same collectives, with
+// matching arguments, in the same order — including the Async variants, whose
+// issue order is what counts — or the group hangs until the timeout. Send and
+// Recv pair up by (peer, tag) and also count as calls in that order.
+//
+// Failure contract: a call that fails (an error or a timeout) breaks the
+// communicator: it logs the error, and every later call returns
+// kFailedPrecondition naming that first failure. There are no retries; the
+// tool fails the run. A refused precondition (kInvalidArgument) breaks it too,
+// since this rank skipped a collective the others may be in.
+//
+// Thread safety: calls may come from several threads (e.g. DDP's bucket
+// all-reduces from autograd hooks), issue order is the order calls acquire an
+// internal lock; a caller that needs a particular order must issue from one
+// thread. Handles may be waited on from any thread.
+class Communicator {
+ public:
+  // Builds the Gloo process group over `store` (collective: all world_size
+  // ranks call it with their own rank and return once all have connected).
+  // Each group needs its own store prefix (Store::WithPrefix).
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(
+      const Store& store, const CommunicatorOptions& options);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  absl::string_view backend() const { return "gloo"; }
+  absl::Duration timeout() const;
+  // Where Gloo bound ("hostname 127.0.0.1", "GLOO_SOCKET_IFNAME=eth0", ...).
+  const std::string& device_description() const;
+  // OK while usable, else the first failure.
+  absl::Status health() const;
+
+  // Changes the per-collective timeout from the next collective on, e.g.
+  // generous for the first step (lazy initialisation, compilation) and tighter
+  // afterwards (torchtitan's pattern). Every rank calls it at the same point;
+  // no collective of this rank may be in flight (kFailedPrecondition
+  // otherwise). A halving-doubling reduce-scatter context is rebuilt at its
+  // next use.
+  absl::Status SetTimeout(absl::Duration timeout);
+
+  // Same contract as CommunicatorOptions::reduce_scatter_algorithm: every rank
+  // switches at the same point.
+  void SetReduceScatterAlgorithm(ReduceScatterAlgorithm algorithm);
+  ReduceScatterAlgorithm reduce_scatter_algorithm() const;
+
+  // Records of completed collectives, totals and the observer hook.
+  CollectiveLog& log();
+  const CollectiveLog& log() const;
+
+  // --- Collectives. Each blocking call is its Async variant + Wait(). ---
+
+  // tensor: any shape, same on every rank. Replaced by the reduction over
+  // ranks.
+  absl::Status AllReduce(const at::Tensor& tensor,
+                         ReduceOp op = ReduceOp::kSum);
+  CollectiveHandle AllReduceAsync(const at::Tensor& tensor,
+                                  ReduceOp op = ReduceOp::kSum);
+
+  // tensor: any shape, same on every rank. Replaced by root's.
+  absl::Status Broadcast(const at::Tensor& tensor, int root);
+  CollectiveHandle BroadcastAsync(const at::Tensor& tensor, int root);
+
+  // input: k elements, any shape. output: n*k elements, any shape; rank p's
+  // input fills flat elements [p*k, (p+1)*k). For a concatenation along dim 0
+  // give output the shape (n*input.size(0), input.size(1), ...).
+  absl::Status AllGather(const at::Tensor& input, const at::Tensor& output);
+  CollectiveHandle AllGatherAsync(const at::Tensor& input,
+                                  const at::Tensor& output);
+
+  // outputs: n tensors, each of input's shape; outputs[p] receives rank p's.
+  absl::Status AllGatherList(const at::Tensor& input,
+                             const std::vector<at::Tensor>& outputs);
+  CollectiveHandle AllGatherListAsync(const at::Tensor& input,
+                                      const std::vector<at::Tensor>& outputs);
+
+  // Uneven all-gather along dim 0. counts: n row counts, the same on every
+  // rank. input: (counts[r], rest...). output: (sum(counts), rest...); rows
+  // [counts[0] + ... + counts[p-1], +counts[p]) receive rank p's input.
+  absl::Status AllGatherV(const at::Tensor& input, const at::Tensor& output,
+                          absl::Span<const int64_t> counts);
+  CollectiveHandle AllGatherVAsync(const at::Tensor& input,
+                                   const at::Tensor& output,
+                                   absl::Span<const int64_t> counts);
+
+  // input: n*k elements, any shape. output: k elements, any shape; receives
+  // the reduction over ranks of flat input elements [r*k, (r+1)*k).
+  absl::Status ReduceScatter(const at::Tensor& input, const at::Tensor& output,
+                             ReduceOp op = ReduceOp::kSum);
+  CollectiveHandle ReduceScatterAsync(const at::Tensor& input,
+                                      const at::Tensor& output,
+                                      ReduceOp op = ReduceOp::kSum);
+
+  // Uneven reduce-scatter along dim 0 (shards of a size n does not divide).
+  // counts: n row counts, the same on every rank. input: (sum(counts),
+  // rest...). output: (counts[r], rest...); receives the reduction of input
+  // rows [counts[0] + ... + counts[r-1], +counts[r]).
+  absl::Status ReduceScatterV(const at::Tensor& input, const at::Tensor& output,
+                              absl::Span<const int64_t> counts,
+                              ReduceOp op = ReduceOp::kSum);
+  CollectiveHandle ReduceScatterVAsync(const at::Tensor& input,
+                                       const at::Tensor& output,
+                                       absl::Span<const int64_t> counts,
+                                       ReduceOp op = ReduceOp::kSum);
+
+  // Equal all-to-all along dim 0. input and output: the same shape, with
+  // size(0) = n*b. Rows [p*b, (p+1)*b) of input go to rank p; rows
+  // [p*b, (p+1)*b) of output come from rank p.
+  absl::Status AllToAll(const at::Tensor& input, const at::Tensor& output);
+  CollectiveHandle AllToAllAsync(const at::Tensor& input,
+                                 const at::Tensor& output);
+
+  // Uneven all-to-all along dim 0. send_counts[p] rows of input go to rank p,
+  // in rank order; recv_counts[p] rows of output come from rank p. The counts
+  // must agree across ranks (rank p's send_counts[q] == rank q's
+  // recv_counts[p]); exchange them first (e.g. AllToAll of an int64 tensor of
+  // counts) when only the senders know them. input: (sum(send_counts),
+  // rest...), output: (sum(recv_counts), rest...).
+  absl::Status AllToAllV(const at::Tensor& input, const at::Tensor& output,
+                         absl::Span<const int64_t> send_counts,
+                         absl::Span<const int64_t> recv_counts);
+  CollectiveHandle AllToAllVAsync(const at::Tensor& input,
+                                  const at::Tensor& output,
+                                  absl::Span<const int64_t> send_counts,
+                                  absl::Span<const int64_t> recv_counts);
+
+  absl::Status Barrier();
+  CollectiveHandle BarrierAsync();
+
+  // Point-to-point. The peer calls Recv (Send) with this rank and the same
+  // tag; tensor shapes and dtypes must match. Send completes when the data
+  // has left this rank's buffer.
+  absl::Status Send(const at::Tensor& tensor, int peer, int tag = 0);
+  CollectiveHandle SendAsync(const at::Tensor& tensor, int peer, int tag = 0);
+  absl::Status Recv(const at::Tensor& tensor, int peer, int tag = 0);
+  CollectiveHandle RecvAsync(const at::Tensor& tensor, int peer, int tag = 0);
+
+  class Impl;  // communicator.cc
+
+ private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mtb::collective
+
+#endif  // MTB_COMMON_COLLECTIVE_COMMUNICATOR_H_

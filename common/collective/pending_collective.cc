@@ -1,0 +1,136 @@
+// PendingCollective, CollectiveHandle and failure messages
+// (communicator_internal.h has the vocabulary).
+#include <utility>
+
+#include "ATen/ATen.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/collective/communicator_internal.h"
+#include "common/libtorch/torch_status.h"
+#include "glog/logging.h"
+
+namespace mtb::collective {
+namespace {
+
+std::string Describe(const CollectiveRecord& record, int rank, int world_size) {
+  std::string text =
+      absl::StrCat(CollectiveOpName(record.op), " #", record.sequence, " (",
+                   record.dtype, ", ", record.elements, " elements");
+  if (record.op == CollectiveOp::kSend) {
+    absl::StrAppend(&text, ", to rank ", record.peer);
+  } else if (record.op == CollectiveOp::kRecv) {
+    absl::StrAppend(&text, ", from rank ", record.peer);
+  } else if (record.op == CollectiveOp::kBroadcast) {
+    absl::StrAppend(&text, ", root ", record.peer);
+  }
+  absl::StrAppend(&text, ") on rank ", rank, " of ", world_size);
+  return text;
+}
+
+}  // namespace
+
+absl::Status CommState::Health() const {
+  absl::MutexLock lock(&mutex);
+  return first_failure;
+}
+
+void CommState::Break(const absl::Status& failure) {
+  absl::MutexLock lock(&mutex);
+  if (!first_failure.ok()) return;
+  first_failure = failure;
+  LOG(ERROR) << "communicator broken: " << failure;
+}
+
+absl::Status CollectiveFailure(const CollectiveRecord& record, int rank,
+                               int world_size, absl::Duration timeout,
+                               const absl::Status& raw) {
+  absl::string_view detail = raw.message();
+  absl::ConsumePrefix(&detail, absl::StrCat(kGloo, ": "));
+  const std::string what = Describe(record, rank, world_size);
+  const std::string timeout_text = absl::FormatDuration(timeout);
+  if (raw.code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::Status(raw.code(), absl::StrCat(what, " failed after timeout ",
+                                                 timeout_text, ": ", detail));
+  }
+  return absl::Status(raw.code(), absl::StrCat(what, " failed (timeout ",
+                                               timeout_text, "): ", detail));
+}
+
+PendingCollective::PendingCollective(absl::Status refusal)
+    : done_(true), status_(std::move(refusal)) {}
+
+PendingCollective::PendingCollective(std::shared_ptr<CommState> state,
+                                     CollectiveRecord record,
+                                     absl::Duration timeout)
+    : state_(std::move(state)), record_(std::move(record)), timeout_(timeout) {}
+
+PendingCollective::~PendingCollective() { (void)Wait(); }
+
+void PendingCollective::Launched(c10::intrusive_ptr<c10d::Work> work,
+                                 std::function<void()> finish) {
+  absl::MutexLock lock(&mutex_);
+  work_ = std::move(work);
+  finish_ = std::move(finish);
+}
+
+void PendingCollective::CompleteNow(const absl::Status& raw,
+                                    absl::Duration wait_time) {
+  absl::MutexLock lock(&mutex_);
+  Complete(raw, wait_time);
+}
+
+absl::Status PendingCollective::Wait() {
+  absl::MutexLock lock(&mutex_);
+  if (done_) return status_;
+  const absl::Time wait_start = absl::Now();
+  const absl::Status raw = CallGuarded(kGloo, [&] {
+    if (work_) work_->wait();
+    if (finish_) finish_();
+  });
+  Complete(raw, absl::Now() - wait_start);
+  return status_;
+}
+
+bool PendingCollective::IsCompleted() {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (done_) return true;
+    if (work_ && !work_->isCompleted()) return false;
+  }
+  (void)Wait();  // does not block: the transport is done
+  return true;
+}
+
+void PendingCollective::Complete(const absl::Status& raw,
+                                 absl::Duration wait_time) {
+  status_ = raw.ok() ? raw
+                     : CollectiveFailure(record_, state_->rank,
+                                         state_->world_size, timeout_, raw);
+  done_ = true;
+  work_.reset();
+  finish_ = nullptr;
+  record_.completed = true;
+  record_.duration = absl::Now() - record_.issue_time;
+  record_.wait_time = wait_time;
+  record_.status = status_;
+  if (!status_.ok()) state_->Break(status_);
+  state_->log.Complete(record_);
+}
+
+absl::Status CollectiveHandle::Wait() {
+  if (!pending_) {
+    return absl::FailedPreconditionError(
+        "Wait() on an empty CollectiveHandle (default-constructed)");
+  }
+  return pending_->Wait();
+}
+
+bool CollectiveHandle::IsCompleted() {
+  return pending_ == nullptr || pending_->IsCompleted();
+}
+
+int64_t CollectiveHandle::sequence() const {
+  return pending_ ? pending_->sequence() : -1;
+}
+
+}  // namespace mtb::collective

@@ -1,0 +1,61 @@
+// Human-readable outputs every tool writes beside its JSON: Markdown tables and
+// SVG line plots (SPEC §3). No plotting dependency: the SVG is written by hand,
+// is valid XML, and has axes, ticks, labels and a legend.
+#ifndef MTB_COMMON_REPORT_REPORT_H_
+#define MTB_COMMON_REPORT_REPORT_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mtb {
+
+enum class Align { kLeft, kRight };
+
+// A GitHub-flavoured Markdown table. Columns default to left-aligned; numbers
+// read better right-aligned (set `align`). Cells are escaped ('|' -> '\|').
+struct MarkdownTable {
+  std::vector<std::string> headers;
+  std::vector<Align> align;  // empty or one per header
+  std::vector<std::vector<std::string>> rows;
+
+  // Every row must have headers.size() cells (CHECK).
+  std::string Render() const;
+};
+
+// Formats `value` with `significant` significant digits, without exponent for
+// magnitudes in [1e-3, 1e9) (e.g. 0.000123, 12.3, 123457).
+std::string FormatSignificant(double value, int significant = 3);
+
+// Byte counts as nccl-tests and users write them: 1024 -> "1K", 3145728 ->
+// "3M", 1000 -> "1000" (powers of 1024; exact multiples only).
+std::string FormatBytes(double bytes);
+
+enum class TickFormat { kNumber, kBytes };
+
+struct PlotSeries {
+  std::string name;
+  std::vector<std::pair<double, double>> points;  // (x, y), any order
+};
+
+struct LinePlot {
+  std::string title;
+  std::string x_label;
+  std::string y_label;
+  bool log_x = false;
+  // kBytes labels ticks 1K, 4M, ... and puts log ticks on powers of two.
+  TickFormat x_format = TickFormat::kNumber;
+  std::vector<PlotSeries> series;
+  int width = 760;
+  int height = 460;
+};
+
+// Renders the plot as a standalone SVG document. Points with non-finite
+// coordinates (or x <= 0 on a log axis) are skipped. Each series becomes a
+// <polyline> plus one <circle> per point carrying data-x/data-y attributes
+// (the exact values, so tests and scripts can read the data back).
+std::string RenderSvg(const LinePlot& plot);
+
+}  // namespace mtb
+
+#endif  // MTB_COMMON_REPORT_REPORT_H_

@@ -1,0 +1,80 @@
+#include "common/results/output_path.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/results/atomic_file.h"
+
+namespace mtb {
+namespace {
+
+bool Exists(const std::string& path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+}  // namespace
+
+std::string ResolveUserPath(absl::string_view path) {
+  if (path.empty() || path[0] == '/') return std::string(path);
+  const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  if (workspace == nullptr || workspace[0] == '\0') return std::string(path);
+  return absl::StrCat(workspace, "/", path);
+}
+
+std::string DefaultResultPath(absl::string_view tool,
+                              absl::string_view extension) {
+  const std::string stamp =
+      absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::UTCTimeZone());
+  const std::string stem =
+      ResolveUserPath(absl::StrCat("results/", tool, "_", stamp));
+  std::string candidate = absl::StrCat(stem, ".", extension);
+  for (int suffix = 2; Exists(candidate); ++suffix) {
+    candidate = absl::StrCat(stem, "_", suffix, ".", extension);
+  }
+  return candidate;
+}
+
+std::string ReplaceExtension(absl::string_view path,
+                             absl::string_view extension) {
+  size_t slash = path.rfind('/');
+  size_t dot = path.rfind('.');
+  if (dot == absl::string_view::npos ||
+      (slash != absl::string_view::npos && dot < slash) ||
+      dot == (slash == absl::string_view::npos ? 0 : slash + 1)) {
+    return absl::StrCat(path, ".", extension);
+  }
+  return absl::StrCat(path.substr(0, dot), ".", extension);
+}
+
+absl::Status CheckOutputWritable(absl::string_view flag,
+                                 const std::string& resolved_path) {
+  if (resolved_path.empty()) return absl::OkStatus();
+  auto refuse = [&](absl::string_view reason) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, "=", resolved_path, ": cannot write there: ", reason));
+  };
+  struct stat info;
+  if (::stat(resolved_path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    return refuse("it is a directory");
+  }
+  const size_t slash = resolved_path.rfind('/');
+  const std::string directory =
+      slash == std::string::npos ? "."
+                                 : (slash == 0 ? "/" : resolved_path.substr(0, slash));
+  if (absl::Status created = CreateDirectories(directory); !created.ok()) {
+    return refuse(created.message());
+  }
+  if (::access(directory.c_str(), W_OK) != 0) {
+    return refuse(absl::StrCat(directory, " is not writable"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mtb
