@@ -102,6 +102,8 @@ TEST(CommBenchSmoke, BadFlagsExitTwoBeforeAnyRankStarts) {
   EXPECT_EQ(RunCommBench("--nproc=3 --root=3", log), 2);
   EXPECT_THAT(Log(log), HasSubstr("--root=3: must be a rank in [0, 2]"));
   EXPECT_EQ(RunCommBench("--nproc=2 --minbytes=12Q", log), 2);
+  EXPECT_EQ(RunCommBench("--nproc=2 --connect_timeout=1s", log), 2);
+  EXPECT_THAT(Log(log), HasSubstr("--connect_timeout=1s must be at least 2s"));
   EXPECT_EQ(RunCommBench("--nproc=2 --plot=/proc/no_such_dir/p.svg", log), 2);
   EXPECT_THAT(Log(log), HasSubstr("--plot=/proc/no_such_dir/p.svg: cannot write there"));
   EXPECT_THAT(Log(log), ::testing::Not(HasSubstr("[rank 0]")));

@@ -47,12 +47,12 @@ class GlooBackend : public Backend {
       : communicator_(communicator) {
     // The algorithm of the collective that just completed (blocking calls
     // complete on this thread, so it is ours).
-    communicator_.log().SetObserver(
+    observer_id_ = communicator_.log().AddObserver(
         [this](collective::CollectiveEvent event, const collective::CollectiveRecord& record) {
           if (event == collective::CollectiveEvent::kCompleted) last_ = record.algorithm;
         });
   }
-  ~GlooBackend() override { communicator_.log().SetObserver(nullptr); }
+  ~GlooBackend() override { communicator_.log().RemoveObserver(observer_id_); }
 
   std::string name() const override { return "gloo"; }
   int rank() const override { return communicator_.rank(); }
@@ -181,6 +181,7 @@ class GlooBackend : public Backend {
   }
 
   collective::Communicator& communicator_;
+  collective::CollectiveLog::ObserverId observer_id_ = -1;
   std::map<std::tuple<const void*, int64_t, DType>, at::Tensor> tensors_;
   std::chrono::steady_clock::time_point interval_start_;
   std::string last_;

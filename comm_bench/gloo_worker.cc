@@ -19,8 +19,8 @@ namespace mtb::comm_bench {
 namespace {
 
 absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
-  collective::RendezvousOptions rendezvous = RendezvousOptionsFor(
-      options.rank_env, options.connect_timeout, options.collective_timeout);
+  collective::RendezvousOptions rendezvous =
+      RendezvousOptionsFor(options.rank_env, options.timeouts);
   rendezvous.keep_records = false;  // the backend follows the observer
   ASSIGN_OR_RETURN(std::unique_ptr<collective::Communicator> communicator,
                    collective::Rendezvous(rendezvous));
@@ -30,7 +30,10 @@ absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
   std::unique_ptr<TablePrinter> printer;
   if (backend->rank() == 0) printer = std::make_unique<TablePrinter>(std::cout, "gloo");
   ASSIGN_OR_RETURN(CommBenchResult result,
-                   RunSweep(*backend, options.sweep, printer.get()));
+                   RunSweep(*backend, options.sweep, printer.get(), [&] {
+                     return communicator->SetTimeout(
+                         options.timeouts.collective_timeout);
+                   }));
   // Everyone is done with the group before rank 0 (which may host the store)
   // writes files and leaves.
   RETURN_IF_ERROR(communicator->Barrier());

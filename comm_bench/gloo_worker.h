@@ -7,6 +7,7 @@
 #include "comm_bench/harness.h"
 #include "comm_bench/options.h"
 #include "common/launch/rank_env.h"
+#include "common/launch/timeouts.h"
 #include "common/results/results.pb.h"
 
 namespace mtb::comm_bench {
@@ -15,10 +16,9 @@ struct GlooWorkerOptions {
   RankEnv rank_env;
   SweepOptions sweep;
   FlagValues flags;
-  // Per collective; a hung collective fails the run naming it (SPEC §2).
-  absl::Duration collective_timeout = absl::Minutes(5);
-  // How long to keep trying to reach the rendezvous store.
-  absl::Duration connect_timeout = absl::Minutes(5);
+  // common/launch/timeouts.h: the first-step timeout holds until the first
+  // sweep point completes, then the steady-state collective timeout.
+  TimeoutOptions timeouts;
   // Started by main (NewRunContext) so its start time is the run's.
   RunContext context;
 };

@@ -268,9 +268,10 @@ absl::Status CheckSupported(const Backend& backend,
       options);
 }
 
-absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,
-                                         const SweepOptions& options,
-                                         SweepListener* listener) {
+absl::StatusOr<CommBenchResult> RunSweep(
+    Backend& backend, const SweepOptions& options, SweepListener* listener,
+    const std::function<absl::Status()>& after_first_point) {
+  bool first_point_done = false;
   CHECK_GE(options.iters, 1);
   CallContext context;
   context.rank = backend.rank();
@@ -327,6 +328,10 @@ absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,
       for (bool in_place : {false, true}) {
         if (in_place && !op->supports_in_place()) continue;
         ASSIGN_OR_RETURN(CommBenchRow row, runner.Run(in_place, seed++, *send, *recv));
+        if (!first_point_done && after_first_point) {
+          RETURN_IF_ERROR(after_first_point());
+        }
+        first_point_done = true;
         row.set_emulated(support.emulated);
         summary.set_rows(summary.rows() + 1);
         summary.set_wrong(summary.wrong() + row.wrong());

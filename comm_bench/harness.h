@@ -79,10 +79,12 @@ absl::Status CheckSupported(const Backend& backend, const SweepOptions& options)
 // options, in the same order relative to other collectives. Returns rows,
 // per-op summaries, the average busbw, the verdict and notes, identical on
 // every rank; `context` and `options` are the caller's to fill.
-// `listener` may be null.
-absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,
-                                         const SweepOptions& options,
-                                         SweepListener* listener);
+// `listener` may be null. `after_first_point`, when set, runs once after
+// the first sweep point (e.g. to tighten the collective timeout from the
+// first-step to the steady-state value); an error fails the sweep.
+absl::StatusOr<CommBenchResult> RunSweep(
+    Backend& backend, const SweepOptions& options, SweepListener* listener,
+    const std::function<absl::Status()>& after_first_point = nullptr);
 
 // 0 when the verdict is "pass", 1 otherwise.
 int VerdictExitCode(const CommBenchResult& result);

@@ -12,12 +12,10 @@
 #include "comm_bench/options.h"
 #include "common/base/flags.h"
 #include "common/launch/launch.h"
+#include "common/launch/timeouts.h"
 #include "common/base/logging.h"
 #include "common/results/run_context.h"
 
-ABSL_FLAG(absl::Duration, collective_timeout, absl::Minutes(5),
-          "A collective that has not completed after this long fails the run, "
-          "naming it.");
 
 namespace {
 
@@ -35,7 +33,11 @@ int main(int argc, char** argv) {
   GlooWorkerOptions worker;
   worker.context = mtb::NewRunContext("comm_bench", argc, argv);
   worker.flags = ReadFlags();
-  worker.collective_timeout = absl::GetFlag(FLAGS_collective_timeout);
+  worker.timeouts = mtb::TimeoutOptionsFromFlags();
+  if (absl::Status valid = mtb::ValidateTimeoutOptions(worker.timeouts);
+      !valid.ok()) {
+    return mtb::ReportAndExitCode("comm_bench", valid);
+  }
 
   // Every flag is checked before the launcher starts a rank (exit 2).
   const mtb::LaunchDefaults launch_defaults{/*nproc=*/2};

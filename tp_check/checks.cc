@@ -87,9 +87,10 @@ absl::Status ValidateOptions(const CheckOptions& options, const World& world,
                    absl::StrJoin(names, ", ")));
 }
 
-absl::StatusOr<TpCheckResult> RunChecks(const CheckOptions& options,
-                                        collective::Communicator& comm,
-                                        const CheckHooks& hooks) {
+absl::StatusOr<TpCheckResult> RunChecks(
+    const CheckOptions& options, collective::Communicator& comm,
+    const CheckHooks& hooks,
+    const std::function<absl::Status()>& after_first_check) {
   RETURN_IF_ERROR(
       ValidateOptions(options, NprocWorld(comm.world_size()), hooks));
   ASSIGN_OR_RETURN(const std::vector<const CheckSpec*> selected,
@@ -111,6 +112,9 @@ absl::StatusOr<TpCheckResult> RunChecks(const CheckOptions& options,
     ASSIGN_OR_RETURN(CheckResult check, spec->run(options, comm, hooks));
     pass = pass && check.pass();
     *result.add_checks() = std::move(check);
+    if (result.checks_size() == 1 && after_first_check) {
+      RETURN_IF_ERROR(after_first_check());
+    }
   }
   result.set_pass(pass);
   return result;

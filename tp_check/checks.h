@@ -2,6 +2,7 @@
 #ifndef MTB_TP_CHECK_CHECKS_H_
 #define MTB_TP_CHECK_CHECKS_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,10 +44,12 @@ absl::Status ValidateOptions(const CheckOptions& options, const World& world,
 // Runs the selected checks in order on every rank (collective). The result
 // has options, checks and pass set; the caller adds the RunContext. A check
 // that fails its comparison is a failed CheckResult, not an error; errors are
-// bad options and communication failures.
-absl::StatusOr<TpCheckResult> RunChecks(const CheckOptions& options,
-                                        collective::Communicator& comm,
-                                        const CheckHooks& hooks);
+// bad options and communication failures. `after_first_check`, when set,
+// runs once after the first check (e.g. to tighten the collective timeout).
+absl::StatusOr<TpCheckResult> RunChecks(
+    const CheckOptions& options, collective::Communicator& comm,
+    const CheckHooks& hooks,
+    const std::function<absl::Status()>& after_first_check = nullptr);
 
 }  // namespace mtb::tp_check
 

@@ -45,8 +45,6 @@ ABSL_FLAG(std::string, out, "",
           "result JSON path (default results/tp_check_<UTC time>.json in "
           "your checkout)");
 ABSL_FLAG(bool, markdown, false, "also write a Markdown report beside --out");
-ABSL_FLAG(absl::Duration, timeout, absl::Seconds(120),
-          "per-collective timeout; a hung peer fails the run after this long");
 
 namespace mtb::tp_check {
 
@@ -81,6 +79,5 @@ CheckHooks CheckHooksFromFlags() {
 
 std::string OutFlag() { return absl::GetFlag(FLAGS_out); }
 bool MarkdownFlag() { return absl::GetFlag(FLAGS_markdown); }
-absl::Duration TimeoutFlag() { return absl::GetFlag(FLAGS_timeout); }
 
 }  // namespace mtb::tp_check

@@ -20,10 +20,9 @@ CheckOptions CheckOptionsFromFlags();
 CheckHooks CheckHooksFromFlags();
 
 // --out (resolved against the checkout under bazel run; empty: the default
-// results/tp_check_<UTC time>.json), --markdown, --timeout.
+// results/tp_check_<UTC time>.json), --markdown; the timeouts are common/launch/timeouts.h's flags.
 std::string OutFlag();
 bool MarkdownFlag();
-absl::Duration TimeoutFlag();
 
 }  // namespace mtb::tp_check
 

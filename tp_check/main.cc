@@ -10,6 +10,7 @@
 #include "ATen/Parallel.h"
 #include "common/base/flags.h"
 #include "common/launch/launch.h"
+#include "common/launch/timeouts.h"
 #include "common/base/logging.h"
 #include "common/results/output_path.h"
 #include "common/results/run_context.h"
@@ -42,6 +43,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<World> world = ResolveWorld(env);
   absl::Status valid = world.ok() ? ValidateOptions(options, *world, hooks)
                                   : world.status();
+  const mtb::TimeoutOptions timeouts = mtb::TimeoutOptionsFromFlags();
+  if (valid.ok()) valid = mtb::ValidateTimeoutOptions(timeouts);
   if (!valid.ok()) return mtb::ReportAndExitCode(kProgram, valid);
   // An output that cannot be written fails now, before any rank starts.
   if (absl::Status writable =
@@ -53,13 +56,13 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<mtb::collective::Communicator>> comm;
   if (RunsInProcess(env)) {
     mtb::SetProcessLogRank(0);
-    comm = SingleRankCommunicator(TimeoutFlag());
+    comm = SingleRankCommunicator(timeouts.first_step_timeout);
   } else {
     absl::StatusOr<mtb::LaunchDecision> launch =
         mtb::LaunchOrBecomeWorker(argc, argv);
     if (!launch.ok()) return mtb::ReportAndExitCode(kProgram, launch.status());
     if (launch->is_launcher()) return launch->exit_code;
-    comm = JoinGroup(launch->rank_env, TimeoutFlag());
+    comm = JoinGroup(launch->rank_env, timeouts);
   }
   if (!comm.ok()) return mtb::ReportAndExitCode(kProgram, comm.status());
   mtb::collective::Communicator& communicator = **comm;
@@ -72,7 +75,9 @@ int main(int argc, char** argv) {
   context.set_backend(std::string(communicator.backend()));
 
   absl::StatusOr<TpCheckResult> result =
-      RunChecks(options, communicator, hooks);
+      RunChecks(options, communicator, hooks, [&] {
+        return communicator.SetTimeout(timeouts.collective_timeout);
+      });
   if (!result.ok()) return mtb::ReportAndExitCode(kProgram, result.status());
 
   absl::Status written = absl::OkStatus();

@@ -39,9 +39,8 @@ absl::StatusOr<std::unique_ptr<collective::Communicator>> SingleRankCommunicator
 }
 
 absl::StatusOr<std::unique_ptr<collective::Communicator>> JoinGroup(
-    const RankEnv& rank_env, absl::Duration timeout) {
-  return collective::Rendezvous(RendezvousOptionsFor(
-      rank_env, /*connect_timeout=*/timeout, /*collective_timeout=*/timeout));
+    const RankEnv& rank_env, const TimeoutOptions& timeouts) {
+  return collective::Rendezvous(RendezvousOptionsFor(rank_env, timeouts));
 }
 
 }  // namespace mtb::tp_check

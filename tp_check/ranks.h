@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "common/collective/communicator.h"
 #include "common/launch/rank_env.h"
+#include "common/launch/timeouts.h"
 #include "tp_check/options.h"
 
 namespace mtb::tp_check {
@@ -30,10 +31,11 @@ absl::StatusOr<std::unique_ptr<collective::Communicator>> SingleRankCommunicator
 
 // Joins the group `rank_env` describes (common/launch/rendezvous_env.h: the
 // TCPStore its launcher hosts, or hosted by rank 0 when nobody does), waiting
-// up to `timeout` for the store and using it per collective. Collective:
-// every rank calls it.
+// with `timeouts` (common/launch/timeouts.h; the caller tightens to the
+// steady-state timeout after the first check). Collective: every rank
+// calls it.
 absl::StatusOr<std::unique_ptr<collective::Communicator>> JoinGroup(
-    const RankEnv& rank_env, absl::Duration timeout);
+    const RankEnv& rank_env, const TimeoutOptions& timeouts);
 
 }  // namespace mtb::tp_check
 

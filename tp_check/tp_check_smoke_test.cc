@@ -95,6 +95,17 @@ TEST(TpCheckBinary, IndivisibleSizeExitsTwoWithTheArithmeticBeforeAnyRank) {
   EXPECT_FALSE(ReadFileToString(TempDir() + "/bad.json").ok());
 }
 
+TEST(TpCheckBinary, InconsistentTimeoutsExitTwoNamingTheFlags) {
+  const ToolRun run = RunTool(
+      "timeouts", "--nproc=2 --first_step_timeout=10s --collective_timeout=20s");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--first_step_timeout=10s must be >= "
+                         "--collective_timeout=20s"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("launch:"), std::string::npos) << "ranks started";
+}
+
 TEST(TpCheckBinary, UnwritableOutputExitsTwoBeforeAnyRank) {
   const ToolRun run = RunTool("unwritable", "--nproc=2 --out=/proc/no_such_dir/r.json");
   EXPECT_EQ(run.exit_code, 2);

@@ -13,6 +13,7 @@
 #include "common/base/logging.h"
 #include "common/results/output_path.h"
 #include "common/launch/rank_env.h"
+#include "common/launch/timeouts.h"
 #include "trainer/config.h"
 #include "trainer/data.h"
 #include "trainer/flags.h"
@@ -26,11 +27,6 @@ ABSL_FLAG(bool, markdown, true,
 ABSL_FLAG(std::string, dump_parameters, "",
           "test aid: every rank writes its final parameters as raw fp32 to "
           "DIR/rank_<r>.f32, rank 0 a DIR/manifest.txt");
-ABSL_FLAG(absl::Duration, connect_timeout, absl::Minutes(5),
-          "how long a rank waits for the store and its peers at start");
-ABSL_FLAG(absl::Duration, collective_timeout, absl::Minutes(5),
-          "a collective not completed this long after it started fails the "
-          "run, naming the collective, its sequence number and the rank");
 
 namespace {
 
@@ -75,6 +71,10 @@ int main(int argc, char** argv) {
       !status.ok()) {
     return mtb::ReportAndExitCode(kProgram, status);
   }
+  const mtb::TimeoutOptions timeouts = mtb::TimeoutOptionsFromFlags();
+  if (absl::Status valid = mtb::ValidateTimeoutOptions(timeouts); !valid.ok()) {
+    return mtb::ReportAndExitCode(kProgram, valid);
+  }
   mtb::TrainConfig config = mtb::TrainConfigFromFlags();
   mtb::ResolveConfig(&config, ranks_per_host);
   for (const absl::Status& status :
@@ -107,8 +107,7 @@ int main(int argc, char** argv) {
   options.out = mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
   options.markdown = absl::GetFlag(FLAGS_markdown);
   options.dump_parameters = absl::GetFlag(FLAGS_dump_parameters);
-  options.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
-  options.collective_timeout = absl::GetFlag(FLAGS_collective_timeout);
+  options.timeouts = timeouts;
   options.argc = argc;
   options.argv = argv;
   return mtb::RunWorker(config, launch->rank_env, options);

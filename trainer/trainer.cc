@@ -386,6 +386,9 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
       peak_memory_bytes =
           std::max(peak_memory_bytes, record.peak_memory_bytes());
       ++steps_done;
+      if (steps_done == 1 && hooks.after_first_step) {
+        RETURN_IF_ERROR(hooks.after_first_step());
+      }
       elapsed_ms += record.step_ms();
       const double eta_seconds = (elapsed_ms / steps_done) *
                                  static_cast<double>(total_steps - steps_done) /

@@ -88,6 +88,9 @@ class Trainer {
 };
 
 struct RunHooks {
+  // Called on every rank once, after the first step of the first run has
+  // completed (no collective in flight); an error fails the run.
+  std::function<absl::Status()> after_first_step;
   // Called on every rank with the final model of the last run (e.g. to dump
   // its parameters); an error fails the run.
   std::function<absl::Status(const GptModel&)> after_last_run;

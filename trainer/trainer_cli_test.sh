@@ -34,6 +34,8 @@ expect 2 "--inject_nan_rank=2 must be < the world size 2" "${tiny[@]}" --inject_
 expect 2 "--strategy=single runs one rank, but the world size is 2" "${tiny[@]}" --strategy=single
 expect 2 "--grad_sync=never must be auto, every or last" "${tiny[@]}" --grad_sync=never
 expect 2 "--out=/proc/no_such_dir/r.json: cannot write there" "${tiny[@]}" --out=/proc/no_such_dir/r.json
+expect 2 "--first_step_timeout=1m must be >= --collective_timeout=2m" "${tiny[@]}" --first_step_timeout=1m --collective_timeout=2m
+expect 2 "--wait_progress_every=0 must be a positive" "${tiny[@]}" --wait_progress_every=0
 # Nothing started: no launcher line.
 expect 2 "--n_heads=3" "${tiny[@]}" --n_heads=3
 ! grep -q "launch:" "$out/stderr" || fail "a bad flag reached the launcher"

@@ -36,8 +36,8 @@ int Fail(const absl::Status& status) {
 
 absl::StatusOr<std::unique_ptr<collective::Communicator>> JoinGroup(
     const RankEnv& env, const WorkerOptions& options) {
-  collective::RendezvousOptions rendezvous = RendezvousOptionsFor(
-      env, options.connect_timeout, options.collective_timeout);
+  collective::RendezvousOptions rendezvous =
+      RendezvousOptionsFor(env, options.timeouts);
   // The trainer reads totals (bytes per step) and the observer, never the
   // records: a long run would otherwise keep every collective's record.
   rendezvous.keep_records = false;
@@ -132,6 +132,14 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
   if (!strategy.ok()) return Fail(strategy.status());
 
   RunHooks hooks;
+  if (communicator) {
+    hooks.after_first_step = [&] {
+      // Start-up is over: from here on a hung peer fails the run after the
+      // steady-state timeout. Every rank calls it after the same step, with
+      // no collective in flight.
+      return communicator->SetTimeout(options.timeouts.collective_timeout);
+    };
+  }
   if (!options.dump_parameters.empty()) {
     hooks.after_last_run = [&](const GptModel& model) {
       return DumpParameters(model.parameters(), env.rank,
@@ -148,6 +156,11 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
     // printed its error, so the launcher's teardown never cuts one short.
     if (result.status().code() == absl::StatusCode::kAborted && communicator) {
       (void)communicator->Barrier();
+    } else if (communicator) {
+      // Any other failure may leave bucket collectives in flight that the
+      // peers never issue: exit now rather than after the collective
+      // timeout (the launcher tears the others down).
+      communicator->Abandon(result.status());
     }
     return code;
   }

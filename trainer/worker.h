@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "common/collective/communicator.h"
 #include "common/launch/rank_env.h"
+#include "common/launch/timeouts.h"
 #include "trainer/strategy.h"
 #include "trainer/train_result.pb.h"
 
@@ -27,8 +28,9 @@ struct WorkerOptions {
   // model order) and rank 0 writes <dir>/manifest.txt ("<name> <offset>
   // <numel> <dims...>" per line, offsets in elements). Empty: none.
   std::string dump_parameters;
-  absl::Duration connect_timeout = absl::Minutes(5);
-  absl::Duration collective_timeout = absl::Minutes(5);
+  // --connect_timeout, --first_step_timeout, --collective_timeout (set once
+  // the first step has completed), --wait_progress_every.
+  TimeoutOptions timeouts;
   // For the RunContext.
   int argc = 0;
   char** argv = nullptr;

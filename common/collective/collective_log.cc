@@ -1,5 +1,6 @@
 #include "common/collective/collective_log.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace mtb::collective {
@@ -22,9 +23,7 @@ CollectiveRecord CollectiveLog::Issue(CollectiveRecord record) {
     ++in_flight_;
   }
   if (record.issue_time == absl::Time()) record.issue_time = absl::Now();
-  if (CollectiveObserver observer = GetObserver()) {
-    observer(CollectiveEvent::kIssued, record);
-  }
+  Notify(CollectiveEvent::kIssued, record);
   return record;
 }
 
@@ -38,9 +37,7 @@ void CollectiveLog::Complete(const CollectiveRecord& record) {
     }
     if (keep_records_) records_.push_back(record);
   }
-  if (CollectiveObserver observer = GetObserver()) {
-    observer(CollectiveEvent::kCompleted, record);
-  }
+  Notify(CollectiveEvent::kCompleted, record);
 }
 
 std::vector<CollectiveRecord> CollectiveLog::Records() const {
@@ -73,14 +70,32 @@ int64_t CollectiveLog::NextSequence() const {
   return next_sequence_;
 }
 
-void CollectiveLog::SetObserver(CollectiveObserver observer) {
+CollectiveLog::ObserverId CollectiveLog::AddObserver(
+    CollectiveObserver observer) {
   absl::MutexLock lock(&mutex_);
-  observer_ = std::move(observer);
+  const ObserverId id = next_observer_id_++;
+  observers_.emplace_back(id, std::move(observer));
+  return id;
 }
 
-CollectiveObserver CollectiveLog::GetObserver() const {
+void CollectiveLog::RemoveObserver(ObserverId id) {
   absl::MutexLock lock(&mutex_);
-  return observer_;
+  observers_.erase(
+      std::remove_if(observers_.begin(), observers_.end(),
+                     [id](const auto& entry) { return entry.first == id; }),
+      observers_.end());
+}
+
+void CollectiveLog::Notify(CollectiveEvent event,
+                           const CollectiveRecord& record) const {
+  // Copies, so that an observer runs without the lock (it may read the log).
+  std::vector<std::pair<ObserverId, CollectiveObserver>> observers;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (observers_.empty()) return;
+    observers = observers_;
+  }
+  for (const auto& [id, observer] : observers) observer(event, record);
 }
 
 }  // namespace mtb::collective

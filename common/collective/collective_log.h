@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -48,12 +49,25 @@ struct CollectiveRecord {
   bool emulated = false;
   // The peer of send/recv and the root of broadcast; -1 otherwise.
   int peer = -1;
-  // When the call was issued, and how long until its completion was observed
-  // (by Wait() or IsCompleted()); zero until completed.
+  // Three instants, on this host's clock:
+  //  - issue_time: the call was handed to c10d (under the issue lock);
+  //  - transfer_done_time: the transport finished, stamped by the c10d work's
+  //    completion callback on Gloo's worker thread, so a caller that waits
+  //    late does not stretch it. Ops whose c10d work has no future (send,
+  //    recv) and ops run on the calling thread stamp it when their completion
+  //    is observed, i.e. it equals wait_return_time there;
+  //  - wait_return_time: the caller's Wait() (or the IsCompleted() that
+  //    observed completion) returned, after any finish step (the local sum of
+  //    an all-to-all reduce-scatter, bf16 copy-back, avg's division).
+  // All zero (absl::Time()) until completed, except issue_time.
   absl::Time issue_time;
+  absl::Time transfer_done_time;
+  absl::Time wait_return_time;
+  // "In flight": issue_time -> transfer_done_time.
   absl::Duration duration = absl::ZeroDuration();
-  // Of `duration`, the time the caller spent blocked in Wait(): the exposed
-  // communication time of an overlapped (async) collective.
+  // The time the caller spent blocked in Wait() (the exposed communication
+  // time of an overlapped, async collective); at most wait_return_time -
+  // issue_time, and zero when the transfer was already done.
   absl::Duration wait_time = absl::ZeroDuration();
   bool completed = false;
   // OK, or why the collective failed.
@@ -76,7 +90,8 @@ enum class CollectiveEvent {
 
 // Called on the thread that issued (kIssued) or observed the completion of
 // (kCompleted) a collective, with no lock of the log held. It must not block
-// for long; it may call the log's accessors.
+// for long; it may call the log's accessors (but not add or remove
+// observers).
 using CollectiveObserver =
     std::function<void(CollectiveEvent, const CollectiveRecord&)>;
 
@@ -107,11 +122,16 @@ class CollectiveLog {
   // Sequence number the next collective will get.
   int64_t NextSequence() const;
 
-  // Replaces the observer (nullptr removes it).
-  void SetObserver(CollectiveObserver observer);
+  // Any number of observers (a trace writer, a byte counter, a test) see
+  // every event, in the order they were added. The id removes it; after
+  // RemoveObserver returns it is not called again from a new event (one
+  // already being delivered on another thread may still finish).
+  using ObserverId = int64_t;
+  ObserverId AddObserver(CollectiveObserver observer);
+  void RemoveObserver(ObserverId id);
 
  private:
-  CollectiveObserver GetObserver() const;
+  void Notify(CollectiveEvent event, const CollectiveRecord& record) const;
 
   const bool keep_records_;
   mutable absl::Mutex mutex_;
@@ -121,7 +141,9 @@ class CollectiveLog {
   CollectiveTotals totals_ ABSL_GUARDED_BY(mutex_);
   std::map<CollectiveOp, CollectiveTotals> totals_by_op_
       ABSL_GUARDED_BY(mutex_);
-  CollectiveObserver observer_ ABSL_GUARDED_BY(mutex_);
+  ObserverId next_observer_id_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::vector<std::pair<ObserverId, CollectiveObserver>> observers_
+      ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace mtb::collective

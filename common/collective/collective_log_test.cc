@@ -1,6 +1,9 @@
 #include "common/collective/collective_log.h"
 
+#include <string>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "gtest/gtest.h"
 
@@ -21,6 +24,30 @@ CollectiveRecord Completed(CollectiveRecord record, absl::Status status) {
   record.wait_time = absl::Milliseconds(1);
   record.status = std::move(status);
   return record;
+}
+
+TEST(CollectiveLog, EveryObserverSeesEveryEventUntilRemoved) {
+  CollectiveLog log;
+  std::vector<std::string> seen;
+  const CollectiveLog::ObserverId first = log.AddObserver(
+      [&](CollectiveEvent event, const CollectiveRecord& record) {
+        seen.push_back(absl::StrCat("first ", static_cast<int>(event), " #",
+                                    record.sequence));
+      });
+  const CollectiveLog::ObserverId second = log.AddObserver(
+      [&](CollectiveEvent event, const CollectiveRecord& record) {
+        seen.push_back(absl::StrCat("second ", static_cast<int>(event), " #",
+                                    record.sequence));
+      });
+  EXPECT_NE(first, second);
+  const CollectiveRecord a = log.Issue(Record(CollectiveOp::kAllReduce, 4, 4));
+  log.RemoveObserver(first);
+  log.Complete(Completed(a, absl::OkStatus()));
+  log.RemoveObserver(second);
+  log.Issue(Record(CollectiveOp::kBarrier, 0, 0));
+  const std::vector<std::string> expected = {"first 0 #0", "second 0 #0",
+                                             "second 1 #0"};
+  EXPECT_EQ(seen, expected);
 }
 
 TEST(CollectiveLog, SequenceNumbersFollowIssueOrder) {
@@ -73,7 +100,7 @@ TEST(CollectiveLog, WithoutKeepRecordsOnlyTotalsAreKept) {
 TEST(CollectiveLog, ObserverSeesIssueAndCompletion) {
   CollectiveLog log;
   std::vector<std::pair<CollectiveEvent, int64_t>> events;
-  log.SetObserver([&](CollectiveEvent event, const CollectiveRecord& record) {
+  log.AddObserver([&](CollectiveEvent event, const CollectiveRecord& record) {
     events.emplace_back(event, record.sequence);
     (void)log.Totals();  // may call back into the log
   });

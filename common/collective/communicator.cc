@@ -12,6 +12,7 @@
 #include "common/libtorch/dtype.h"
 #include "common/base/status.h"
 #include "common/libtorch/torch_status.h"
+#include "glog/logging.h"
 
 namespace mtb::collective {
 
@@ -66,6 +67,24 @@ Communicator::Impl::Impl(std::shared_ptr<CommState> state, Store store,
       group_(std::move(group)),
       timeout_(options.timeout),
       reduce_scatter_algorithm_(options.reduce_scatter_algorithm) {}
+
+Communicator::Impl::~Impl() {
+  if (!state_->abandoned()) return;
+  // A reference that is never dropped: the group, its worker threads and
+  // their work live until the process exits.
+  c10::intrusive_ptr<GlooProcessGroup> leaked = group_;
+  (void)leaked.release();
+  {
+    absl::MutexLock lock(&issue_mutex_);
+    if (halving_doubling_context_) {
+      new std::shared_ptr<::gloo::rendezvous::Context>(
+          halving_doubling_context_);
+    }
+  }
+  LOG(WARNING) << "rank " << rank() << ": communicator abandoned ("
+               << state_->Health().message()
+               << "); its process group is left to the process exit";
+}
 
 absl::Duration Communicator::Impl::timeout() const {
   absl::MutexLock lock(&issue_mutex_);
@@ -220,6 +239,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
 Communicator::Communicator(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
+
+void Communicator::Abandon(const absl::Status& why) {
+  impl_->state().Abandon(why.ok() ? absl::AbortedError("abandoned") : why);
+}
 
 int Communicator::rank() const { return impl_->rank(); }
 int Communicator::world_size() const { return impl_->world_size(); }

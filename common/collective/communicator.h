@@ -147,6 +147,17 @@ class Communicator {
   // OK while usable, else the first failure.
   absl::Status health() const;
 
+  // Gives the group up after a local failure, e.g. a step that failed with
+  // bucket all-reduces in flight, so the rank can exit at once instead of
+  // after the collective timeout. Breaks the communicator with `why`; from
+  // then on Wait() on an unfinished collective returns kAborted at once, a
+  // dropped handle no longer waits, and the destructor leaves the process
+  // group (and the work queued in it) to the process exit, since destroying
+  // it would wait for work the peers may never issue. Local: no
+  // communication; the peers learn of it when this rank exits and the
+  // launcher tears the group down. Call it only on the way out.
+  void Abandon(const absl::Status& why);
+
   // Changes the per-collective timeout from the next collective on, e.g.
   // generous for the first step (lazy initialisation, compilation) and tighter
   // afterwards (torchtitan's pattern). Every rank calls it at the same point;

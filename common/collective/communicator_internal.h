@@ -16,6 +16,7 @@
 #ifndef MTB_COMMON_COLLECTIVE_COMMUNICATOR_INTERNAL_H_
 #define MTB_COMMON_COLLECTIVE_COMMUNICATOR_INTERNAL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,12 +46,17 @@ struct CommState {
   absl::Status Health() const;
   // Keeps the first failure; later ones change nothing.
   void Break(const absl::Status& failure);
+  // Communicator::Abandon: breaks it, and from now on pending collectives
+  // are given up instead of waited for.
+  void Abandon(const absl::Status& why);
+  bool abandoned() const { return abandoned_flag.load(); }
 
   const int rank;
   const int world_size;
   CollectiveLog log;
   mutable absl::Mutex mutex;
   absl::Status first_failure ABSL_GUARDED_BY(mutex);
+  std::atomic<bool> abandoned_flag{false};
 };
 
 // "all_reduce #17 (float32, 4096 elements) on rank 1 of 3 failed after
@@ -67,7 +73,8 @@ class PendingCollective {
   PendingCollective(std::shared_ptr<CommState> state, CollectiveRecord record,
                     absl::Duration timeout);
   // Waits for what is still running: a dropped handle still completes its
-  // record and, on failure, breaks the communicator.
+  // record and, on failure, breaks the communicator. Once the communicator is
+  // abandoned it gives the collective up instead (no wait).
   ~PendingCollective();
 
   // The c10d work to wait for and the finish step after it (may be empty).
@@ -93,6 +100,11 @@ class PendingCollective {
   bool done_ ABSL_GUARDED_BY(mutex_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mutex_);
   c10::intrusive_ptr<c10d::Work> work_ ABSL_GUARDED_BY(mutex_);
+  // Unix nanoseconds at which the c10d work's future completed (0 until
+  // then): written by Gloo's worker thread through the future's callback,
+  // which holds its own reference, so it may outlive this object.
+  std::shared_ptr<std::atomic<int64_t>> transfer_done_nanos_ =
+      std::make_shared<std::atomic<int64_t>>(0);
   std::function<void()> finish_ ABSL_GUARDED_BY(mutex_);
 };
 
@@ -103,6 +115,10 @@ class Communicator::Impl {
   Impl(std::shared_ptr<CommState> state, Store store, GlooDevices devices,
        c10::intrusive_ptr<GlooProcessGroup> group,
        const CommunicatorOptions& options);
+  // Abandoned: leaks the process group instead of destroying it, since
+  // ProcessGroupGloo's destructor waits for its queued work (which may be a
+  // collective the peers never issue) until the timeout.
+  ~Impl();
 
   int rank() const { return state_->rank; }
   int world_size() const { return state_->world_size; }

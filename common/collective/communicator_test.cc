@@ -5,6 +5,8 @@
 #include "common/collective/communicator.h"
 
 #include <string>
+
+#include "absl/time/clock.h"
 #include <vector>
 
 #include "ATen/ATen.h"
@@ -465,7 +467,7 @@ TEST_P(CommunicatorTest, AsyncAllReducesCompleteInAnyWaitOrderAndIssueInOrder) {
   Run([&](Communicator& comm) {
     std::vector<std::pair<CollectiveEvent, int64_t>>
         events;  // this thread only
-    comm.log().SetObserver(
+    const collective::CollectiveLog::ObserverId observer_id = comm.log().AddObserver(
         [&](CollectiveEvent event, const CollectiveRecord& record) {
           events.emplace_back(event, record.sequence);
         });
@@ -480,7 +482,7 @@ TEST_P(CommunicatorTest, AsyncAllReducesCompleteInAnyWaitOrderAndIssueInOrder) {
       EXPECT_TRUE(handles[b].IsCompleted());
       ExpectEqual(buckets[b], Ramp(3 + b, Triangle(n())));
     }
-    comm.log().SetObserver(nullptr);
+    comm.log().RemoveObserver(observer_id);
     const std::vector<std::pair<CollectiveEvent, int64_t>> expected = {
         {CollectiveEvent::kIssued, 0},    {CollectiveEvent::kIssued, 1},
         {CollectiveEvent::kIssued, 2},    {CollectiveEvent::kIssued, 3},
@@ -490,9 +492,48 @@ TEST_P(CommunicatorTest, AsyncAllReducesCompleteInAnyWaitOrderAndIssueInOrder) {
     for (const CollectiveRecord& record : comm.log().Records()) {
       EXPECT_TRUE(record.completed);
       EXPECT_TRUE(record.status.ok());
-      EXPECT_GE(record.duration, record.wait_time);
+      EXPECT_LE(record.issue_time, record.transfer_done_time);
+      EXPECT_LE(record.transfer_done_time, record.wait_return_time);
+      EXPECT_EQ(record.duration,
+                record.transfer_done_time - record.issue_time);
+      EXPECT_LE(record.wait_time,
+                record.wait_return_time - record.issue_time);
     }
   });
+}
+
+// A slow peer issues late and the caller waits later still: the record's
+// transfer completion is the transport's own (stamped by the c10d work's
+// completion callback), not when the caller happened to call Wait().
+TEST(CommunicatorTiming, LateWaitStillShowsTheTrueTransferCompletion) {
+  constexpr absl::Duration kPeerDelay = absl::Milliseconds(300);
+  constexpr absl::Duration kCallerDelay = absl::Milliseconds(1500);
+  CollectiveRecord record;
+  absl::Time wait_called;
+  const absl::Status status = RunRanksAsThreads(2, [&](Communicator& comm) {
+    at::Tensor tensor = at::ones({1024});
+    if (comm.rank() == 1) {
+      absl::SleepFor(kPeerDelay);
+      ASSERT_TRUE(comm.AllReduce(tensor).ok());
+      return;
+    }
+    CollectiveHandle handle = comm.AllReduceAsync(tensor);
+    absl::SleepFor(kCallerDelay);
+    wait_called = absl::Now();
+    ASSERT_TRUE(handle.Wait().ok());
+    record = comm.log().Records().back();
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_TRUE(record.completed);
+  // The transfer could not finish before the peer issued, and did finish
+  // long before the caller asked (the peer's 300 ms against the caller's
+  // 1.5 s: a margin of 1.2 s for a loaded machine).
+  EXPECT_LT(record.transfer_done_time, wait_called);
+  EXPECT_GE(record.duration, kPeerDelay - absl::Milliseconds(50));
+  EXPECT_LT(record.duration, kCallerDelay);
+  EXPECT_GE(record.wait_return_time, wait_called);
+  // Nothing was left to wait for: the caller was not blocked.
+  EXPECT_LT(record.wait_time, absl::Milliseconds(500));
 }
 
 TEST_P(CommunicatorTest, EveryRankNumbersTheSameCallsAlike) {

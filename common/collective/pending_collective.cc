@@ -1,5 +1,7 @@
 // PendingCollective, CollectiveHandle and failure messages
 // (communicator_internal.h has the vocabulary).
+#include <atomic>
+#include <exception>
 #include <utility>
 
 #include "ATen/ATen.h"
@@ -56,6 +58,11 @@ absl::Status CollectiveFailure(const CollectiveRecord& record, int rank,
                                                timeout_text, "): ", detail));
 }
 
+void CommState::Abandon(const absl::Status& why) {
+  Break(why);
+  abandoned_flag.store(true);
+}
+
 PendingCollective::PendingCollective(absl::Status refusal)
     : done_(true), status_(std::move(refusal)) {}
 
@@ -68,6 +75,17 @@ PendingCollective::~PendingCollective() { (void)Wait(); }
 
 void PendingCollective::Launched(c10::intrusive_ptr<c10d::Work> work,
                                  std::function<void()> finish) {
+  // The transfer's own completion instant, whoever waits and whenever. Gloo's
+  // AsyncWork completes its future before waking wait(); works without a
+  // future (send, recv) throw here and keep the observed time.
+  try {
+    c10::intrusive_ptr<c10::ivalue::Future> future = work->getFuture();
+    future->addCallback(
+        [stamp = transfer_done_nanos_](c10::ivalue::Future&) {
+          stamp->store(absl::ToUnixNanos(absl::Now()));
+        });
+  } catch (const std::exception&) {
+  }
   absl::MutexLock lock(&mutex_);
   work_ = std::move(work);
   finish_ = std::move(finish);
@@ -82,6 +100,15 @@ void PendingCollective::CompleteNow(const absl::Status& raw,
 absl::Status PendingCollective::Wait() {
   absl::MutexLock lock(&mutex_);
   if (done_) return status_;
+  if (state_->abandoned() && work_ && !work_->isCompleted()) {
+    // Fail fast: the rank is giving up (its step failed), and its peers may
+    // never issue this collective. c10d keeps its own reference to the work.
+    Complete(absl::AbortedError(absl::StrCat(
+                 kGloo, ": given up, the communicator was abandoned: ",
+                 state_->Health().message())),
+             absl::ZeroDuration());
+    return status_;
+  }
   const absl::Time wait_start = absl::Now();
   const absl::Status raw = CallGuarded(kGloo, [&] {
     if (work_) work_->wait();
@@ -109,8 +136,14 @@ void PendingCollective::Complete(const absl::Status& raw,
   done_ = true;
   work_.reset();
   finish_ = nullptr;
+  const absl::Time now = absl::Now();
+  const int64_t transfer_done_nanos = transfer_done_nanos_->load();
   record_.completed = true;
-  record_.duration = absl::Now() - record_.issue_time;
+  record_.wait_return_time = now;
+  record_.transfer_done_time = transfer_done_nanos > 0
+                                   ? absl::FromUnixNanos(transfer_done_nanos)
+                                   : now;
+  record_.duration = record_.transfer_done_time - record_.issue_time;
   record_.wait_time = wait_time;
   record_.status = status_;
   if (!status_.ok()) state_->Break(status_);

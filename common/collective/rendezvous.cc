@@ -1,9 +1,15 @@
 #include "common/collective/rendezvous.h"
 
+#include <algorithm>
 #include <chrono>
+#include <string>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "glog/logging.h"
 #include "common/collective/store_impl.h"
 #include "common/base/status.h"
 #include "common/libtorch/torch_status.h"
@@ -14,6 +20,13 @@ namespace {
 
 bool IsLoopback(const std::string& address) {
   return address == "127.0.0.1" || address == "localhost" || address == "::1";
+}
+
+// Where each rank announces that it has reached the group's rendezvous.
+constexpr char kJoinedKey[] = "mtb_joined/";
+
+std::string RankList(const std::vector<int>& ranks) {
+  return ranks.empty() ? "none" : absl::StrJoin(ranks, ", ");
 }
 
 }  // namespace
@@ -43,10 +56,21 @@ absl::Status ValidateRendezvousOptions(const RendezvousOptions& options) {
         "rendezvous: connect_timeout ",
         absl::FormatDuration(options.connect_timeout), " must be positive"));
   }
+  if (options.first_step_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous: first_step_timeout ",
+        absl::FormatDuration(options.first_step_timeout), " must be positive"));
+  }
   if (options.collective_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rendezvous: collective_timeout ",
         absl::FormatDuration(options.collective_timeout), " must be positive"));
+  }
+  if (options.wait_progress_every <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous: wait_progress_every ",
+        absl::FormatDuration(options.wait_progress_every),
+        " must be positive"));
   }
   if (options.group_name.empty()) {
     return absl::InvalidArgumentError("rendezvous: group_name is empty");
@@ -82,13 +106,63 @@ absl::StatusOr<Store> ConnectStore(const RendezvousOptions& options) {
       *store, absl::StrCat("tcp://", options.master_addr, ":", port), port);
 }
 
+absl::Status WaitForPeers(
+    Store& group_store, const RendezvousOptions& options,
+    const std::function<void(const std::string&)>& progress) {
+  RETURN_IF_ERROR(group_store.Set(
+      absl::StrCat(kJoinedKey, options.rank), "1"));
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + options.connect_timeout;
+  absl::Time next_report = start + options.wait_progress_every;
+  std::vector<bool> joined(options.world_size, false);
+  absl::Duration poll = absl::Milliseconds(5);
+  while (true) {
+    std::vector<int> present, missing;
+    for (int rank = 0; rank < options.world_size; ++rank) {
+      if (!joined[rank]) {
+        ASSIGN_OR_RETURN(joined[rank],
+                         group_store.Check(absl::StrCat(kJoinedKey, rank)));
+      }
+      (joined[rank] ? present : missing).push_back(rank);
+    }
+    if (missing.empty()) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    const std::string status_line = absl::StrCat(
+        present.size(), " of ", options.world_size, " ranks joined (",
+        RankList(present), "); missing ", RankList(missing));
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rendezvous on ", group_store.DebugString(), ": rank ",
+          options.rank, " waited ",
+          absl::FormatDuration(options.connect_timeout),
+          " (--connect_timeout) and ", status_line));
+    }
+    if (now >= next_report) {
+      const std::string line = absl::StrCat(
+          "rank ", options.rank, " waiting for peers after ",
+          absl::FormatDuration(absl::Trunc(now - start, absl::Seconds(1))),
+          ": ", status_line);
+      if (progress) {
+        progress(line);
+      } else {
+        LOG(WARNING) << line;
+      }
+      next_report = now + options.wait_progress_every;
+    }
+    absl::SleepFor(std::min({poll, deadline - now, next_report - now}));
+    poll = std::min(poll * 2, absl::Milliseconds(100));
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(
     const Store& store, const RendezvousOptions& options) {
   RETURN_IF_ERROR(ValidateRendezvousOptions(options));
+  Store group_store = store.WithPrefix(options.group_name);
+  RETURN_IF_ERROR(WaitForPeers(group_store, options));
   CommunicatorOptions communicator_options;
   communicator_options.rank = options.rank;
   communicator_options.world_size = options.world_size;
-  communicator_options.timeout = options.collective_timeout;
+  communicator_options.timeout = options.first_step_timeout;
   communicator_options.gloo_interface = options.gloo_interface;
   communicator_options.gloo_hostname = options.gloo_hostname;
   communicator_options.keep_records = options.keep_records;
@@ -101,8 +175,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(
     }
   }
   absl::StatusOr<std::unique_ptr<Communicator>> communicator =
-      Communicator::Create(store.WithPrefix(options.group_name),
-                           communicator_options);
+      Communicator::Create(group_store, communicator_options);
   if (!communicator.ok()) {
     return Annotate(communicator.status(),
                     absl::StrCat("rendezvous of group '", options.group_name,

@@ -6,6 +6,7 @@
 #ifndef MTB_COMMON_COLLECTIVE_RENDEZVOUS_H_
 #define MTB_COMMON_COLLECTIVE_RENDEZVOUS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,9 +31,15 @@ struct RendezvousOptions {
   // second, so keep it >= 2 s), and to wait for every rank to publish its
   // address.
   absl::Duration connect_timeout = absl::Minutes(5);
-  // Per-collective timeout of the communicator (Communicator::SetTimeout
-  // changes it later, e.g. tighter after the first step).
-  absl::Duration collective_timeout = absl::Minutes(10);
+  // Per-collective timeout the communicator starts with, generous: it covers
+  // the first step's start-up costs (common/launch/timeouts.h).
+  absl::Duration first_step_timeout = absl::Minutes(10);
+  // The steady-state per-collective timeout: not applied here; the tool sets
+  // it with Communicator::SetTimeout once its first step has completed.
+  absl::Duration collective_timeout = absl::Minutes(5);
+  // While waiting for peers to join, how often to say who has joined and who
+  // is missing.
+  absl::Duration wait_progress_every = absl::Seconds(10);
   // Groups on one store need distinct names.
   std::string group_name = "world";
   // Where Gloo binds (CommunicatorOptions): empty means GLOO_SOCKET_IFNAME,
@@ -54,7 +61,17 @@ absl::Status ValidateRendezvousOptions(const RendezvousOptions& options);
 // after connect_timeout) name the address, the rank and the timeout.
 absl::StatusOr<Store> ConnectStore(const RendezvousOptions& options);
 
-// Builds this rank's communicator on store.WithPrefix(group_name).
+// Every rank announces itself on `group_store` and waits until all
+// world_size ranks have, calling `progress` (LOG(WARNING) when empty) at
+// least every wait_progress_every with who has joined and who is missing.
+// kDeadlineExceeded after connect_timeout naming how many ranks joined out
+// of how many, and which are missing. Collective over the store only.
+absl::Status WaitForPeers(
+    Store& group_store, const RendezvousOptions& options,
+    const std::function<void(const std::string&)>& progress = nullptr);
+
+// WaitForPeers, then builds this rank's communicator on
+// store.WithPrefix(group_name) with first_step_timeout.
 // Collective: every rank of the group calls it.
 absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(
     const Store& store, const RendezvousOptions& options);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ATen/ATen.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/base/logging.h"
 #include "gmock/gmock.h"
@@ -199,6 +200,49 @@ TEST(Rendezvous, ClientStartedBeforeTheServerConnectsOnceItListens) {
     ASSERT_TRUE(comm.ok()) << comm.status();
     ASSERT_TRUE((*comm)->Barrier().ok());
   });
+}
+
+// A rank waiting for peers says who has joined and who is missing at least
+// every wait_progress_every, and the timeout names how many joined.
+TEST(Rendezvous, WaitingForMissingPeersReportsProgressAndTheCount) {
+  Store store = Store::InProcess(absl::Seconds(10));
+  std::vector<std::string> lines[2];
+  absl::Status status[2];
+  OnThreads(2, [&](int rank) {
+    RendezvousOptions options = Options(rank, /*world_size=*/4, 29500);
+    options.connect_timeout = absl::Milliseconds(1200);
+    options.wait_progress_every = absl::Milliseconds(200);
+    Store group = store.WithPrefix("world");
+    status[rank] = WaitForPeers(group, options, [&, rank](const std::string& line) {
+      lines[rank].push_back(line);
+    });
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(status[rank].code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_THAT(std::string(status[rank].message()),
+                HasSubstr("2 of 4 ranks joined (0, 1); missing 2, 3"));
+    EXPECT_THAT(std::string(status[rank].message()),
+                HasSubstr("--connect_timeout"));
+    // 1.2 s at one line per 0.2 s: at least 3 even on a loaded machine.
+    ASSERT_GE(lines[rank].size(), 3u) << rank;
+    EXPECT_THAT(lines[rank].back(),
+                HasSubstr(absl::StrCat("rank ", rank, " waiting for peers")));
+    EXPECT_THAT(lines[rank].back(),
+                HasSubstr("2 of 4 ranks joined (0, 1); missing 2, 3"));
+  }
+}
+
+TEST(Rendezvous, WaitForPeersReturnsOnceEveryRankHasJoined) {
+  Store store = Store::InProcess(absl::Seconds(10));
+  absl::Status status[3];
+  OnThreads(3, [&](int rank) {
+    if (rank == 2) absl::SleepFor(absl::Milliseconds(300));
+    RendezvousOptions options = Options(rank, 3, 29500);
+    options.connect_timeout = absl::Seconds(20);
+    Store group = store.WithPrefix("world");
+    status[rank] = WaitForPeers(group, options);
+  });
+  for (const absl::Status& s : status) EXPECT_TRUE(s.ok()) << s;
 }
 
 TEST(Rendezvous, OptionsAreValidatedWithTheRule) {

@@ -56,6 +56,12 @@ absl::StatusOr<std::string> Store::Get(absl::string_view key,
       });
 }
 
+absl::StatusOr<bool> Store::Check(absl::string_view key) {
+  return CallGuarded(
+      absl::StrCat("store check '", key, "' on ", DebugString()),
+      [&] { return impl_->store->check({std::string(key)}); });
+}
+
 int Store::tcp_port() const { return impl_->tcp_port; }
 
 std::string Store::DebugString() const { return impl_->description; }

@@ -29,6 +29,8 @@ class Store {
   // Key-value access for tools that exchange small metadata (checksums,
   // addresses). Get waits up to `timeout` for the key to appear.
   absl::Status Set(absl::string_view key, absl::string_view value);
+  // True when `key` has been set; never waits.
+  absl::StatusOr<bool> Check(absl::string_view key);
   absl::StatusOr<std::string> Get(absl::string_view key,
                                   absl::Duration timeout);
 

@@ -22,6 +22,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/results/atomic_file.h"
 #include "common/launch/testdata/process_state.h"
 #include "gtest/gtest.h"
@@ -356,6 +358,30 @@ TEST(Launch, RankHangingInACollectiveTimesOutThePeersAndTheGroupIsTornDown) {
                  "terminated ranks? (.*)")))
       << last;
   EXPECT_TRUE(absl::StrContains(summary[1].str(), "1")) << last;
+  ExpectAllGone(pids);
+}
+
+TEST(Launch, RankFailingWithCollectivesInFlightEndsTheJobWellInsideTheTimeout) {
+  // Rank 1 fails its step with two all-reduces issued, one of which no peer
+  // will ever issue. Without abandoning, its exit would wait for that one
+  // until the 60 s collective timeout; the bound below is half of that.
+  const absl::Time start = absl::Now();
+  Process launcher("fail_fast", {"--nproc=2",
+                                 "--fail_with_buckets_in_flight_rank=1",
+                                 "--collective_timeout=60s"});
+  const int exit_code = launcher.WaitForExitCode();
+  const absl::Duration elapsed = absl::Now() - start;
+  const std::map<int, pid_t> pids = launcher.ReadyRanks();
+  ASSERT_EQ(pids.size(), 2u) << launcher.Stdout();
+  EXPECT_EQ(exit_code, 1);
+  const std::string err = launcher.Stderr();
+  EXPECT_TRUE(absl::StrContains(
+      err, "rank 1: step failed with 2 bucket all-reduces in flight"))
+      << err;
+  EXPECT_TRUE(absl::StrContains(Lines(err).back(),
+                                "launch: rank 1 (pid"))
+      << err;
+  EXPECT_LT(elapsed, absl::Seconds(30)) << err;
   ExpectAllGone(pids);
 }
 

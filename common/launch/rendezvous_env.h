@@ -4,7 +4,7 @@
 //
 //   ASSIGN_OR_RETURN(std::unique_ptr<collective::Communicator> comm,
 //                    collective::Rendezvous(RendezvousOptionsFor(
-//                        launch->rank_env, connect_timeout, timeout)));
+//                        launch->rank_env, TimeoutOptionsFromFlags())));
 #ifndef MTB_COMMON_LAUNCH_RENDEZVOUS_ENV_H_
 #define MTB_COMMON_LAUNCH_RENDEZVOUS_ENV_H_
 
@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "common/collective/rendezvous.h"
 #include "common/launch/rank_env.h"
+#include "common/launch/timeouts.h"
 
 namespace mtb {
 
@@ -23,9 +24,9 @@ namespace mtb {
 // prefix), so a relaunched group on the launcher's long-lived store never
 // reads the previous attempt's keys. Gloo binds as collective::RendezvousOptions
 // documents (GLOO_SOCKET_IFNAME, loopback, host name).
-collective::RendezvousOptions RendezvousOptionsFor(const RankEnv& rank_env,
-                                             absl::Duration connect_timeout,
-                                             absl::Duration collective_timeout);
+// The timeouts are common/launch/timeouts.h's vocabulary.
+collective::RendezvousOptions RendezvousOptionsFor(
+    const RankEnv& rank_env, const TimeoutOptions& timeouts);
 
 }  // namespace mtb
 

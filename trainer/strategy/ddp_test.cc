@@ -191,7 +191,7 @@ TEST(Ddp, FirstBucketIsIssuedBeforeBackwardReachesTheFirstLayer) {
         ASSERT_TRUE(trainer.ok()) << trainer.status();
         buckets[rank] = strategy.Buckets();
         std::vector<std::string>& log = events[rank];
-        communicator.log().SetObserver(
+        const collective::CollectiveLog::ObserverId observer_id = communicator.log().AddObserver(
             [&log](collective::CollectiveEvent event,
                    const collective::CollectiveRecord& record) {
               if (event == collective::CollectiveEvent::kIssued &&
@@ -210,7 +210,7 @@ TEST(Ddp, FirstBucketIsIssuedBeforeBackwardReachesTheFirstLayer) {
           ASSERT_TRUE((*trainer)->Step().ok());
           log.push_back("step done");
         }
-        communicator.log().SetObserver(nullptr);
+        communicator.log().RemoveObserver(observer_id);
       });
   ASSERT_TRUE(status.ok()) << status;
   for (int rank = 0; rank < 2; ++rank) {
@@ -261,7 +261,7 @@ TEST(Ddp, ABucketReadyBeforeItsPredecessorWaitsForIt) {
         ASSERT_TRUE(strategy.Setup(parameters, AdamWOptions{}).ok());
         ASSERT_EQ(strategy.Buckets()[0].first_parameter, "late");
         std::vector<std::string> log;
-        communicator.log().SetObserver(
+        const collective::CollectiveLog::ObserverId observer_id = communicator.log().AddObserver(
             [&log](collective::CollectiveEvent event,
                    const collective::CollectiveRecord& record) {
               if (event == collective::CollectiveEvent::kIssued) {
@@ -280,7 +280,7 @@ TEST(Ddp, ABucketReadyBeforeItsPredecessorWaitsForIt) {
         const at::Tensor b = (early * (communicator.rank() + 1)).sum();
         (a + b).backward();
         ASSERT_TRUE(strategy.AfterBackward().ok());
-        communicator.log().SetObserver(nullptr);
+        communicator.log().RemoveObserver(observer_id);
         EXPECT_EQ(log, (std::vector<std::string>{"grad early", "grad late",
                                                  "issue 3", "issue 5"}));
         // Averages over the two ranks: d/d early = (1 + 2) / 2.

@@ -25,6 +25,7 @@
 #include "common/base/flags.h"
 #include "common/launch/launch.h"
 #include "common/launch/rendezvous_env.h"
+#include "common/launch/timeouts.h"
 #include "common/launch/testdata/process_state.h"
 #include "common/base/logging.h"
 #include "common/base/status.h"
@@ -43,10 +44,10 @@ ABSL_FLAG(bool, all_reduce, false,
 ABSL_FLAG(int, hang_rank, -1,
           "with --all_reduce: this rank joins the group, then never enters "
           "the all-reduce the others wait in");
-ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(60),
-          "store connection and group rendezvous timeout");
-ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
-          "per-collective timeout");
+ABSL_FLAG(int, fail_with_buckets_in_flight_rank, -1,
+          "join the group; every rank issues an async all-reduce, this rank "
+          "issues a second one no peer ever issues and then fails its step "
+          "(abandoning the communicator); the others keep computing");
 
 namespace mtb {
 namespace {
@@ -105,10 +106,37 @@ absl::Status AllReduce(const RankEnv& rank_env, const collective::Store& store,
   return absl::OkStatus();
 }
 
+// A step that fails on one rank while its bucket all-reduces are in flight:
+// the rank must exit at once, not when the collective timeout fires.
+absl::Status FailWithBucketsInFlight(const RankEnv& rank_env,
+                                     const collective::Store& store,
+                                     const collective::RendezvousOptions& options,
+                                     int failing_rank) {
+  ASSIGN_OR_RETURN(std::unique_ptr<collective::Communicator> communicator,
+                   collective::JoinGroup(store, options));
+  at::Tensor bucket0 = at::ones({4096});
+  at::Tensor bucket1 = at::ones({4096});
+  collective::CollectiveHandle first = communicator->AllReduceAsync(bucket0);
+  if (rank_env.rank != failing_rank) {
+    std::fflush(nullptr);
+    WaitForever();  // still "in backward": never issues the second bucket
+  }
+  collective::CollectiveHandle second = communicator->AllReduceAsync(bucket1);
+  const absl::Status failure = absl::InternalError(absl::StrCat(
+      "rank ", rank_env.rank, ": step failed with ",
+      communicator->log().InFlight(), " bucket all-reduces in flight"));
+  communicator->Abandon(failure);
+  return failure;
+}
+
 absl::Status RunRank(const RankEnv& rank_env) {
-  const absl::Duration connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
-  const collective::RendezvousOptions options = RendezvousOptionsFor(
-      rank_env, connect_timeout, absl::GetFlag(FLAGS_collective_timeout));
+  // The tests pass --collective_timeout alone; the first-step timeout
+  // follows it (this binary has no "first step").
+  TimeoutOptions timeouts = TimeoutOptionsFromFlags();
+  timeouts.first_step_timeout = timeouts.collective_timeout;
+  const absl::Duration connect_timeout = timeouts.connect_timeout;
+  const collective::RendezvousOptions options =
+      RendezvousOptionsFor(rank_env, timeouts);
   ASSIGN_OR_RETURN(collective::Store root, collective::ConnectStore(options));
   collective::Store store =
       root.WithPrefix(absl::StrCat("test/attempt_", rank_env.restart_count));
@@ -129,6 +157,10 @@ absl::Status RunRank(const RankEnv& rank_env) {
   }
   if (absl::GetFlag(FLAGS_rank0_exits_first)) {
     return UseStoreAfterRankZero(rank_env, store, connect_timeout);
+  }
+  if (const int failing = absl::GetFlag(FLAGS_fail_with_buckets_in_flight_rank);
+      failing >= 0) {
+    return FailWithBucketsInFlight(rank_env, root, options, failing);
   }
   if (absl::GetFlag(FLAGS_all_reduce)) {
     RETURN_IF_ERROR(AllReduce(rank_env, root, options));
