@@ -1,7 +1,6 @@
 #include "comm_bench/gloo_backend.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -12,6 +11,7 @@
 #include "ATen/ops/from_blob.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "comm_bench/host_buffer.h"
 #include "common/collective/communicator.h"
 #include "common/base/status.h"
 #include "glog/logging.h"
@@ -26,20 +26,6 @@ c10::ScalarType TorchType(DType dtype) {
 collective::ReduceOp DistOp(RedOp op) {
   return op == RedOp::kSum ? collective::ReduceOp::kSum : collective::ReduceOp::kMax;
 }
-
-// 64-byte aligned host memory (a cache line; what c10's allocator gives).
-class HostBuffer : public DeviceBuffer {
- public:
-  explicit HostBuffer(int64_t bytes)
-      : data_(std::aligned_alloc(64, (bytes + 63) / 64 * 64)), bytes_(bytes) {}
-  ~HostBuffer() override { std::free(data_); }
-  void* data() const override { return data_; }
-  int64_t bytes() const override { return bytes_; }
-
- private:
-  void* data_;
-  int64_t bytes_;
-};
 
 class GlooBackend : public Backend {
  public:
@@ -64,12 +50,7 @@ class GlooBackend : public Backend {
   }
 
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) override {
-    auto buffer = std::make_unique<HostBuffer>(bytes);
-    if (buffer->data() == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot allocate ", bytes, " bytes of host memory"));
-    }
-    return std::unique_ptr<DeviceBuffer>(std::move(buffer));
+    return AllocateHostBuffer(bytes);
   }
 
   absl::Status CopyFromHost(void* destination, const void* source,

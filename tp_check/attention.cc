@@ -48,7 +48,7 @@ absl::StatusOr<CheckResult> RunAttentionCheck(const CheckOptions& options,
     const int64_t b = options.batch(), t = options.seq_len();
     const int64_t d = options.hidden(), heads = options.heads();
     const int n = comm.world_size();
-    SeededTensors seeded(options.seed(), CheckKey::kAttention);
+    SeededTensors seeded = SeededFor(options.seed(), CheckKey::kAttention);
     const at::Tensor x = seeded.Normal({b, t, d}, 1.0);
     nn::AttentionParams whole;
     whole.qkv_weight = seeded.Normal({3 * d, d}, 1.0 / std::sqrt(d));
@@ -70,8 +70,8 @@ absl::StatusOr<CheckResult> RunAttentionCheck(const CheckOptions& options,
     ref_out.backward(upstream);
 
     // Sharded: this rank's H/n heads, output projection without its bias.
-    CheckRecorder recorder(kAttention, AttentionTensors(), options, hooks,
-                           comm);
+    CheckRecorder recorder(kAttention, AttentionTensors(), ToleranceOf(options),
+                           hooks, comm);
     const at::Tensor my_x = Leaf(x);
     nn::AttentionParams mine;
     mine.qkv_weight = Leaf(ShardQkv(whole.qkv_weight, comm));   // (3D/n, D)

@@ -49,7 +49,7 @@ absl::StatusOr<CheckResult> RunColumnLinearCheck(const CheckOptions& options,
     const int64_t b = options.batch(), t = options.seq_len();
     const int64_t d = options.hidden(), f = options.ffn_hidden();
     const bool gather = options.gather_output();
-    SeededTensors seeded(options.seed(), CheckKey::kColumnLinear);
+    SeededTensors seeded = SeededFor(options.seed(), CheckKey::kColumnLinear);
     const at::Tensor x = seeded.Normal({b, t, d}, 1.0);
     const at::Tensor weight = seeded.Normal({f, d}, 1.0 / std::sqrt(d));
     const at::Tensor bias = seeded.Normal({f}, 0.1);
@@ -62,8 +62,8 @@ absl::StatusOr<CheckResult> RunColumnLinearCheck(const CheckOptions& options,
     ref_out.backward(upstream);
 
     // Sharded: this rank's output rows.
-    CheckRecorder recorder(kColumnLinear, ColumnLinearTensors(), options,
-                           hooks, comm);
+    CheckRecorder recorder(kColumnLinear, ColumnLinearTensors(),
+                           ToleranceOf(options), hooks, comm);
     const at::Tensor my_x = Leaf(x);
     const at::Tensor my_weight = ShardLeaf(weight, 0, comm);  // (F/n, D)
     const at::Tensor my_bias = ShardLeaf(bias, 0, comm);      // (F/n)

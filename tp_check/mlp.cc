@@ -40,7 +40,7 @@ absl::StatusOr<CheckResult> RunMlpCheck(const CheckOptions& options,
   return CallGuarded(kMlp, [&]() -> absl::StatusOr<CheckResult> {
     const int64_t b = options.batch(), t = options.seq_len();
     const int64_t d = options.hidden(), f = options.ffn_hidden();
-    SeededTensors seeded(options.seed(), CheckKey::kMlp);
+    SeededTensors seeded = SeededFor(options.seed(), CheckKey::kMlp);
     const at::Tensor x = seeded.Normal({b, t, d}, 1.0);
     nn::MlpParams whole;
     whole.fc_weight = seeded.Normal({f, d}, 1.0 / std::sqrt(d));
@@ -61,7 +61,8 @@ absl::StatusOr<CheckResult> RunMlpCheck(const CheckOptions& options,
 
     // Sharded: nn::Mlp on this rank's F/n units, without the output bias,
     // between f and g; the bias is added once after the sum.
-    CheckRecorder recorder(kMlp, MlpTensors(), options, hooks, comm);
+    CheckRecorder recorder(kMlp, MlpTensors(), ToleranceOf(options), hooks,
+                           comm);
     const at::Tensor my_x = Leaf(x);
     nn::MlpParams mine;
     mine.fc_weight = ShardLeaf(whole.fc_weight, 0, comm);      // (F/n, D)

@@ -20,9 +20,9 @@ std::string Errors(double value) { return absl::StrFormat("%.2g", value); }
 
 std::string Verdict(bool pass) { return pass ? "PASS" : "FAIL"; }
 
-std::string CollectiveSummary(const CheckResult& check) {
+std::string CollectiveSummary(const equivalence::CheckResult& check) {
   int64_t calls = 0, expected_calls = 0, bytes = 0, expected_bytes = 0;
-  for (const CollectiveCheck& c : check.collectives()) {
+  for (const equivalence::CollectiveCheck& c : check.collectives()) {
     calls += c.count();
     expected_calls += c.expected_count();
     bytes += c.bytes_sent();
@@ -42,10 +42,10 @@ std::string RenderCheckTable(const TpCheckResult& result) {
                    "result"};
   table.align = {Align::kLeft,  Align::kRight, Align::kRight, Align::kRight,
                  Align::kRight, Align::kLeft,  Align::kLeft};
-  for (const CheckResult& check : result.checks()) {
+  for (const equivalence::CheckResult& check : result.checks()) {
     double max_abs = 0, max_rel = 0;
     int ok = 0;
-    for (const TensorCheck& tensor : check.tensors()) {
+    for (const equivalence::TensorCheck& tensor : check.tensors()) {
       max_abs = std::max(max_abs, tensor.max_abs_error());
       max_rel = std::max(max_rel, tensor.max_rel_error());
       ok += tensor.ok() ? 1 : 0;
@@ -86,7 +86,7 @@ std::string RenderMarkdownReport(const TpCheckResult& result) {
   };
   absl::StrAppend(&out, settings.Render(), "\n", RenderCheckTable(result));
 
-  for (const CheckResult& check : result.checks()) {
+  for (const equivalence::CheckResult& check : result.checks()) {
     absl::StrAppend(&out, "\n## ", check.name(), ": ", Verdict(check.pass()),
                     "\n\n");
     if (!check.perturbed().empty()) {
@@ -98,7 +98,7 @@ std::string RenderMarkdownReport(const TpCheckResult& result) {
                        "max rel err", "ok", "detail"};
     tensors.align = {Align::kLeft,  Align::kLeft, Align::kLeft, Align::kRight,
                      Align::kRight, Align::kLeft, Align::kLeft};
-    for (const TensorCheck& t : check.tensors()) {
+    for (const equivalence::TensorCheck& t : check.tensors()) {
       tensors.rows.push_back(
           {t.name(), t.kind(), absl::StrCat("[", absl::StrJoin(t.shape(), ", "),
                                             "]"),
@@ -113,7 +113,7 @@ std::string RenderMarkdownReport(const TpCheckResult& result) {
     collectives.align = {Align::kLeft,  Align::kLeft,  Align::kRight,
                          Align::kRight, Align::kRight, Align::kRight,
                          Align::kRight, Align::kLeft};
-    for (const CollectiveCheck& c : check.collectives()) {
+    for (const equivalence::CollectiveCheck& c : check.collectives()) {
       collectives.rows.push_back(
           {c.phase(), c.op(), absl::StrCat(c.count()),
            absl::StrCat(c.expected_count()), absl::StrCat(c.bytes_sent()),

@@ -1,6 +1,5 @@
 #include "tp_check/ranks.h"
 
-#include "absl/strings/str_cat.h"
 #include "common/collective/rendezvous.h"
 #include "common/collective/store.h"
 #include "common/launch/launch_options.h"
@@ -10,17 +9,8 @@
 namespace mtb::tp_check {
 
 absl::StatusOr<World> ResolveWorld(const EnvMap& env) {
-  if (HasRankEnv(env)) {
-    ASSIGN_OR_RETURN(const RankEnv rank_env, ParseRankEnv(env));
-    return World{rank_env.world_size,
-                 absl::StrCat("WORLD_SIZE=", rank_env.world_size)};
-  }
-  const LaunchOptions launch = LaunchOptionsFromFlags();
-  RETURN_IF_ERROR(ValidateLaunchOptions(launch));
-  if (launch.nnodes == 1) return NprocWorld(launch.nproc);
-  return World{launch.world_size(),
-               absl::StrCat("world size ", launch.world_size(), " (--nnodes=",
-                            launch.nnodes, " x --nproc=", launch.nproc, ")")};
+  ASSIGN_OR_RETURN(const PlannedWorld planned, PlanWorld(env));
+  return World{planned.world_size, planned.label};
 }
 
 bool RunsInProcess(const EnvMap& env) {

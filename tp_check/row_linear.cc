@@ -40,7 +40,7 @@ absl::StatusOr<CheckResult> RunRowLinearCheck(const CheckOptions& options,
   return CallGuarded(kRowLinear, [&]() -> absl::StatusOr<CheckResult> {
     const int64_t b = options.batch(), t = options.seq_len();
     const int64_t d = options.hidden(), f = options.ffn_hidden();
-    SeededTensors seeded(options.seed(), CheckKey::kRowLinear);
+    SeededTensors seeded = SeededFor(options.seed(), CheckKey::kRowLinear);
     const at::Tensor x = seeded.Normal({b, t, f}, 1.0);
     const at::Tensor weight = seeded.Normal({d, f}, 1.0 / std::sqrt(f));
     const at::Tensor bias = seeded.Normal({d}, 0.1);
@@ -53,8 +53,8 @@ absl::StatusOr<CheckResult> RunRowLinearCheck(const CheckOptions& options,
     ref_out.backward(upstream);
 
     // Sharded: this rank's input columns; the bias stays whole.
-    CheckRecorder recorder(kRowLinear, RowLinearTensors(), options, hooks,
-                           comm);
+    CheckRecorder recorder(kRowLinear, RowLinearTensors(), ToleranceOf(options),
+                           hooks, comm);
     const at::Tensor my_x = ShardLeaf(x, -1, comm);            // (B, T, F/n)
     const at::Tensor my_weight = ShardLeaf(weight, 1, comm);   // (D, F/n)
     const at::Tensor my_bias = Leaf(bias);                     // (D)

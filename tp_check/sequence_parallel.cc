@@ -70,7 +70,8 @@ absl::StatusOr<CheckResult> RunSequenceParallelCheck(
   return CallGuarded(kSequenceParallel, [&]() -> absl::StatusOr<CheckResult> {
     const int64_t b = options.batch(), t = options.seq_len();
     const int64_t d = options.hidden(), f = options.ffn_hidden();
-    SeededTensors seeded(options.seed(), CheckKey::kSequenceParallel);
+    SeededTensors seeded =
+        SeededFor(options.seed(), CheckKey::kSequenceParallel);
     const at::Tensor x = seeded.Normal({b, t, d}, 1.0);
     const at::Tensor ln_weight = seeded.Normal({d}, 0.1, /*mean=*/1.0);
     const at::Tensor ln_bias = seeded.Normal({d}, 0.1);
@@ -104,7 +105,7 @@ absl::StatusOr<CheckResult> RunSequenceParallelCheck(
 
     // Sharded: positions [r·T/n, (r+1)·T/n) outside the MLP, F/n units in it.
     CheckRecorder recorder(kSequenceParallel, SequenceParallelTensors(),
-                           options, hooks, comm);
+                           ToleranceOf(options), hooks, comm);
     const at::Tensor my_x = ShardLeaf(x, 1, comm);  // (B, T/n, D)
     const at::Tensor my_ln_weight = Leaf(ln_weight), my_ln_bias = Leaf(ln_bias);
     nn::MlpParams mine;

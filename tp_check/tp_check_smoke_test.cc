@@ -53,7 +53,7 @@ void ExpectEveryCheckPasses(int nproc) {
   EXPECT_EQ(result.run_context().tool(), "tp_check");
   EXPECT_EQ(result.run_context().world_size(), nproc);
   ASSERT_EQ(result.checks_size(), 6);
-  for (const CheckResult& check : result.checks()) {
+  for (const equivalence::CheckResult& check : result.checks()) {
     EXPECT_TRUE(check.pass()) << check.name();
     EXPECT_EQ(check.world_size(), nproc);
     EXPECT_FALSE(check.collectives().empty()) << check.name();
@@ -131,7 +131,7 @@ TEST(TpCheckBinary, PerturbedShardExitsOneAndTheResultNamesTheTensor) {
   ASSERT_EQ(result.checks_size(), 2);
   EXPECT_FALSE(result.checks(0).pass());
   EXPECT_TRUE(result.checks(1).pass());  // mlp has no grad_weight
-  for (const TensorCheck& tensor : result.checks(0).tensors()) {
+  for (const equivalence::TensorCheck& tensor : result.checks(0).tensors()) {
     EXPECT_EQ(tensor.ok(), tensor.name() != "grad_weight") << tensor.name();
   }
 }

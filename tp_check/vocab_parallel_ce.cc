@@ -49,7 +49,8 @@ absl::StatusOr<CheckResult> RunVocabParallelCeCheck(
     const int64_t b = options.batch(), t = options.seq_len();
     const int64_t d = options.hidden(), v = options.vocab();
     const int n = comm.world_size();
-    SeededTensors seeded(options.seed(), CheckKey::kVocabParallelCe);
+    SeededTensors seeded =
+        SeededFor(options.seed(), CheckKey::kVocabParallelCe);
     const at::Tensor tokens = seeded.Tokens({b, t}, v);
     const at::Tensor targets = seeded.Tokens({b, t}, v);
     const at::Tensor wte = seeded.Normal({v, d}, 1.0 / std::sqrt(d));
@@ -69,8 +70,8 @@ absl::StatusOr<CheckResult> RunVocabParallelCeCheck(
     ref_loss.backward();
 
     // Sharded: V/n rows of the tied table; never more than V/n columns.
-    CheckRecorder recorder(kVocabParallelCe, VocabParallelCeTensors(), options,
-                           hooks, comm);
+    CheckRecorder recorder(kVocabParallelCe, VocabParallelCeTensors(),
+                           ToleranceOf(options), hooks, comm);
     const at::Tensor my_wte = ShardLeaf(wte, 0, comm);  // (V/n, D)
     const at::Tensor my_wpe = Leaf(wpe), my_ln_weight = Leaf(ln_weight),
                      my_ln_bias = Leaf(ln_bias);

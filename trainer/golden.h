@@ -15,7 +15,8 @@
 
 namespace mtb {
 
-// vocab 64, d_model 32, 2 layers x 4 heads, seq 16, batch 4, grad_accum 2,
+// TinyConfig() (trainer/test_config.h) with: vocab 64, d_model 32, 2 layers
+// x 4 heads, seq 16, batch 4, grad_accum 2,
 // synthetic data, dropout 0.1, AdamW lr 3e-3 cosine (warm-up 2, to 3e-4 at
 // step 5), clip 1.0, seed 2024, 5 steps, fp32, one intra-op thread.
 TrainConfig GoldenConfig();

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "common/base/flags.h"
 #include "common/launch/launch.h"
+#include "common/launch/launch_options.h"
 #include "common/base/logging.h"
 #include "common/results/output_path.h"
 #include "common/launch/rank_env.h"
@@ -39,47 +40,24 @@ constexpr char kUsage[] =
 
 constexpr char kProgram[] = "trainer";
 
-// World size and ranks on this host, from the rank variables (a worker) or
-// the launch flags (the launcher, which checks them here first).
-absl::Status WorldOf(int* world_size, int* ranks_per_host) {
-  const mtb::EnvMap env = mtb::ProcessEnvironment();
-  if (mtb::HasRankEnv(env)) {
-    absl::StatusOr<mtb::RankEnv> rank_env = mtb::ParseRankEnv(env);
-    if (!rank_env.ok()) return rank_env.status();
-    *world_size = rank_env->world_size;
-    *ranks_per_host = rank_env->local_world_size;
-    return absl::OkStatus();
-  }
-  const mtb::LaunchOptions launch =
-      mtb::LaunchOptionsFromFlags({/*nproc=*/2});
-  if (absl::Status valid = mtb::ValidateLaunchOptions(launch); !valid.ok()) {
-    return valid;
-  }
-  *world_size = launch.world_size();
-  *ranks_per_host = launch.nproc;
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   mtb::InitLogging(argv[0]);
   mtb::ParseCommandLineOrExit(argc, argv, kUsage);
 
-  int world_size = 1, ranks_per_host = 1;
-  if (absl::Status status = WorldOf(&world_size, &ranks_per_host);
-      !status.ok()) {
-    return mtb::ReportAndExitCode(kProgram, status);
-  }
+  absl::StatusOr<mtb::PlannedWorld> world =
+      mtb::PlanWorld(mtb::ProcessEnvironment(), {/*nproc=*/2});
+  if (!world.ok()) return mtb::ReportAndExitCode(kProgram, world.status());
   const mtb::TimeoutOptions timeouts = mtb::TimeoutOptionsFromFlags();
   if (absl::Status valid = mtb::ValidateTimeoutOptions(timeouts); !valid.ok()) {
     return mtb::ReportAndExitCode(kProgram, valid);
   }
   mtb::TrainConfig config = mtb::TrainConfigFromFlags();
-  mtb::ResolveConfig(&config, ranks_per_host);
+  mtb::ResolveConfig(&config, world->ranks_per_host);
   for (const absl::Status& status :
        {mtb::ValidateConfig(config),
-        mtb::ValidateConfigForWorldSize(config, world_size)}) {
+        mtb::ValidateConfigForWorldSize(config, world->world_size)}) {
     if (!status.ok()) return mtb::ReportAndExitCode(kProgram, status);
   }
   // An output that cannot be written fails now, not after the run.

@@ -1,4 +1,7 @@
-// Tiny, fast configurations for trainer tests (testonly).
+// Tiny, fast configurations for trainer tests, and the base of the golden
+// run's config (trainer/golden.h), so that the tests and the golden losses
+// share one definition of "the tiny model". Not testonly for that reason:
+// //trainer:golden_losses is a plain binary.
 #ifndef MTB_TRAINER_TEST_CONFIG_H_
 #define MTB_TRAINER_TEST_CONFIG_H_
 

@@ -1,11 +1,11 @@
 #include "comm_bench/testing/thread_backend.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "comm_bench/host_buffer.h"
 #include "absl/synchronization/mutex.h"
 #include "common/base/logging.h"
 #include "glog/logging.h"
@@ -45,20 +45,6 @@ class ThreadGroup {
 };
 
 namespace {
-
-class HostBuffer : public DeviceBuffer {
- public:
-  explicit HostBuffer(int64_t bytes) : data_(std::malloc(bytes)), bytes_(bytes) {
-    CHECK(data_ != nullptr);
-  }
-  ~HostBuffer() override { std::free(data_); }
-  void* data() const override { return data_; }
-  int64_t bytes() const override { return bytes_; }
-
- private:
-  void* data_;
-  int64_t bytes_;
-};
 
 float Load(DType dtype, const void* base, int64_t index) {
   if (dtype == DType::kFloat32) {
@@ -114,7 +100,7 @@ absl::StatusOr<Support> ThreadBackend::Supports(OpKind, DType dtype,
 
 absl::StatusOr<std::unique_ptr<DeviceBuffer>> ThreadBackend::Allocate(
     int64_t bytes) {
-  return std::unique_ptr<DeviceBuffer>(std::make_unique<HostBuffer>(bytes));
+  return AllocateHostBuffer(bytes);
 }
 
 absl::Status ThreadBackend::CopyFromHost(void* destination, const void* source,

@@ -118,17 +118,32 @@ LaunchOptions WithDefaultEndpoint(LaunchOptions options) {
   return options;
 }
 
-absl::StatusOr<int> PlannedWorldSize(const LaunchDefaults& defaults) {
-  const EnvMap env = ProcessEnvironment();
+absl::StatusOr<PlannedWorld> PlanWorld(const EnvMap& env,
+                                       const LaunchDefaults& defaults) {
   if (HasRankEnv(env)) {
     absl::StatusOr<RankEnv> rank_env = ParseRankEnv(env);
     if (!rank_env.ok()) return rank_env.status();
-    return rank_env->world_size;
+    return PlannedWorld{rank_env->world_size, rank_env->local_world_size,
+                        absl::StrCat("WORLD_SIZE=", rank_env->world_size)};
   }
   const LaunchOptions options = LaunchOptionsFromFlags(defaults);
   absl::Status valid = ValidateLaunchOptions(options);
   if (!valid.ok()) return valid;
-  return options.world_size();
+  if (options.nnodes == 1) {
+    return PlannedWorld{options.world_size(), options.nproc,
+                        absl::StrCat("--nproc=", options.nproc)};
+  }
+  return PlannedWorld{
+      options.world_size(), options.nproc,
+      absl::StrCat("world size ", options.world_size(), " (--nnodes=",
+                   options.nnodes, " x --nproc=", options.nproc, ")")};
+}
+
+absl::StatusOr<int> PlannedWorldSize(const LaunchDefaults& defaults) {
+  absl::StatusOr<PlannedWorld> world =
+      PlanWorld(ProcessEnvironment(), defaults);
+  if (!world.ok()) return world.status();
+  return world->world_size;
 }
 
 bool SetsOmpNumThreads(const LaunchOptions& options, const EnvMap& parent) {

@@ -72,11 +72,26 @@ LaunchOptions WithDefaultEndpoint(LaunchOptions options);
 EnvMap ChildEnvironment(const LaunchOptions& options, int local_rank,
                         int restart_count, const EnvMap& parent);
 
-// The world size this process will be part of, known before anything
-// starts, so a tool can check its own flags against it (e.g. "--root=3 must
-// be a rank in [0, 1]") before the launcher starts a rank: WORLD_SIZE when
-// the process is a worker (ParseRankEnv's errors otherwise), else --nnodes x
-// --nproc after ValidateLaunchOptions (its errors otherwise).
+// The world this process will be part of, known before anything starts, so a
+// tool can check its own flags against it (e.g. "--root=3 must be a rank in
+// [0, 1]") before the launcher starts a rank. Every tool asks here, so that
+// the launcher and the tools never disagree on the number.
+struct PlannedWorld {
+  int world_size = 1;
+  // Ranks on this host: LOCAL_WORLD_SIZE in a worker, --nproc otherwise.
+  int ranks_per_host = 1;
+  // How the user set it, for messages: "WORLD_SIZE=4" in a worker,
+  // "--nproc=2" on one node, "world size 6 (--nnodes=2 x --nproc=3)".
+  std::string label;
+};
+
+// From `env` when it holds the rank variables (a worker; ParseRankEnv's
+// errors otherwise), else from the launch flags (--nnodes x --nproc) after
+// ValidateLaunchOptions (its errors otherwise).
+absl::StatusOr<PlannedWorld> PlanWorld(const EnvMap& env,
+                                       const LaunchDefaults& defaults = {});
+
+// PlanWorld(ProcessEnvironment(), defaults).world_size.
 absl::StatusOr<int> PlannedWorldSize(const LaunchDefaults& defaults = {});
 
 // True when ChildEnvironment sets OMP_NUM_THREADS for `parent`: the launcher

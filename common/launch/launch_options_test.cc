@@ -181,5 +181,38 @@ TEST(PlannedWorldSize, ComesFromTheRankEnvironmentElseTheLaunchFlags) {
   }
 }
 
+TEST(PlanWorld, SaysHowTheWorldSizeWasSet) {
+  std::vector<std::string> args = {"tool", "--nproc=3", "--nnodes=2",
+                                   "--node_rank=0", "--master_addr=h0"};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  ASSERT_TRUE(
+      ParseCommandLine(static_cast<int>(argv.size()), argv.data()).ok());
+  absl::StatusOr<PlannedWorld> world = PlanWorld(EnvMap{});
+  ASSERT_TRUE(world.ok()) << world.status();
+  EXPECT_EQ(world->world_size, 6);
+  EXPECT_EQ(world->ranks_per_host, 3);
+  EXPECT_EQ(world->label, "world size 6 (--nnodes=2 x --nproc=3)");
+
+  world = PlanWorld(EnvMap{{"RANK", "1"},
+                           {"WORLD_SIZE", "4"},
+                           {"LOCAL_WORLD_SIZE", "2"},
+                           {"MASTER_ADDR", "127.0.0.1"},
+                           {"MASTER_PORT", "29500"}});
+  ASSERT_TRUE(world.ok()) << world.status();
+  EXPECT_EQ(world->world_size, 4);
+  EXPECT_EQ(world->ranks_per_host, 2);
+  EXPECT_EQ(world->label, "WORLD_SIZE=4");
+
+  std::vector<std::string> one_node = {"tool", "--nproc=2", "--nnodes=1"};
+  argv.clear();
+  for (std::string& arg : one_node) argv.push_back(arg.data());
+  ASSERT_TRUE(
+      ParseCommandLine(static_cast<int>(argv.size()), argv.data()).ok());
+  world = PlanWorld(EnvMap{});
+  ASSERT_TRUE(world.ok()) << world.status();
+  EXPECT_EQ(world->label, "--nproc=2");
+}
+
 }  // namespace
 }  // namespace mtb

@@ -28,9 +28,4 @@ std::vector<std::vector<int>> AssignBuckets(
   return buckets;
 }
 
-double AllReduceClosedFormBytes(int64_t bytes, int world_size) {
-  CHECK_GE(world_size, 1);
-  return 2.0 * (world_size - 1) / world_size * static_cast<double>(bytes);
-}
-
 }  // namespace mtb

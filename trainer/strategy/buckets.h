@@ -5,7 +5,9 @@
 // taken in turn and the last repeats: {1 MiB, bucket_cap} gives a small first
 // bucket (launched early, so that communication starts soon after backward
 // does) and bucket_cap-sized ones after it. A bucket may exceed its limit by
-// its last gradient; a gradient is never split. Torch-free.
+// its last gradient; a gradient is never split. Torch-free. What a bucket
+// costs on the wire is the collective layer's byte model
+// (common/collective/traffic.h), not computed here.
 #ifndef MTB_TRAINER_STRATEGY_BUCKETS_H_
 #define MTB_TRAINER_STRATEGY_BUCKETS_H_
 
@@ -22,10 +24,6 @@ inline constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;
 // `bytes` in ready order; together they hold every index once.
 std::vector<std::vector<int>> AssignBuckets(const std::vector<int64_t>& bytes,
                                             const std::vector<int64_t>& limits);
-
-// 2(n-1)/n * bytes: what one rank sends (and receives) for an all-reduce of
-// `bytes` with a bandwidth-optimal (ring) algorithm; 0 for one rank.
-double AllReduceClosedFormBytes(int64_t bytes, int world_size);
 
 }  // namespace mtb
 

@@ -30,12 +30,5 @@ TEST(AssignBuckets, ExactlyTheLimitCloses) {
   EXPECT_EQ(AssignBuckets({5, 5, 5, 5}, {10}), (Buckets{{0, 1}, {2, 3}}));
 }
 
-TEST(AllReduceClosedFormBytes, IsTwoTimesNMinusOneOverNOfTheBuffer) {
-  EXPECT_EQ(AllReduceClosedFormBytes(1000, 1), 0);
-  EXPECT_EQ(AllReduceClosedFormBytes(1000, 2), 1000);
-  EXPECT_DOUBLE_EQ(AllReduceClosedFormBytes(900, 3), 1200);
-  EXPECT_EQ(AllReduceClosedFormBytes(1000, 4), 1500);
-}
-
 }  // namespace
 }  // namespace mtb

@@ -51,6 +51,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/base/status.h"
+#include "common/collective/traffic.h"
 #include "glog/logging.h"
 #include "torch/csrc/autograd/function.h"
 #include "torch/csrc/autograd/utils/lambda_post_hook.h"
@@ -354,8 +355,11 @@ StepCommunication DdpStrategy::TakeStepCommunication() {
     step.bytes_sent = communicator_->log().Totals().bytes_sent -
                       bytes_sent_at_step_start_;
   }
-  step.expected_bytes = std::llround(
-      syncs_ * AllReduceClosedFormBytes(gradient_bytes_, world_size()));
+  // The layer's byte model of one all-reduce of every gradient; the buckets'
+  // records round each bucket down, so they may count up to one byte less
+  // per bucket.
+  step.expected_bytes =
+      syncs_ * collective::AllReduceTraffic(gradient_bytes_, world_size()).sent;
   return step;
 }
 

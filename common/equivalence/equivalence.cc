@@ -1,4 +1,4 @@
-#include "tp_check/check_util.h"
+#include "common/equivalence/equivalence.h"
 
 #include <algorithm>
 #include <memory>
@@ -17,7 +17,7 @@
 #include "common/base/status.h"
 #include "glog/logging.h"
 
-namespace mtb::tp_check {
+namespace mtb::equivalence {
 
 absl::string_view TensorKindName(TensorKind kind) {
   return kind == TensorKind::kOutput ? "output" : "grad";
@@ -27,7 +27,7 @@ at::Tensor SeededTensors::Normal(at::IntArrayRef shape, double stddev,
                                  double mean) {
   const uint64_t key =
       CounterKey({seed_, static_cast<uint64_t>(RngStream::kInit),
-                  static_cast<uint64_t>(check_), next_++});
+                  check_, next_++});
   at::Tensor tensor = nn::CounterNormalTensor(shape, key, stddev);
   if (mean != 0.0) tensor.add_(mean);
   return tensor;
@@ -36,7 +36,7 @@ at::Tensor SeededTensors::Normal(at::IntArrayRef shape, double stddev,
 at::Tensor SeededTensors::Tokens(at::IntArrayRef shape, int64_t vocab) {
   const uint64_t key =
       CounterKey({seed_, static_cast<uint64_t>(RngStream::kData),
-                  static_cast<uint64_t>(check_), next_++});
+                  check_, next_++});
   at::Tensor tokens = at::empty(shape, at::kLong);
   int64_t* data = tokens.data_ptr<int64_t>();
   for (int64_t e = 0; e < tokens.numel(); ++e) {
@@ -138,11 +138,11 @@ std::vector<ExpectedCollective> AllReduceEachWay(int64_t activation_bytes,
 }
 
 CheckRecorder::CheckRecorder(std::string name, std::vector<TensorSpec> tensors,
-                             const CheckOptions& options,
-                             const CheckHooks& hooks, collective::Communicator& comm)
+                             Tolerance tolerance, const CheckHooks& hooks,
+                             collective::Communicator& comm)
     : name_(std::move(name)),
       tensors_(std::move(tensors)),
-      options_(options),
+      tolerance_(tolerance),
       hooks_(hooks),
       comm_(comm),
       start_(absl::Now()) {}
@@ -177,7 +177,7 @@ void CheckRecorder::Compare(absl::string_view name, const at::Tensor& actual,
   const TensorSpec& spec = tensors_[rows_.size()];
   CHECK_EQ(spec.name, name) << name_ << ": tensors compared out of order";
   const AllCloseResult close =
-      AllClose(actual, expected, options_.rtol(), options_.atol());
+      AllClose(actual, expected, tolerance_.rtol, tolerance_.atol);
   Row row;
   row.name = spec.name;
   row.kind = spec.kind;
@@ -293,4 +293,4 @@ absl::StatusOr<CheckResult> CheckRecorder::Finish(
   return result;
 }
 
-}  // namespace mtb::tp_check
+}  // namespace mtb::equivalence

@@ -1,4 +1,4 @@
-#include "tp_check/check_util.h"
+#include "common/equivalence/equivalence.h"
 
 #include <map>
 #include <vector>
@@ -6,15 +6,18 @@
 #include "ATen/ATen.h"
 #include "common/collective/test_util.h"
 #include "gtest/gtest.h"
-#include "tp_check/options.h"
 
-namespace mtb::tp_check {
+namespace mtb::equivalence {
 namespace {
 
 using collective::CollectiveOp;
 
+// Two checks' words, as a caller such as tp_check's CheckKey gives them.
+constexpr uint64_t kOneCheck = 3;
+constexpr uint64_t kOtherCheck = 4;
+
 TEST(SeededTensors, SameSeedAndCheckGiveTheSameTensorsInOrder) {
-  SeededTensors a(7, CheckKey::kMlp), b(7, CheckKey::kMlp);
+  SeededTensors a(7, kOneCheck), b(7, kOneCheck);
   const at::Tensor a0 = a.Normal({4, 4}, 1.0), a1 = a.Normal({4, 4}, 1.0);
   EXPECT_TRUE(at::equal(a0, b.Normal({4, 4}, 1.0)));
   EXPECT_TRUE(at::equal(a1, b.Normal({4, 4}, 1.0)));
@@ -22,15 +25,15 @@ TEST(SeededTensors, SameSeedAndCheckGiveTheSameTensorsInOrder) {
 }
 
 TEST(SeededTensors, OtherChecksAndSeedsDrawOtherTensors) {
-  const at::Tensor mlp = SeededTensors(7, CheckKey::kMlp).Normal({16}, 1.0);
+  const at::Tensor one = SeededTensors(7, kOneCheck).Normal({16}, 1.0);
   EXPECT_FALSE(
-      at::equal(mlp, SeededTensors(7, CheckKey::kAttention).Normal({16}, 1.0)));
+      at::equal(one, SeededTensors(7, kOtherCheck).Normal({16}, 1.0)));
   EXPECT_FALSE(
-      at::equal(mlp, SeededTensors(8, CheckKey::kMlp).Normal({16}, 1.0)));
+      at::equal(one, SeededTensors(8, kOneCheck).Normal({16}, 1.0)));
 }
 
 TEST(SeededTensors, NormalHasTheRequestedMeanAndTokensStayInTheVocabulary) {
-  SeededTensors seeded(1, CheckKey::kVocabParallelCe);
+  SeededTensors seeded(1, kOneCheck);
   const at::Tensor x = seeded.Normal({4096}, 0.1, /*mean=*/1.0);
   EXPECT_NEAR(x.mean().item<double>(), 1.0, 0.01);
   EXPECT_NEAR(x.std().item<double>(), 0.1, 0.01);
@@ -80,13 +83,13 @@ TEST(CompareCollectives, MissingOrUnexpectedCollectivesAreNotOk) {
 }
 
 TEST(CheckRecorder, OneRanksMismatchFailsEveryRanksVerdictNamingTheRank) {
-  const CheckOptions options = DefaultCheckOptions();
+  const Tolerance tolerance;
   const CheckHooks hooks;
   ASSERT_TRUE(collective::RunRanksAsThreads(3, [&](collective::Communicator& comm) {
                 CheckRecorder recorder(
                     "test",
                     {{"a", TensorKind::kOutput}, {"b", TensorKind::kGrad}},
-                    options, hooks, comm);
+                    tolerance, hooks, comm);
                 recorder.StartCounting();
                 recorder.EndPhase(kForward);
                 const at::Tensor x = at::ones({3});
@@ -109,13 +112,13 @@ TEST(CheckRecorder, OneRanksMismatchFailsEveryRanksVerdictNamingTheRank) {
 }
 
 TEST(CheckRecorder, CountsOnlyBetweenStartAndTheLastPhase) {
-  const CheckOptions options = DefaultCheckOptions();
+  const Tolerance tolerance;
   const CheckHooks hooks;
   ASSERT_TRUE(collective::RunRanksAsThreads(2, [&](collective::Communicator& comm) {
                 const at::Tensor t = at::ones({4});
                 ASSERT_TRUE(comm.AllReduce(t).ok());  // before: not counted
                 CheckRecorder recorder("test", {{"a", TensorKind::kOutput}},
-                                       options, hooks, comm);
+                                       tolerance, hooks, comm);
                 recorder.StartCounting();
                 ASSERT_TRUE(comm.AllReduce(t).ok());
                 recorder.EndPhase(kForward);
@@ -137,7 +140,7 @@ TEST(CheckRecorder, CountsOnlyBetweenStartAndTheLastPhase) {
 }
 
 TEST(CheckRecorder, PerturbAddsTheDeltaToTheFirstElementOnTheNamedRankOnly) {
-  const CheckOptions options = DefaultCheckOptions();
+  const Tolerance tolerance;
   CheckHooks hooks;
   hooks.perturb_rank = 1;
   hooks.perturb_tensor = "a";
@@ -145,7 +148,7 @@ TEST(CheckRecorder, PerturbAddsTheDeltaToTheFirstElementOnTheNamedRankOnly) {
                 CheckRecorder recorder(
                     "test",
                     {{"a", TensorKind::kOutput}, {"b", TensorKind::kOutput}},
-                    options, hooks, comm);
+                    tolerance, hooks, comm);
                 const at::Tensor x = at::zeros({2, 2});
                 const at::Tensor a = recorder.Perturb("a", x);
                 EXPECT_TRUE(recorder.Perturb("b", x).is_same(x));
@@ -158,24 +161,5 @@ TEST(CheckRecorder, PerturbAddsTheDeltaToTheFirstElementOnTheNamedRankOnly) {
               }).ok());
 }
 
-TEST(Options, DivisibilityMessageCarriesTheArithmetic) {
-  const absl::Status status =
-      RequireDivisibleByWorld("hidden", 30, NprocWorld(4), "why");
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(),
-            "--hidden=30 is not divisible by --nproc=4 (why)");
-  EXPECT_TRUE(RequireDivisibleByWorld("hidden", 32, NprocWorld(4), "").ok());
-}
-
-TEST(Options, NonPositiveSizesAndBadDropoutAreRejected) {
-  CheckOptions options = DefaultCheckOptions();
-  EXPECT_TRUE(ValidateSizes(options).ok());
-  options.set_batch(0);
-  EXPECT_EQ(ValidateSizes(options).message(), "--batch=0 must be >= 1");
-  options = DefaultCheckOptions();
-  options.set_dropout(1.0);
-  EXPECT_EQ(ValidateSizes(options).message(), "--dropout=1 must be in [0, 1)");
-}
-
 }  // namespace
-}  // namespace mtb::tp_check
+}  // namespace mtb::equivalence
