@@ -33,10 +33,11 @@ class AllGather : public Collective {
 
   void FillExpected(const CallContext& context, const CallShape& shape,
                     int seed, HostArray* expected) const override {
+    const PatternRange range = pattern_range(context);
     for (int rank = 0; rank < context.world_size; ++rank) {
       for (int64_t i = 0; i < shape.count; ++i) {
         expected->Set(rank * shape.count + i,
-                      PatternValue(seed, rank, i, context.world_size));
+                      PatternValue(range, seed, rank, i));
       }
     }
   }

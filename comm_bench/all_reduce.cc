@@ -24,11 +24,12 @@ class AllReduce : public Collective {
 
   void FillExpected(const CallContext& context, const CallShape& shape,
                     int seed, HostArray* expected) const override {
+    const PatternRange range = pattern_range(context);
     for (int64_t i = 0; i < shape.count; ++i) {
-      float value = PatternValue(seed, 0, i, context.world_size);
+      float value = PatternValue(range, seed, 0, i);
       for (int rank = 1; rank < context.world_size; ++rank) {
         value = Reduce(context.redop, value,
-                       PatternValue(seed, rank, i, context.world_size));
+                       PatternValue(range, seed, rank, i));
       }
       expected->Set(i, value);
     }

@@ -33,10 +33,11 @@ class AllToAll : public Collective {
   void FillExpected(const CallContext& context, const CallShape& shape,
                     int seed, HostArray* expected) const override {
     const int64_t block = shape.count * context.rank;  // ours, in their input
+    const PatternRange range = pattern_range(context);
     for (int source = 0; source < context.world_size; ++source) {
       for (int64_t i = 0; i < shape.count; ++i) {
         expected->Set(source * shape.count + i,
-                      PatternValue(seed, source, block + i, context.world_size));
+                      PatternValue(range, seed, source, block + i));
       }
     }
   }

@@ -84,12 +84,12 @@ class AllToAllv : public Collective {
 
   void FillExpected(const CallContext& context, const CallShape& shape,
                     int seed, HostArray* expected) const override {
+    const PatternRange range = pattern_range(context);
     int64_t offset = 0;
     for (int source = 0; source < context.world_size; ++source) {
       const int64_t from = SendOffset(shape.split, source, context.rank);
       for (int64_t i = 0; i < shape.recv_counts[source]; ++i) {
-        expected->Set(offset + i, PatternValue(seed, source, from + i,
-                                               context.world_size));
+        expected->Set(offset + i, PatternValue(range, seed, source, from + i));
       }
       offset += shape.recv_counts[source];
     }

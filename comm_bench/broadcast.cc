@@ -25,8 +25,9 @@ class Broadcast : public Collective {
   // non-root rank whose buffer was not overwritten (in place) is caught.
   void FillExpected(const CallContext& context, const CallShape& shape,
                     int seed, HostArray* expected) const override {
+    const PatternRange range = pattern_range(context);
     for (int64_t i = 0; i < shape.count; ++i) {
-      expected->Set(i, PatternValue(seed, context.root, i, context.world_size));
+      expected->Set(i, PatternValue(range, seed, context.root, i));
     }
   }
 

@@ -62,8 +62,28 @@ int64_t ShardedCount(int64_t requested_bytes, int64_t element_size,
   return per_rank / alignment * alignment;
 }
 
-float PatternValue(int seed, int rank, int64_t index, int world_size) {
-  const uint64_t modulus = world_size >= 256 ? 1 : 256 / world_size;
+PatternRange PatternRangeFor(DType dtype, int world_size, bool reduces) {
+  CHECK_GT(world_size, 0);
+  const int64_t limit = ExactIntegerLimit(dtype);
+  PatternRange range;
+  if (!reduces) {
+    range.modulus = limit;
+    return range;
+  }
+  range.stride = static_cast<int>((world_size + limit - 1) / limit);
+  const int64_t contributors =
+      (world_size + range.stride - 1) / range.stride;  // <= limit
+  range.modulus = limit / contributors + 1;
+  return range;
+}
+
+float PatternValue(const PatternRange& range, int seed, int rank,
+                   int64_t index) {
+  if (range.stride > 1 &&
+      (static_cast<int64_t>(rank) + index) % range.stride != 0) {
+    return 0;
+  }
+  const uint64_t modulus = static_cast<uint64_t>(range.modulus);
   // SplitMix64 finaliser over the three coordinates: neighbouring elements,
   // ranks and seeds get unrelated values, so a misplaced block shows.
   uint64_t x = static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull ^
@@ -79,8 +99,9 @@ float PatternValue(int seed, int rank, int64_t index, int world_size) {
 
 void Collective::FillInput(const CallContext& context, const CallShape& shape,
                            int seed, HostArray* input) const {
+  const PatternRange range = pattern_range(context);
   for (int64_t i = 0; i < shape.send_elements; ++i) {
-    input->Set(i, PatternValue(seed, context.rank, i, context.world_size));
+    input->Set(i, PatternValue(range, seed, context.rank, i));
   }
 }
 

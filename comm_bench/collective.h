@@ -60,6 +60,22 @@ struct CallShape {
   int bottleneck_rank = -1;
 };
 
+// The integers a data set's values are drawn from. A copy-only collective
+// (broadcast, all_gather, all_to_all(v)) only moves values, so it uses the
+// dtype's whole exact range [0, L) (L = ExactIntegerLimit: 2^24 for fp32, 2^8
+// for bf16). A reduction must keep every partial sum exact in any order, so
+// its range shrinks only as much as that needs: with c ranks adding to an
+// element, values in [0, floor(L / c)], every partial sum <= L. Up to L ranks
+// every rank adds (c = n): at 256 ranks that is {0, 1} in bf16 and
+// [0, 65536] in fp32. Beyond L ranks, element i of rank r is non-zero only
+// where (r + i) % stride == 0, stride = ceil(n / L), so c = ceil(n / stride)
+// <= L and the range never collapses to {0}.
+struct PatternRange {
+  int64_t modulus = 1;  // values lie in [0, modulus)
+  int stride = 1;       // see above; 1 up to L ranks
+};
+PatternRange PatternRangeFor(DType dtype, int world_size, bool reduces);
+
 class Collective {
  public:
   virtual ~Collective() = default;
@@ -83,9 +99,14 @@ class Collective {
   virtual CallShape Shape(int64_t requested_bytes,
                           const CallContext& context) const = 0;
 
+  // The values this op's data sets are drawn from (PatternRangeFor).
+  PatternRange pattern_range(const CallContext& context) const {
+    return PatternRangeFor(context.dtype, context.world_size, reduces());
+  }
   // This rank's input: shape.send_elements values of data set `seed`, element
-  // i being PatternValue(seed, rank, i, n) for every collective, so each op's
-  // FillExpected states its semantics against one input pattern.
+  // i being PatternValue(pattern_range(context), seed, rank, i) for every
+  // collective, so each op's FillExpected states its semantics against one
+  // input pattern.
   void FillInput(const CallContext& context, const CallShape& shape, int seed,
                  HostArray* input) const;
   // What this rank's output (shape.recv_elements) must hold afterwards.
@@ -135,10 +156,9 @@ CallShape WholeBufferShape(int64_t requested_bytes, DType dtype);
 int64_t ShardedCount(int64_t requested_bytes, int64_t element_size,
                      int world_size);
 
-// The value element `index` of `rank`'s input holds in data set `seed`: a
-// small non-negative integer, below max(1, 256 / world_size), so the sum over
-// ranks stays below 256 and is exact in fp32 and bf16 whatever the order.
-float PatternValue(int seed, int rank, int64_t index, int world_size);
+// The value element `index` of `rank`'s input holds in data set `seed`.
+float PatternValue(const PatternRange& range, int seed, int rank,
+                   int64_t index);
 
 // What no pattern value can be; output buffers start with it in the check pass.
 inline constexpr float kSentinel = -1.0f;

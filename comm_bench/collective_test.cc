@@ -1,10 +1,13 @@
 #include "comm_bench/collective.h"
 
 #include <algorithm>
+#include <cmath>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -152,26 +155,87 @@ TEST(SweepSizes, FollowNcclTestsLoop) {
   EXPECT_EQ(op->SweepSizes(int64_t{1} << 61, int64_t{1} << 62, 3).size(), 1u);
 }
 
-TEST(PatternValue, SmallIntegersWhoseSumsAreExactInBfloat16) {
-  for (int world_size : {1, 2, 3, 8, 300}) {
-    const float limit = world_size >= 256 ? 1 : 256 / world_size;
+// `value` rounded to `dtype`, as a backend storing it would.
+float RoundTo(DType dtype, float value) {
+  return dtype == DType::kFloat32 ? value
+                                  : BFloat16ToFloat(FloatToBFloat16(value));
+}
+
+TEST(PatternRange, FollowsEachDtypesExactIntegerRange) {
+  EXPECT_EQ(ExactIntegerLimit(DType::kFloat32), 1 << 24);
+  EXPECT_EQ(ExactIntegerLimit(DType::kBFloat16), 1 << 8);
+  // Reductions: [0, floor(L / n)], i.e. modulus floor(L / n) + 1.
+  EXPECT_EQ(PatternRangeFor(DType::kBFloat16, 1, true).modulus, 257);
+  EXPECT_EQ(PatternRangeFor(DType::kBFloat16, 3, true).modulus, 86);
+  EXPECT_EQ(PatternRangeFor(DType::kBFloat16, 256, true).modulus, 2);
+  EXPECT_EQ(PatternRangeFor(DType::kBFloat16, 256, true).stride, 1);
+  EXPECT_EQ(PatternRangeFor(DType::kFloat32, 256, true).modulus, 65537);
+  // Beyond L ranks: 1000 bf16 ranks, stride 4, 250 contributors, {0, 1}.
+  EXPECT_EQ(PatternRangeFor(DType::kBFloat16, 1000, true).stride, 4);
+  EXPECT_EQ(PatternRangeFor(DType::kBFloat16, 1000, true).modulus, 2);
+  // Copy-only collectives keep the whole range at any world size.
+  EXPECT_EQ(PatternRangeFor(DType::kBFloat16, 256, false).modulus, 256);
+  EXPECT_EQ(PatternRangeFor(DType::kFloat32, 1000, false).modulus, 1 << 24);
+}
+
+// The check is meaningful at any world size: at 256 ranks (and beyond the
+// bf16 range, at 1000) a reduction's inputs still take more than one value,
+// and the sum over every rank, rounded to the dtype after each addition in
+// either order, equals the exact integer sum.
+TEST(PatternValue, ReductionSumsStayExactInEitherOrderAtAnyWorldSize) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    for (int world_size : {1, 2, 3, 8, 256, 1000}) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " at ", world_size));
+      const PatternRange range = PatternRangeFor(dtype, world_size, true);
+      std::set<float> seen;
+      for (int64_t i = 0; i < 200; ++i) {
+        int64_t exact = 0;
+        float forward = 0;
+        float backward = 0;
+        for (int rank = 0; rank < world_size; ++rank) {
+          const float value = PatternValue(range, 7, rank, i);
+          ASSERT_EQ(RoundTo(dtype, value), value);
+          ASSERT_EQ(value, std::floor(value));
+          ASSERT_GE(value, 0);
+          ASSERT_LT(value, range.modulus);
+          seen.insert(value);
+          exact += static_cast<int64_t>(value);
+          forward = RoundTo(dtype, forward + value);
+          backward = RoundTo(dtype, backward + PatternValue(range, 7,
+                                                            world_size - 1 - rank, i));
+        }
+        ASSERT_LE(exact, ExactIntegerLimit(dtype));
+        ASSERT_EQ(forward, static_cast<float>(exact)) << "element " << i;
+        ASSERT_EQ(backward, static_cast<float>(exact)) << "element " << i;
+      }
+      EXPECT_GT(seen.size(), 1u);
+    }
+  }
+}
+
+TEST(PatternValue, CopyOnlyValuesUseTheWholeExactRange) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const PatternRange range = PatternRangeFor(dtype, 256, false);
     float max_seen = 0;
     for (int64_t i = 0; i < 5000; ++i) {
-      float value = PatternValue(7, world_size - 1, i, world_size);
-      EXPECT_GE(value, 0);
-      EXPECT_LT(value, limit);
-      EXPECT_EQ(value, static_cast<float>(static_cast<int>(value)));
-      EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(value)), value);
+      const float value = PatternValue(range, 3, 255, i);
+      EXPECT_EQ(RoundTo(dtype, value), value);
+      EXPECT_LT(value, ExactIntegerLimit(dtype));
       max_seen = std::max(max_seen, value);
     }
-    EXPECT_LE(max_seen * std::min(world_size, 256), 256);
+    // 5000 draws from [0, L): the largest is near the top.
+    EXPECT_GT(max_seen, ExactIntegerLimit(dtype) / 2) << DTypeName(dtype);
   }
-  // Different seeds, ranks and neighbours differ somewhere.
+}
+
+TEST(PatternValue, SeedsRanksAndNeighboursDiffer) {
+  const PatternRange range = PatternRangeFor(DType::kFloat32, 2, true);
   int differences = 0;
   for (int64_t i = 0; i < 100; ++i) {
-    differences += PatternValue(1, 0, i, 2) != PatternValue(2, 0, i, 2);
-    differences += PatternValue(1, 0, i, 2) != PatternValue(1, 1, i, 2);
-    differences += PatternValue(1, 0, i, 2) != PatternValue(1, 0, i + 1, 2);
+    differences += PatternValue(range, 1, 0, i) != PatternValue(range, 2, 0, i);
+    differences += PatternValue(range, 1, 0, i) != PatternValue(range, 1, 1, i);
+    differences +=
+        PatternValue(range, 1, 0, i) != PatternValue(range, 1, 0, i + 1);
   }
   EXPECT_GT(differences, 250);
 }

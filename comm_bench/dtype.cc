@@ -19,6 +19,10 @@ absl::string_view NcclTestsTypeName(DType dtype) {
 
 int64_t ElementSize(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
 
+int64_t ExactIntegerLimit(DType dtype) {
+  return dtype == DType::kFloat32 ? int64_t{1} << 24 : int64_t{1} << 8;
+}
+
 absl::StatusOr<DType> ParseDType(absl::string_view flag, absl::string_view text) {
   if (text == "float32") return DType::kFloat32;
   if (text == "bfloat16") return DType::kBFloat16;

@@ -21,6 +21,9 @@ absl::string_view DTypeName(DType dtype);
 // nccl-tests' spelling for the stdout table: "float", "bfloat16".
 absl::string_view NcclTestsTypeName(DType dtype);
 int64_t ElementSize(DType dtype);
+// The largest L such that every integer in [-L, L] is exact in `dtype`:
+// 2^24 for float32 (24-bit significand), 2^8 for bfloat16 (8-bit).
+int64_t ExactIntegerLimit(DType dtype);
 absl::StatusOr<DType> ParseDType(absl::string_view flag, absl::string_view text);
 
 absl::string_view RedOpName(RedOp op);  // "sum", "max"

@@ -37,7 +37,7 @@ struct SweepOptions {
   AllToAllvPattern all_to_allv;
 
   // Testing only: in every check pass of `corrupt_op`, rank `corrupt_rank`
-  // adds 1 to one element of its copied-back output before comparing, as a
+  // subtracts 1 from one element of its copied-back output before comparing, as a
   // broken collective would leave it.
   std::string corrupt_op;
   int corrupt_rank = -1;

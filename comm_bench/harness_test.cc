@@ -117,6 +117,34 @@ TEST(RunSweep, AMisroutingBackendIsCaughtByEveryCheck) {
   }
 }
 
+// Broadcast delivering the wrong root's buffer and all_to_allv reading each
+// block at the next peer's split offset, at 3 ranks with a non-zero root and
+// both uniform and skewed splits: every row's check counts wrong elements.
+TEST(RunSweep, MisroutedBroadcastAndAllToAllvAreCaught) {
+  ThreadBackendOptions broken;
+  broken.misroute = true;
+  for (Skew::Kind skew : {Skew::Kind::kUniform, Skew::Kind::kLinear}) {
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      SweepOptions options = SmallSweep();
+      options.ops = {"broadcast", "all_to_allv"};
+      options.root = 1;
+      options.dtype = dtype;
+      options.all_to_allv.skew = {skew, 0};
+      const CommBenchResult result = Sweep(3, options, broken)[0];
+      EXPECT_EQ(VerdictExitCode(result), 1);
+      // broadcast in and out of place, all_to_allv out of place; 3 sizes.
+      EXPECT_EQ(result.rows_size(), 3 * 3);
+      for (const CommBenchRow& row : result.rows()) {
+        EXPECT_GT(row.wrong(), 0) << row.op() << " " << row.bytes() << " "
+                                  << row.placement();
+      }
+      // The same sweep on a correct backend passes: the check, not the
+      // sizes, is what fails above.
+      EXPECT_EQ(Sweep(3, options)[0].verdict(), "pass");
+    }
+  }
+}
+
 TEST(RunSweep, CheckOffReportsNothingChecked) {
   SweepOptions options = SmallSweep();
   options.ops = {"all_reduce"};

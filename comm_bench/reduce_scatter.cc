@@ -35,11 +35,12 @@ class ReduceScatter : public Collective {
   void FillExpected(const CallContext& context, const CallShape& shape,
                     int seed, HostArray* expected) const override {
     const int64_t block = shape.count * context.rank;
+    const PatternRange range = pattern_range(context);
     for (int64_t i = 0; i < shape.count; ++i) {
-      float value = PatternValue(seed, 0, block + i, context.world_size);
+      float value = PatternValue(range, seed, 0, block + i);
       for (int rank = 1; rank < context.world_size; ++rank) {
         value = Reduce(context.redop, value,
-                       PatternValue(seed, rank, block + i, context.world_size));
+                       PatternValue(range, seed, rank, block + i));
       }
       expected->Set(i, value);
     }

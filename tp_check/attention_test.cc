@@ -9,8 +9,8 @@ namespace {
 class AttentionCheck : public ::testing::TestWithParam<int> {};
 
 TEST_P(AttentionCheck, DefaultSizesMatchTheUnshardedLayerOnEveryRank) {
-  ExpectPassesOnEveryRank(RunAttentionCheck, GetParam(), DefaultCheckOptions(),
-                          6);
+  ExpectPassesOnEveryRank(RunAttentionCheck, GetParam(),
+                          DefaultOptionsFor(GetParam()), 6);
 }
 
 TEST_P(AttentionCheck, BatchOneAtTheSmallestLegalSizesMatches) {
@@ -19,31 +19,37 @@ TEST_P(AttentionCheck, BatchOneAtTheSmallestLegalSizesMatches) {
 }
 
 TEST_P(AttentionCheck, OneAllReduceForwardAndOneBackwardOfTheActivations) {
-  // S = B*T*D*4 = 2048 bytes; 2(n-1)/n of it per rank, each way.
+  // S = B*T*D*4 bytes (2048 at n = 1, 2, 4; 2592 at n = 3); 2(n-1)/n of it
+  // per rank, each way (exact: T is a multiple of n).
   const int n = GetParam();
-  const int64_t bytes = n == 1 ? 0 : n == 2 ? 2048 : 3072;
-  ExpectCollectives(RunAttentionCheck, n, DefaultCheckOptions(),
+  const CheckOptions options = DefaultOptionsFor(n);
+  const int64_t s =
+      int64_t{4} * options.batch() * options.seq_len() * options.hidden();
+  const int64_t bytes = 2 * (n - 1) * s / n;
+  ExpectCollectives(RunAttentionCheck, n, options,
                     {{"forward", "all_reduce", 1, bytes},
                      {"backward", "all_reduce", 1, bytes}});
 }
 
 TEST_P(AttentionCheck, MoreHeadsThanRanksMatch) {
-  CheckOptions options = DefaultCheckOptions();
-  options.set_heads(8);  // 2 heads of 4 per rank at n = 4
+  CheckOptions options = DefaultOptionsFor(GetParam());
+  // Twice the default heads: 2 heads per rank at n = 2 and 4 (8 heads of 4),
+  // 4 at n = 3 (12 heads of 3).
+  options.set_heads(2 * options.heads());
   ExpectPassesOnEveryRank(RunAttentionCheck, GetParam(), options, 6);
 }
 
 TEST_P(AttentionCheck, PerturbedQkvGradientShardFailsNamingIt) {
   ExpectPerturbationIsNamed(RunAttentionCheck, GetParam(),
-                            DefaultCheckOptions(), "grad_qkv_weight");
+                            DefaultOptionsFor(GetParam()), "grad_qkv_weight");
 }
 
 TEST_P(AttentionCheck, PerturbedPartialOutputFailsNamingTheOutput) {
   ExpectPerturbationIsNamed(RunAttentionCheck, GetParam(),
-                            DefaultCheckOptions(), "out");
+                            DefaultOptionsFor(GetParam()), "out");
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, AttentionCheck, ::testing::Values(1, 2, 4),
+INSTANTIATE_TEST_SUITE_P(Ranks, AttentionCheck, ::testing::Values(1, 2, 3, 4),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::to_string(info.param) + "Ranks";
                          });

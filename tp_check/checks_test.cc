@@ -75,7 +75,11 @@ TEST(ValidateOptions, PerturbationMustNameARankAndATensorOfTheSelection) {
             absl::string_view::npos);
 }
 
-TEST(RunChecks, EveryCheckPassesOnTwoRanks) {
+// Two ranks at the defaults, three at the defaults rounded to multiples of 3
+// (DefaultOptionsFor): the whole run, as the binary does it.
+class EveryCheck : public ::testing::TestWithParam<int> {};
+
+TEST_P(EveryCheck, PassesOnTheseRanks) {
   auto results = RunOnThreads(
       [](const CheckOptions& options, collective::Communicator& comm,
          const CheckHooks& hooks) -> absl::StatusOr<CheckResult> {
@@ -90,11 +94,16 @@ TEST(RunChecks, EveryCheckPassesOnTwoRanks) {
         }
         return all->checks(0);
       },
-      2, DefaultCheckOptions());
+      GetParam(), DefaultOptionsFor(GetParam()));
   ASSERT_TRUE(results.ok()) << results.status();
   for (const auto& result : *results)
     EXPECT_TRUE(result.ok()) << result.status();
 }
+
+INSTANTIATE_TEST_SUITE_P(RunChecks, EveryCheck, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + "Ranks";
+                         });
 
 TEST(RunChecks, AFailingCheckFailsTheRunButTheOthersStillRun) {
   CheckHooks hooks;

@@ -9,8 +9,8 @@ namespace {
 class RowLinearCheck : public ::testing::TestWithParam<int> {};
 
 TEST_P(RowLinearCheck, DefaultSizesMatchTheUnshardedLayerOnEveryRank) {
-  ExpectPassesOnEveryRank(RunRowLinearCheck, GetParam(), DefaultCheckOptions(),
-                          4);
+  ExpectPassesOnEveryRank(RunRowLinearCheck, GetParam(),
+                          DefaultOptionsFor(GetParam()), 4);
 }
 
 TEST_P(RowLinearCheck, BatchOneAtTheSmallestLegalSizesMatches) {
@@ -19,26 +19,27 @@ TEST_P(RowLinearCheck, BatchOneAtTheSmallestLegalSizesMatches) {
 }
 
 TEST_P(RowLinearCheck, OneAllReduceOfTheOutputForwardAndNothingBackward) {
-  // S = B*T*D*4 = 2048 bytes; 2(n-1)/n of it per rank.
+  // S = B*T*D*4 bytes (2048 at n = 1, 2, 4; 2592 at n = 3); 2(n-1)/n of it
+  // per rank (exact: T is a multiple of n).
   const int n = GetParam();
-  ExpectCollectives(RunRowLinearCheck, n, DefaultCheckOptions(),
-                    {{"forward", "all_reduce", 1,
-                      n == 1   ? 0
-                      : n == 2 ? 2048
-                               : 3072}});
+  const CheckOptions options = DefaultOptionsFor(n);
+  const int64_t s =
+      int64_t{4} * options.batch() * options.seq_len() * options.hidden();
+  ExpectCollectives(RunRowLinearCheck, n, options,
+                    {{"forward", "all_reduce", 1, 2 * (n - 1) * s / n}});
 }
 
 TEST_P(RowLinearCheck, PerturbedPartialOutputFailsNamingTheOutput) {
   ExpectPerturbationIsNamed(RunRowLinearCheck, GetParam(),
-                            DefaultCheckOptions(), "out");
+                            DefaultOptionsFor(GetParam()), "out");
 }
 
 TEST_P(RowLinearCheck, PerturbedInputGradientShardFailsNamingIt) {
   ExpectPerturbationIsNamed(RunRowLinearCheck, GetParam(),
-                            DefaultCheckOptions(), "grad_input");
+                            DefaultOptionsFor(GetParam()), "grad_input");
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, RowLinearCheck, ::testing::Values(1, 2, 4),
+INSTANTIATE_TEST_SUITE_P(Ranks, RowLinearCheck, ::testing::Values(1, 2, 3, 4),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::to_string(info.param) + "Ranks";
                          });

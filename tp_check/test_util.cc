@@ -120,6 +120,22 @@ void ExpectCollectives(const CheckFn& check, int world_size,
   }
 }
 
+namespace {
+int64_t RoundUpToMultiple(int64_t value, int64_t factor) {
+  return (value + factor - 1) / factor * factor;
+}
+}  // namespace
+
+CheckOptions DefaultOptionsFor(int n) {
+  CheckOptions options = DefaultCheckOptions();
+  options.set_seq_len(RoundUpToMultiple(options.seq_len(), n));
+  options.set_ffn_hidden(RoundUpToMultiple(options.ffn_hidden(), n));
+  options.set_heads(RoundUpToMultiple(options.heads(), n));
+  options.set_hidden(RoundUpToMultiple(options.hidden(), options.heads()));
+  options.set_vocab(RoundUpToMultiple(options.vocab(), n));
+  return options;
+}
+
 CheckOptions SmallestOptions(int n) {
   CheckOptions options = DefaultCheckOptions();
   options.set_batch(1);

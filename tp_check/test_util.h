@@ -54,6 +54,13 @@ void ExpectCollectives(const CheckFn& check, int world_size,
                        const CheckOptions& options,
                        const std::vector<CollectiveRow>& expected);
 
+// DefaultCheckOptions() with every size a check splits rounded up to a
+// multiple of `n` (seq_len, ffn_hidden, heads, vocab; then hidden up to a
+// multiple of heads), so every check runs at its default shape on n ranks:
+// unchanged for n = 1, 2, 4; for n = 3: T 9, F 129, 6 heads, D 36, V 66
+// (odd widths on purpose: nothing divides by 2 by accident).
+CheckOptions DefaultOptionsFor(int n);
+
 // Options with every size 1 except those a check splits, which are `n`
 // (seq_len, ffn_hidden, heads = hidden, vocab): the smallest legal sizes of
 // every check on n ranks.

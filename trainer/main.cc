@@ -18,6 +18,7 @@
 #include "trainer/config.h"
 #include "trainer/data.h"
 #include "trainer/flags.h"
+#include "trainer/strategy/ddp.h"
 #include "trainer/worker.h"
 
 ABSL_FLAG(std::string, out, "",
@@ -28,6 +29,11 @@ ABSL_FLAG(bool, markdown, true,
 ABSL_FLAG(std::string, dump_parameters, "",
           "test aid: every rank writes its final parameters as raw fp32 to "
           "DIR/rank_<r>.f32, rank 0 a DIR/manifest.txt");
+
+ABSL_FLAG(std::string, testonly_ddp_fault, "",
+          "testing only: break ddp's gradient synchronisation on purpose "
+          "(sum_not_average, bucket_never_synced:B, parameter_unreduced:NAME) "
+          "to prove that tests catch it");
 
 namespace {
 
@@ -60,6 +66,11 @@ int main(int argc, char** argv) {
         mtb::ValidateConfigForWorldSize(config, world->world_size)}) {
     if (!status.ok()) return mtb::ReportAndExitCode(kProgram, status);
   }
+  absl::StatusOr<mtb::DdpTestFault> ddp_fault =
+      mtb::ParseDdpTestFault(absl::GetFlag(FLAGS_testonly_ddp_fault));
+  if (!ddp_fault.ok()) {
+    return mtb::ReportAndExitCode(kProgram, ddp_fault.status());
+  }
   // An output that cannot be written fails now, not after the run.
   for (const auto& [flag, path] :
        {std::pair<const char*, std::string>{"out", absl::GetFlag(FLAGS_out)},
@@ -85,6 +96,7 @@ int main(int argc, char** argv) {
   options.out = mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
   options.markdown = absl::GetFlag(FLAGS_markdown);
   options.dump_parameters = absl::GetFlag(FLAGS_dump_parameters);
+  options.ddp_fault = *ddp_fault;
   options.timeouts = timeouts;
   options.argc = argc;
   options.argv = argv;

@@ -60,7 +60,8 @@ void KeepFreedMemoryInTheProcess() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
-    const TrainConfig& config, collective::Communicator* communicator) {
+    const TrainConfig& config, collective::Communicator* communicator,
+    const DdpTestFault& ddp_fault) {
   if (config.strategy() == "single") {
     if (communicator != nullptr && communicator->world_size() != 1) {
       return absl::InvalidArgumentError(
@@ -69,9 +70,10 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     return std::unique_ptr<Strategy>(new SingleStrategy());
   }
   if (config.strategy() == "ddp") {
-    return std::unique_ptr<Strategy>(new DdpStrategy(
-        communicator,
-        DdpOptionsFromConfig(config.bucket_cap_mb(), config.grad_sync())));
+    DdpOptions options =
+        DdpOptionsFromConfig(config.bucket_cap_mb(), config.grad_sync());
+    options.testonly_fault = ddp_fault;
+    return std::unique_ptr<Strategy>(new DdpStrategy(communicator, options));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("--strategy=", config.strategy(), " is not a strategy"));
@@ -128,7 +130,7 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
               << " intra-op thread(s))";
   }
   absl::StatusOr<std::unique_ptr<Strategy>> strategy =
-      MakeStrategy(config, communicator.get());
+      MakeStrategy(config, communicator.get(), options.ddp_fault);
   if (!strategy.ok()) return Fail(strategy.status());
 
   RunHooks hooks;

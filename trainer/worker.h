@@ -15,6 +15,7 @@
 #include "common/launch/rank_env.h"
 #include "common/launch/timeouts.h"
 #include "trainer/strategy.h"
+#include "trainer/strategy/ddp.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -28,6 +29,9 @@ struct WorkerOptions {
   // model order) and rank 0 writes <dir>/manifest.txt ("<name> <offset>
   // <numel> <dims...>" per line, offsets in elements). Empty: none.
   std::string dump_parameters;
+  // Test aid (--testonly_ddp_fault): a broken ddp synchronisation for tests
+  // that prove their checks catch one. kNone otherwise.
+  DdpTestFault ddp_fault;
   // --connect_timeout, --first_step_timeout, --collective_timeout (set once
   // the first step has completed), --wait_progress_every.
   TimeoutOptions timeouts;
@@ -37,9 +41,10 @@ struct WorkerOptions {
 };
 
 // The strategy `config` names for this rank: single, or ddp over
-// `communicator` (nullptr on one rank).
+// `communicator` (nullptr on one rank), with `ddp_fault` (tests only).
 absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
-    const TrainConfig& config, collective::Communicator* communicator);
+    const TrainConfig& config, collective::Communicator* communicator,
+    const DdpTestFault& ddp_fault = {});
 
 // Runs this rank to completion and returns the process exit code
 // (docs/errors.md): 0, 1 when the run failed (a non-finite loss stops every

@@ -1,5 +1,6 @@
 #include "comm_bench/testing/thread_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -150,8 +151,9 @@ absl::Status ThreadBackend::AllReduce(const void* send, void* recv,
 absl::Status ThreadBackend::Broadcast(const void* send, void* recv,
                                       int64_t count, DType dtype, int root) {
   const int64_t bytes = count * ElementSize(dtype);
-  Publish(send, rank_ == root ? bytes : 0);
-  std::memcpy(recv, Snapshot(root).data(), bytes);
+  const int source = options_.misroute ? (root + 1) % world_size() : root;
+  Publish(send, rank_ == source ? bytes : 0);
+  std::memcpy(recv, Snapshot(source).data(), bytes);
   Done();
   return absl::OkStatus();
 }
@@ -218,11 +220,17 @@ absl::Status ThreadBackend::AllToAllV(const void* send,
           " elements from rank ", source, ", which sends ", theirs[rank_]));
       break;
     }
+    const int block = options_.misroute ? (rank_ + 1) % world_size() : rank_;
     int64_t from = 0;
-    for (int p = 0; p < rank_; ++p) from += theirs[p];
+    int64_t source_total = 0;
+    for (int p = 0; p < world_size(); ++p) {
+      if (p < block) from += theirs[p];
+      source_total += theirs[p];
+    }
+    const int64_t copied = std::min(recv_counts[source], source_total - from);
     std::memcpy(static_cast<char*>(recv) + offset * element_size,
                 Snapshot(source).data() + from * element_size,
-                recv_counts[source] * element_size);
+                copied * element_size);
     offset += recv_counts[source];
   }
   Done();

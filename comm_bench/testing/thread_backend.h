@@ -22,7 +22,12 @@ class ThreadGroup;
 
 struct ThreadBackendOptions {
   // A deliberate bug for tests: all_gather and all_to_all take block p from
-  // rank (p + 1) % n instead of rank p; reductions add 1 to element 0.
+  // rank (p + 1) % n instead of rank p; reductions add 1 to element 0;
+  // broadcast delivers rank (root + 1) % n's buffer; all_to_allv reads each
+  // source's block at the offset of the block meant for the next rank
+  // (rank + 1) % n, as a sender whose split offsets are shifted by one peer
+  // would (clipped to the source's buffer; what is left keeps its old
+  // contents).
   bool misroute = false;
   // Combinations Supports() refuses (kInvalidArgument), to test that path.
   bool refuse_bfloat16 = false;

@@ -48,6 +48,7 @@
 #include <utility>
 
 #include "ATen/ATen.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/base/status.h"
@@ -98,6 +99,47 @@ std::string Mib(int64_t bytes) {
 
 }  // namespace
 
+absl::StatusOr<DdpTestFault> ParseDdpTestFault(const std::string& text) {
+  DdpTestFault fault;
+  if (text.empty()) return fault;
+  const size_t colon = text.find(':');
+  const std::string kind = text.substr(0, colon);
+  const std::string argument =
+      colon == std::string::npos ? "" : text.substr(colon + 1);
+  if (kind == "sum_not_average" && colon == std::string::npos) {
+    fault.kind = DdpTestFault::Kind::kSumNotAverage;
+    return fault;
+  }
+  if (kind == "bucket_never_synced" &&
+      absl::SimpleAtoi(argument, &fault.bucket) && fault.bucket >= 0) {
+    fault.kind = DdpTestFault::Kind::kBucketNeverSynced;
+    return fault;
+  }
+  if (kind == "parameter_unreduced" && !argument.empty()) {
+    fault.kind = DdpTestFault::Kind::kParameterUnreduced;
+    fault.parameter = argument;
+    return fault;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--testonly_ddp_fault=", text,
+      ": expected sum_not_average, bucket_never_synced:<bucket index> or "
+      "parameter_unreduced:<parameter name>"));
+}
+
+std::string DdpTestFaultName(const DdpTestFault& fault) {
+  switch (fault.kind) {
+    case DdpTestFault::Kind::kNone:
+      return "";
+    case DdpTestFault::Kind::kSumNotAverage:
+      return "sum_not_average";
+    case DdpTestFault::Kind::kBucketNeverSynced:
+      return absl::StrCat("bucket_never_synced:", fault.bucket);
+    case DdpTestFault::Kind::kParameterUnreduced:
+      return absl::StrCat("parameter_unreduced:", fault.parameter);
+  }
+  return "";
+}
+
 GradSync GradSyncFromName(const std::string& name) {
   CHECK(name == "every" || name == "last") << name;
   return name == "every" ? GradSync::kEvery : GradSync::kLast;
@@ -143,7 +185,11 @@ std::string DdpStrategy::Describe() const {
       "order, all waited before the optimizer; grad_sync=",
       options_.grad_sync == GradSync::kEvery ? "every" : "last",
       communicating() ? "" : "; one rank: no communication",
-      " (own bucketing, not c10d::Reducer)");
+      " (own bucketing, not c10d::Reducer)",
+      options_.testonly_fault.kind == DdpTestFault::Kind::kNone
+          ? ""
+          : absl::StrCat("; TEST-ONLY FAULT ",
+                         DdpTestFaultName(options_.testonly_fault)));
 }
 
 void DdpStrategy::RemoveHooks() {
@@ -185,6 +231,7 @@ absl::Status DdpStrategy::Setup(const std::vector<NamedParameter>& parameters,
     }
     bucket.flat = at::empty({bucket.numel}, at::kFloat);
   }
+  RETURN_IF_ERROR(ResolveTestFault());
 
   if (communicating()) {
     RETURN_IF_ERROR(CheckSameParametersOnEveryRank());
@@ -208,6 +255,33 @@ absl::Status DdpStrategy::Setup(const std::vector<NamedParameter>& parameters,
   ready_.assign(count, false);
   syncing_ = false;
   sync_in_flight_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status DdpStrategy::ResolveTestFault() {
+  const DdpTestFault& fault = options_.testonly_fault;
+  fault_bucket_ = -1;
+  fault_parameter_ = -1;
+  if (fault.kind == DdpTestFault::Kind::kBucketNeverSynced) {
+    if (fault.bucket >= static_cast<int>(buckets_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--testonly_ddp_fault=", DdpTestFaultName(fault), ": there are ",
+          buckets_.size(), " buckets (0..", buckets_.size() - 1, ")"));
+    }
+    fault_bucket_ = fault.bucket;
+  }
+  if (fault.kind == DdpTestFault::Kind::kParameterUnreduced) {
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      if (parameters_[i].name == fault.parameter) {
+        fault_parameter_ = static_cast<int>(i);
+      }
+    }
+    if (fault_parameter_ < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--testonly_ddp_fault=", DdpTestFaultName(fault),
+                       ": the model has no parameter of that name"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -295,16 +369,21 @@ void DdpStrategy::LaunchReadyBuckets() {
   at::NoGradGuard no_grad;
   while (next_bucket_ < buckets_.size() &&
          buckets_[next_bucket_].pending == 0) {
-    Bucket& bucket = buckets_[next_bucket_++];
+    const int index = static_cast<int>(next_bucket_++);
+    Bucket& bucket = buckets_[index];
     if (!communicating()) continue;  // one rank: .grad is the average already
+    if (index == fault_bucket_) continue;  // test fault: never synchronised
     for (size_t j = 0; j < bucket.parameters.size(); ++j) {
       const at::Tensor& grad = parameters_[bucket.parameters[j]].tensor.grad();
       bucket.flat.narrow(0, bucket.offsets[j], grad.numel())
           .view(grad.sizes())
           .copy_(grad);
     }
-    bucket.handle =
-        communicator_->AllReduceAsync(bucket.flat, collective::ReduceOp::kAvg);
+    const bool sum_fault =
+        options_.testonly_fault.kind == DdpTestFault::Kind::kSumNotAverage;
+    bucket.handle = communicator_->AllReduceAsync(
+        bucket.flat,
+        sum_fault ? collective::ReduceOp::kSum : collective::ReduceOp::kAvg);
   }
 }
 
@@ -329,6 +408,7 @@ absl::Status DdpStrategy::FinishSync() {
   if (!communicating()) return absl::OkStatus();
   at::NoGradGuard no_grad;
   for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (static_cast<int>(b) == fault_bucket_) continue;  // test fault
     Bucket& bucket = buckets_[b];
     const Stopwatch watch;
     const absl::Status waited = bucket.handle.Wait();
@@ -336,6 +416,7 @@ absl::Status DdpStrategy::FinishSync() {
     RETURN_IF_ERROR(Annotate(
         waited, absl::StrCat("ddp: gradient all-reduce of bucket ", b)));
     for (size_t j = 0; j < bucket.parameters.size(); ++j) {
+      if (bucket.parameters[j] == fault_parameter_) continue;  // test fault
       at::Tensor& grad = parameters_[bucket.parameters[j]].tensor.mutable_grad();
       grad.copy_(bucket.flat.narrow(0, bucket.offsets[j], grad.numel())
                      .view(grad.sizes()));

@@ -37,12 +37,36 @@ enum class GradSync {
   kEvery,  // all-reduce after every micro-batch: K per step
 };
 
+// Test-only faults (--testonly_ddp_fault): a deliberately broken gradient
+// synchronisation, so that tests can prove their checks catch one
+// (trainer/ddp_fault_process_test.cc). Every rank applies the same fault, so
+// the ranks still issue the same collectives and nothing hangs. Never set
+// outside tests.
+struct DdpTestFault {
+  enum class Kind {
+    kNone,
+    kSumNotAverage,       // every bucket all-reduced with sum: n x the average
+    kBucketNeverSynced,   // bucket `bucket` keeps each rank's local gradients
+    kParameterUnreduced,  // `parameter` keeps each rank's local gradient
+  };
+  Kind kind = Kind::kNone;
+  int bucket = -1;
+  std::string parameter;
+};
+
+// "" (none), "sum_not_average", "bucket_never_synced:<bucket>" or
+// "parameter_unreduced:<parameter name>"; kInvalidArgument naming
+// --testonly_ddp_fault otherwise. Bucket and name are checked in Setup.
+absl::StatusOr<DdpTestFault> ParseDdpTestFault(const std::string& text);
+std::string DdpTestFaultName(const DdpTestFault& fault);
+
 struct DdpOptions {
   // Limits of the second and later buckets, and of the first (PyTorch's
   // bucket_cap_mb and dist._DEFAULT_FIRST_BUCKET_BYTES).
   int64_t bucket_cap_bytes = int64_t{25} << 20;
   int64_t first_bucket_cap_bytes = int64_t{1} << 20;
   GradSync grad_sync = GradSync::kLast;
+  DdpTestFault testonly_fault;  // tests only: kNone everywhere else
 };
 
 class DdpStrategy final : public Strategy {
@@ -61,7 +85,9 @@ class DdpStrategy final : public Strategy {
   std::string backend() const override;
 
   // Collective. Fails with kFailedPrecondition, naming the first rank that
-  // differs, when the ranks' parameter lists (count, names, shapes) disagree.
+  // differs, when the ranks' parameter lists (count, names, shapes) disagree;
+  // kInvalidArgument when a test fault names a bucket or parameter that does
+  // not exist.
   absl::Status Setup(const std::vector<NamedParameter>& parameters,
                      const AdamWOptions& optimizer) override;
   absl::Status BeforeBackward(int micro_batch, int micro_batches) override;
@@ -88,6 +114,8 @@ class DdpStrategy final : public Strategy {
 
   bool communicating() const;
   void RemoveHooks();
+  // Turns options_.testonly_fault into fault_bucket_ / fault_parameter_.
+  absl::Status ResolveTestFault();
   absl::Status CheckSameParametersOnEveryRank();
   absl::Status BroadcastParametersFromRankZero();
   // The gradient hook of parameter `index` (its accumulator has just
@@ -103,6 +131,8 @@ class DdpStrategy final : public Strategy {
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;         // per parameter
   int64_t gradient_bytes_ = 0;
+  int fault_bucket_ = -1;     // test fault: the bucket never synchronised
+  int fault_parameter_ = -1;  // test fault: the parameter left unreduced
   // Kept alive: a parameter holds its accumulator only weakly, and the hooks
   // live on it (TOOLCHAIN.md). Removed on the next Setup and at destruction.
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;

@@ -290,6 +290,80 @@ TEST(Ddp, ABucketReadyBeforeItsPredecessorWaitsForIt) {
   ASSERT_TRUE(status.ok()) << status;
 }
 
+// The test-only faults break exactly what they name (the process tests rely
+// on them to prove their checks): rank r's gradient of both parameters is
+// r + 1, so the average over two ranks is 1.5 and the sum 3.
+TEST(Ddp, TestFaultsBreakExactlyWhatTheyName) {
+  struct Case {
+    std::string fault;
+    float early, late;  // each rank's expected gradients, rank 0 then rank 1
+    float early_rank1, late_rank1;
+  };
+  // Bucket 0 holds `late`, bucket 1 `early` (one parameter per bucket).
+  for (const Case& c : {Case{"", 1.5f, 1.5f, 1.5f, 1.5f},
+                        Case{"sum_not_average", 3, 3, 3, 3},
+                        Case{"bucket_never_synced:1", 1, 1.5f, 2, 1.5f},
+                        Case{"parameter_unreduced:late", 1.5f, 1, 1.5f, 2}}) {
+    SCOPED_TRACE(c.fault);
+    absl::StatusOr<DdpTestFault> fault = ParseDdpTestFault(c.fault);
+    ASSERT_TRUE(fault.ok()) << fault.status();
+    const absl::Status status = collective::RunRanksAsThreads(
+        2, [&](collective::Communicator& communicator) {
+          const at::Tensor early = at::ones({5}, at::kFloat).requires_grad_();
+          const at::Tensor late = at::ones({3}, at::kFloat).requires_grad_();
+          DdpOptions options;
+          options.first_bucket_cap_bytes = 4;
+          options.bucket_cap_bytes = 4;
+          options.testonly_fault = *fault;
+          DdpStrategy strategy(&communicator, options);
+          ASSERT_TRUE(
+              strategy.Setup({{"early", early}, {"late", late}}, AdamWOptions{})
+                  .ok());
+          ASSERT_TRUE(strategy.BeforeBackward(0, 1).ok());
+          const float mine = static_cast<float>(communicator.rank() + 1);
+          ((early * mine).sum() + (late * mine).sum()).backward();
+          ASSERT_TRUE(strategy.AfterBackward().ok());
+          const bool rank0 = communicator.rank() == 0;
+          EXPECT_TRUE(at::equal(early.grad(),
+                                at::full({5}, rank0 ? c.early : c.early_rank1)))
+              << "rank " << communicator.rank() << " early " << early.grad();
+          EXPECT_TRUE(at::equal(late.grad(),
+                                at::full({3}, rank0 ? c.late : c.late_rank1)))
+              << "rank " << communicator.rank() << " late " << late.grad();
+        });
+    ASSERT_TRUE(status.ok()) << status;
+  }
+}
+
+TEST(Ddp, TestFaultsThatNameNothingAreInvalidArguments) {
+  for (const char* text : {"sum", "bucket_never_synced:x", "sum_not_average:1",
+                           "parameter_unreduced:"}) {
+    const absl::StatusOr<DdpTestFault> fault = ParseDdpTestFault(text);
+    EXPECT_EQ(fault.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(fault.status().message().find(
+                  absl::StrCat("--testonly_ddp_fault=", text, ": expected")),
+              std::string::npos)
+        << fault.status();
+  }
+  const at::Tensor w = at::ones({3}, at::kFloat).requires_grad_();
+  DdpOptions bucket;
+  bucket.testonly_fault = *ParseDdpTestFault("bucket_never_synced:1");
+  DdpStrategy one_bucket(nullptr, bucket);
+  const absl::Status no_bucket = one_bucket.Setup({{"w", w}}, AdamWOptions{});
+  EXPECT_EQ(no_bucket.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(no_bucket.message().find("there are 1 buckets (0..0)"),
+            std::string::npos)
+      << no_bucket;
+  DdpOptions parameter;
+  parameter.testonly_fault = *ParseDdpTestFault("parameter_unreduced:v");
+  DdpStrategy no_v(nullptr, parameter);
+  const absl::Status unknown = no_v.Setup({{"w", w}}, AdamWOptions{});
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.message().find("no parameter of that name"),
+            std::string::npos)
+      << unknown;
+}
+
 TEST(Ddp, GradSyncEveryMovesKTimesTheBytesOfLastForCloseParameters) {
   TrainConfig last = DdpConfig();
   last.set_grad_accum(3);
