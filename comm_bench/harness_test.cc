@@ -1,5 +1,6 @@
 #include "comm_bench/harness.h"
 
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -8,6 +9,7 @@
 #include "comm_bench/report_files.h"
 #include "comm_bench/table.h"
 #include "comm_bench/testing/thread_backend.h"
+#include "common/report/svg_inspect.h"
 #include "common/report/xml_check.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -257,8 +259,23 @@ TEST(ReportFiles, MarkdownAndSvgCarryEveryRow) {
   const std::string svg = RenderBusbwSvg(result);
   std::string problem;
   EXPECT_TRUE(IsWellFormedXml(svg, &problem)) << problem;
-  EXPECT_THAT(svg, HasSubstr("data-name=\"all_reduce (in place)\""));
-  EXPECT_THAT(svg, HasSubstr("data-name=\"all_to_allv\""));
+  // all_reduce runs both ways: two series that look different; all_to_allv
+  // has no in-place run, so its one series is just the op.
+  const std::vector<SvgSeriesStyle> styles = SeriesStyles(svg);
+  std::map<std::string, SvgSeriesStyle> by_name;
+  for (const SvgSeriesStyle& style : styles) by_name[style.name] = style;
+  ASSERT_EQ(by_name.size(), 3u) << svg;
+  ASSERT_EQ(by_name.count("all_reduce (out of place)"), 1u) << svg;
+  ASSERT_EQ(by_name.count("all_reduce (in place)"), 1u) << svg;
+  ASSERT_EQ(by_name.count("all_to_allv"), 1u) << svg;
+  const SvgSeriesStyle& out_of_place = by_name["all_reduce (out of place)"];
+  const SvgSeriesStyle& in_place = by_name["all_reduce (in place)"];
+  EXPECT_NE(out_of_place.stroke, in_place.stroke);
+  EXPECT_NE(out_of_place.dasharray, in_place.dasharray);
+  const SvgRect area = RectOfClass(svg, "plot-area");
+  const SvgRect legend = RectOfClass(svg, "legend-box");
+  ASSERT_TRUE(area.found && legend.found);
+  EXPECT_GE(legend.x, area.x + area.width) << "the legend covers the curves";
 }
 
 }  // namespace

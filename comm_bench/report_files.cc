@@ -1,6 +1,7 @@
 #include "comm_bench/report_files.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -105,11 +106,19 @@ std::string RenderBusbwSvg(const CommBenchResult& result) {
   plot.y_label = "busbw (GB/s)";
   plot.log_x = true;
   plot.x_format = TickFormat::kBytes;
+  // An op measured both ways gets two series, named by placement so the
+  // legend tells them apart (RenderSvg gives each its own colour and dash).
+  std::set<std::string> ops_in_place;
+  for (const CommBenchRow& row : result.rows()) {
+    if (row.placement() == "in_place") ops_in_place.insert(row.op());
+  }
   std::map<std::string, int> series_index;
   for (const CommBenchRow& row : result.rows()) {
-    const std::string name = row.placement() == "in_place"
-                                 ? absl::StrCat(row.op(), " (in place)")
-                                 : row.op();
+    std::string name = row.op();
+    if (ops_in_place.count(row.op()) > 0) {
+      absl::StrAppend(&name, row.placement() == "in_place" ? " (in place)"
+                                                           : " (out of place)");
+    }
     auto [it, inserted] = series_index.emplace(name, plot.series.size());
     if (inserted) plot.series.push_back({name, {}});
     plot.series[it->second].points.emplace_back(

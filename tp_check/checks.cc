@@ -4,7 +4,10 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/base/status.h"
 #include "glog/logging.h"
 #include "tp_check/attention.h"
@@ -106,10 +109,24 @@ absl::StatusOr<TpCheckResult> RunChecks(
   result.set_schema_version(kSchemaVersion);
   *result.mutable_options() = options;
   bool pass = true;
-  for (const CheckSpec* spec : selected) {
-    LOG_IF(INFO, comm.rank() == 0) << "check " << spec->name << " on "
-                                   << comm.world_size() << " ranks";
+  // Progress on rank 0: a line as each check starts and one as it ends, with
+  // its index, its time and the run's, so a long run (large sizes, 4 ranks on
+  // 2 cores) shows where it is.
+  const absl::Time start = absl::Now();
+  const int total = static_cast<int>(selected.size());
+  for (int index = 0; index < total; ++index) {
+    const CheckSpec* spec = selected[index];
+    const std::string label =
+        absl::StrCat("check ", index + 1, "/", total, " ", spec->name);
+    LOG_IF(INFO, comm.rank() == 0)
+        << label << " on " << comm.world_size() << " ranks";
+    const absl::Time check_start = absl::Now();
     ASSIGN_OR_RETURN(CheckResult check, spec->run(options, comm, hooks));
+    LOG_IF(INFO, comm.rank() == 0) << absl::StreamFormat(
+        "%s: %s in %.2f s (%.1f s elapsed, %d to go)", label,
+        check.pass() ? "pass" : "FAIL",
+        absl::ToDoubleSeconds(absl::Now() - check_start),
+        absl::ToDoubleSeconds(absl::Now() - start), total - index - 1);
     pass = pass && check.pass();
     *result.add_checks() = std::move(check);
     if (result.checks_size() == 1 && after_first_check) {

@@ -63,6 +63,20 @@ void ExpectEveryCheckPasses(int nproc) {
   }
   EXPECT_TRUE(
       ReadFileToString(absl::StrCat(TempDir(), "/n", nproc, ".md")).ok());
+  // Progress: rank 0 logs each check's start and end with index/total, its
+  // verdict and the elapsed time.
+  const char* kNames[] = {"column_linear", "row_linear",        "mlp",
+                          "attention",     "sequence_parallel", "vocab_parallel_ce"};
+  for (int index = 0; index < 6; ++index) {
+    const std::string label =
+        absl::StrCat("check ", index + 1, "/6 ", kNames[index]);
+    EXPECT_NE(run.err.find(absl::StrCat(label, " on ", nproc, " ranks")),
+              std::string::npos)
+        << run.err;
+    EXPECT_NE(run.err.find(absl::StrCat(label, ": pass in ")), std::string::npos)
+        << run.err;
+  }
+  EXPECT_NE(run.err.find(" s elapsed, 0 to go)"), std::string::npos) << run.err;
 }
 
 TEST(TpCheckBinary, TwoRankProcessesPassAndWriteJsonThatParsesBack) {
@@ -125,6 +139,8 @@ TEST(TpCheckBinary, PerturbedShardExitsOneAndTheResultNamesTheTensor) {
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_NE(run.out.find("| row_linear | 2 | 3/4 |"), std::string::npos)
       << run.out;
+  EXPECT_NE(run.err.find("check 1/2 row_linear: FAIL in "), std::string::npos)
+      << run.err;
   TpCheckResult result;
   ASSERT_TRUE(ReadJsonFile(json, &result).ok());
   EXPECT_FALSE(result.pass());

@@ -60,7 +60,9 @@ std::string RenderSummaryTable(const TrainResult& result) {
       {"tokens / step", absl::StrCat(result.model().tokens_per_step())},
       {"first loss", FormatSignificant(first_run.first_loss(), 4)},
       {"final loss", MeanPlusMinus(s.final_loss())},
-      {"loss drop", absl::StrCat(MeanPlusMinus(s.loss_drop_fraction(), 3))},
+      // A fraction of the first loss (1 - final / first), not a loss value.
+      {"loss drop (relative)",
+       absl::StrCat(MeanPlusMinus(s.loss_drop_fraction(), 3))},
       {"tokens/s (timed steps)", MeanPlusMinus(s.tokens_per_second(), 3)},
       {"ms/step (timed steps)", MeanPlusMinus(s.step_ms(), 3)},
       {"model GFLOP/s", FormatSignificant(s.model_flops_per_second() / 1e9, 3)},
@@ -173,6 +175,7 @@ std::string RenderLossCurveSvg(const TrainResult& result) {
   plot.title = absl::StrCat("trainer: loss (", result.config().data(), ")");
   plot.x_label = "optimizer step";
   plot.y_label = "training loss";
+  plot.integer_x = true;
   for (const TrainRun& run : result.runs()) {
     PlotSeries series;
     series.name = absl::StrCat("run ", run.index() + 1);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -17,6 +18,11 @@ namespace {
 // Colour-blind-safe palette (Okabe-Ito), cycled.
 constexpr const char* kColors[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
                                    "#E69F00", "#56B4E9", "#000000", "#F0E442"};
+// Dash patterns, cycled independently of the colours: 8 and 5 are coprime, so
+// the first 40 series each get a different (colour, dash) pair, and any two
+// series within 5 of each other differ in both: readable in greyscale and by
+// readers who cannot tell the colours apart.
+constexpr const char* kDashes[] = {"none", "9 4", "2 3", "12 3 2 3", "5 5"};
 
 std::string EscapeXml(const std::string& text) {
   return absl::StrReplaceAll(text, {{"&", "&amp;"},
@@ -30,14 +36,16 @@ std::string EscapeCell(const std::string& text) {
   return absl::StrReplaceAll(text, {{"|", "\\|"}, {"\n", " "}});
 }
 
-// Linear ticks at 1, 2 or 5 times a power of ten, about `target` of them.
-std::vector<double> NiceTicks(double low, double high, int target) {
+// Linear ticks at 1, 2 or 5 times a power of ten, about `target` of them, at
+// least `min_step` apart (1 for counts, so every tick is an integer).
+std::vector<double> NiceTicks(double low, double high, int target,
+                              double min_step = 0) {
   std::vector<double> ticks;
   if (!(high > low)) {
     ticks.push_back(low);
     return ticks;
   }
-  const double raw_step = (high - low) / target;
+  const double raw_step = std::max((high - low) / target, min_step);
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw_step)));
   double step = magnitude;
   for (double factor : {1.0, 2.0, 5.0, 10.0}) {
@@ -117,7 +125,18 @@ std::string MarkdownTable::Render() const {
 }
 
 std::string RenderSvg(const LinePlot& plot) {
-  const double left = 78, right = 24, top = 44, bottom = 58;
+  // The legend sits in its own column right of the plot area, so it never
+  // hides a curve: as wide as the longest name (~7 px per character at 12 px
+  // sans-serif) plus the line sample, at most 40% of the image.
+  size_t longest_name = 0;
+  for (const PlotSeries& series : plot.series) {
+    longest_name = std::max(longest_name, series.name.size());
+  }
+  const double legend_width = std::min(
+      52.0 + 7.0 * static_cast<double>(longest_name), 0.4 * plot.width);
+  const double legend_gap = 14;
+  const double left = 78, top = 44, bottom = 58;
+  const double right = plot.series.empty() ? 24 : legend_gap + legend_width + 10;
   const double plot_width = plot.width - left - right;
   const double plot_height = plot.height - top - bottom;
 
@@ -143,11 +162,15 @@ std::string RenderSvg(const LinePlot& plot) {
     y_min = 0;
     y_max = 1;
   }
-  // Start y at zero for non-negative data (bandwidths, throughputs), and leave
-  // headroom at the top.
-  if (y_min >= 0) y_min = 0;
-  if (y_max <= y_min) y_max = y_min + 1;
-  y_max += (y_max - y_min) * 0.05;
+  // The y axis is fitted to the data. It reaches zero only when the data
+  // nearly does (a bandwidth curve from small sizes): a loss falling from 5.6
+  // to 2.4 drawn from 0 would squeeze its shape into the top half.
+  const bool from_zero = y_min >= 0 && y_min <= 0.1 * y_max;
+  const bool to_zero = y_max <= 0 && y_max >= 0.1 * y_min;
+  double y_pad = (y_max - y_min) * 0.05;
+  if (y_pad == 0) y_pad = y_max == 0 ? 0.5 : std::fabs(y_max) * 0.05;
+  y_min = from_zero ? 0 : y_min - y_pad;
+  y_max = to_zero ? 0 : y_max + y_pad;
   if (x_max <= x_min) {
     x_max = plot.log_x ? x_min * 2 : x_min + 1;
   }
@@ -155,7 +178,7 @@ std::string RenderSvg(const LinePlot& plot) {
   const std::vector<double> x_ticks =
       plot.log_x ? LogTicks(x_min, x_max,
                             plot.x_format == TickFormat::kBytes ? 2.0 : 10.0)
-                 : NiceTicks(x_min, x_max, 8);
+                 : NiceTicks(x_min, x_max, 8, plot.integer_x ? 1.0 : 0.0);
 
   auto to_x = [&](double x) {
     const double fraction =
@@ -168,8 +191,9 @@ std::string RenderSvg(const LinePlot& plot) {
     return top + plot_height - (y - y_min) / (y_max - y_min) * plot_height;
   };
   auto x_label = [&](double x) {
-    return plot.x_format == TickFormat::kBytes ? FormatBytes(x)
-                                               : FormatSignificant(x, 3);
+    if (plot.x_format == TickFormat::kBytes) return FormatBytes(x);
+    if (plot.integer_x) return absl::StrCat(static_cast<int64_t>(std::llround(x)));
+    return FormatSignificant(x, 3);
   };
 
   std::string svg = absl::StrFormat(
@@ -191,7 +215,8 @@ std::string RenderSvg(const LinePlot& plot) {
         &svg,
         "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
         "stroke=\"#e0e0e0\"/>\n"
-        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+        "<text class=\"y-tick\" x=\"%.1f\" y=\"%.1f\" "
+        "text-anchor=\"end\">%s</text>\n",
         left, y, left + plot_width, y, left - 6, y + 4,
         EscapeXml(FormatSignificant(tick, 3)));
   }
@@ -201,15 +226,16 @@ std::string RenderSvg(const LinePlot& plot) {
         &svg,
         "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
         "stroke=\"#e0e0e0\"/>\n"
-        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+        "<text class=\"x-tick\" x=\"%.1f\" y=\"%.1f\" "
+        "text-anchor=\"middle\">%s</text>\n",
         x, top, x, top + plot_height, x, top + plot_height + 18,
         EscapeXml(x_label(tick)));
   }
   // Axes and their labels.
   absl::StrAppendFormat(
       &svg,
-      "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-      "fill=\"none\" stroke=\"#333\"/>\n"
+      "<rect class=\"plot-area\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+      "height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n"
       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n"
       "<text x=\"16\" y=\"%.1f\" text-anchor=\"middle\" "
       "transform=\"rotate(-90 16 %.1f)\">%s</text>\n",
@@ -223,10 +249,15 @@ std::string RenderSvg(const LinePlot& plot) {
                           "fill=\"#888\">no data</text>\n",
                           left + plot_width / 2, top + plot_height / 2);
   }
-  // Series.
+  // Series, each with its own colour and dash pattern.
+  auto color_of = [](size_t index) {
+    return kColors[index % (sizeof(kColors) / sizeof(kColors[0]))];
+  };
+  auto dash_of = [](size_t index) {
+    return kDashes[index % (sizeof(kDashes) / sizeof(kDashes[0]))];
+  };
   for (size_t index = 0; index < plot.series.size(); ++index) {
     const PlotSeries& series = plot.series[index];
-    const char* color = kColors[index % (sizeof(kColors) / sizeof(kColors[0]))];
     std::vector<std::pair<double, double>> points;
     for (const auto& point : series.points) {
       if (usable(point)) points.push_back(point);
@@ -241,26 +272,42 @@ std::string RenderSvg(const LinePlot& plot) {
     }
     absl::StrAppendFormat(&svg,
                           "<polyline fill=\"none\" stroke=\"%s\" "
-                          "stroke-width=\"2\" points=\"%s\"/>\n",
-                          color, coordinates);
+                          "stroke-width=\"2\" stroke-dasharray=\"%s\" "
+                          "points=\"%s\"/>\n",
+                          color_of(index), dash_of(index), coordinates);
     for (const auto& point : points) {
       absl::StrAppendFormat(
           &svg,
           "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3\" fill=\"%s\" "
           "data-x=\"%.17g\" data-y=\"%.17g\"/>\n",
-          to_x(point.first), to_y(point.second), color, point.first,
+          to_x(point.first), to_y(point.second), color_of(index), point.first,
           point.second);
     }
     svg += "</g>\n";
-    // Legend entry, top-left inside the plot area.
-    const double legend_y = top + 16 + 18.0 * index;
+  }
+  // The legend, in its column right of the plot area.
+  if (!plot.series.empty()) {
+    const double legend_x = left + plot_width + legend_gap;
+    const double row_height = 18;
     absl::StrAppendFormat(
         &svg,
-        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-        "stroke-width=\"3\"/>\n"
-        "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-        left + 12, legend_y - 4, left + 36, legend_y - 4, color, left + 42,
-        legend_y, EscapeXml(series.name));
+        "<g class=\"legend\">\n"
+        "<rect class=\"legend-box\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+        "height=\"%.1f\" fill=\"white\" stroke=\"#999\"/>\n",
+        legend_x, top, legend_width,
+        row_height * static_cast<double>(plot.series.size()) + 8);
+    for (size_t index = 0; index < plot.series.size(); ++index) {
+      const double row_y = top + 17 + row_height * static_cast<double>(index);
+      absl::StrAppendFormat(
+          &svg,
+          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+          "stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"%s\"/>\n"
+          "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+          legend_x + 8, row_y - 4, legend_x + 40, row_y - 4, color_of(index),
+          dash_of(index), legend_x + 46, row_y,
+          EscapeXml(plot.series[index].name));
+    }
+    svg += "</g>\n";
   }
   svg += "</svg>\n";
   return svg;

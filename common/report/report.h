@@ -45,6 +45,9 @@ struct LinePlot {
   bool log_x = false;
   // kBytes labels ticks 1K, 4M, ... and puts log ticks on powers of two.
   TickFormat x_format = TickFormat::kNumber;
+  // x values are counts (optimizer steps): ticks and their labels only at
+  // integers.
+  bool integer_x = false;
   std::vector<PlotSeries> series;
   int width = 760;
   int height = 460;
@@ -52,8 +55,14 @@ struct LinePlot {
 
 // Renders the plot as a standalone SVG document. Points with non-finite
 // coordinates (or x <= 0 on a log axis) are skipped. Each series becomes a
-// <polyline> plus one <circle> per point carrying data-x/data-y attributes
-// (the exact values, so tests and scripts can read the data back).
+// <g class="series" data-name=...> holding a <polyline> with its own stroke
+// colour and stroke-dasharray (the first five series differ in both) and one
+// <circle> per point carrying data-x/data-y attributes (the exact values, so
+// tests and scripts can read the data back). The y axis is fitted to the data
+// (from 0 only when the data's minimum is within 10% of its maximum from
+// zero). The legend (<g class="legend">, boxed by <rect class="legend-box">)
+// sits right of the plot area (<rect class="plot-area">), never over a curve.
+// Tick labels are <text class="x-tick"> / <text class="y-tick">.
 std::string RenderSvg(const LinePlot& plot);
 
 }  // namespace mtb

@@ -1,10 +1,15 @@
 #include "common/report/report.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <set>
 #include <string>
+#include <vector>
 
-#include "common/results/atomic_file.h"
+#include "absl/strings/numbers.h"
+#include "common/report/svg_inspect.h"
 #include "common/report/xml_check.h"
+#include "common/results/atomic_file.h"
 #include "gtest/gtest.h"
 
 namespace mtb {
@@ -72,6 +77,101 @@ TEST(Report, SvgOfAKnownSeriesIsWellFormedAndCarriesItsPoints) {
   size_t circles = 0;
   for (size_t at = svg.find("<circle"); at != std::string::npos; at = svg.find("<circle", at + 1)) ++circles;
   EXPECT_EQ(circles, 5u);
+}
+
+// A loss-like curve: falls from 5.6 to 2.4 over `steps` steps.
+PlotSeries LossSeries(const std::string& name, int steps, double offset) {
+  PlotSeries series{name, {}};
+  for (int step = 1; step <= steps; ++step) {
+    series.points.emplace_back(
+        step, 2.4 + offset + 3.2 * (steps - step) / std::max(1, steps - 1));
+  }
+  return series;
+}
+
+std::vector<double> Numbers(const std::vector<std::string>& labels) {
+  std::vector<double> numbers;
+  for (const std::string& label : labels) {
+    double number = 0;
+    EXPECT_TRUE(absl::SimpleAtod(label, &number)) << label;
+    numbers.push_back(number);
+  }
+  return numbers;
+}
+
+TEST(Report, EverySeriesHasItsOwnColourAndDashPattern) {
+  LinePlot plot;
+  for (int run = 0; run < 5; ++run) {
+    plot.series.push_back(LossSeries("run " + std::to_string(run + 1), 4,
+                                     0.01 * run));
+  }
+  const std::vector<SvgSeriesStyle> styles = SeriesStyles(RenderSvg(plot));
+  ASSERT_EQ(styles.size(), 5u);
+  std::set<std::string> colours, dashes;
+  for (const SvgSeriesStyle& style : styles) {
+    EXPECT_FALSE(style.stroke.empty()) << style.name;
+    EXPECT_FALSE(style.dasharray.empty()) << style.name;
+    colours.insert(style.stroke);
+    dashes.insert(style.dasharray);
+  }
+  EXPECT_EQ(colours.size(), 5u) << "two series share a colour";
+  EXPECT_EQ(dashes.size(), 5u) << "two series share a dash pattern";
+}
+
+TEST(Report, LegendSitsRightOfThePlotAreaInsideTheImage) {
+  LinePlot plot;
+  plot.series.push_back(LossSeries("all_reduce (out of place)", 5, 0));
+  plot.series.push_back(LossSeries("all_reduce (in place)", 5, 0.1));
+  const std::string svg = RenderSvg(plot);
+  const SvgRect area = RectOfClass(svg, "plot-area");
+  const SvgRect legend = RectOfClass(svg, "legend-box");
+  ASSERT_TRUE(area.found && legend.found) << svg;
+  EXPECT_GE(legend.x, area.x + area.width) << "the legend overlaps the curves";
+  EXPECT_LE(legend.x + legend.width, plot.width) << "the legend is cut off";
+  EXPECT_GE(legend.y, 0);
+  EXPECT_LE(legend.y + legend.height, plot.height);
+  EXPECT_GT(area.width, plot.width / 2.0) << "the legend crowds out the plot";
+}
+
+TEST(Report, YAxisIsFittedToDataAwayFromZero) {
+  LinePlot plot;
+  plot.series.push_back(LossSeries("run 1", 20, 0));  // y in [2.4, 5.6]
+  const std::vector<double> ticks =
+      Numbers(TextsOfClass(RenderSvg(plot), "y-tick"));
+  ASSERT_GE(ticks.size(), 3u);
+  // Ticks inside the data's range padded by 5% of it (0.16 each side).
+  EXPECT_GE(ticks.front(), 2.4 - 0.16) << "the axis starts below the data";
+  EXPECT_LE(ticks.back(), 5.6 + 0.16) << "the axis ends above the data";
+  EXPECT_GT(ticks.front(), 0);
+}
+
+TEST(Report, YAxisStartsAtZeroWhenTheDataNearlyDoes) {
+  LinePlot plot;
+  plot.series.push_back({"busbw", {{1, 0.2}, {2, 1.5}, {3, 3.0}}});
+  const std::vector<double> ticks =
+      Numbers(TextsOfClass(RenderSvg(plot), "y-tick"));
+  ASSERT_FALSE(ticks.empty());
+  EXPECT_EQ(ticks.front(), 0);
+}
+
+TEST(Report, StepAxesHaveIntegerTicks) {
+  for (int steps : {2, 3, 7, 200}) {
+    LinePlot plot;
+    plot.integer_x = true;
+    plot.series.push_back(LossSeries("run 1", steps, 0));
+    const std::vector<std::string> labels =
+        TextsOfClass(RenderSvg(plot), "x-tick");
+    ASSERT_FALSE(labels.empty()) << steps << " steps";
+    int64_t previous = 0;  // steps count from 1
+    for (const std::string& label : labels) {
+      int64_t step = 0;
+      EXPECT_TRUE(absl::SimpleAtoi(label, &step))
+          << "tick '" << label << "' on a " << steps << "-step axis";
+      // Strictly increasing: a tick at 1.5 labelled "2" would repeat a label.
+      EXPECT_GT(step, previous) << steps << "-step axis";
+      previous = step;
+    }
+  }
 }
 
 TEST(Report, EmptyPlotIsStillValidSvg) {

@@ -1,0 +1,73 @@
+// The trainer's human-readable outputs: the summary table's labels and the
+// loss curve a person reads (one style per run, integer step ticks, a y axis
+// fitted to the losses).
+#include "trainer/output.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "common/report/svg_inspect.h"
+#include "common/report/xml_check.h"
+#include "gtest/gtest.h"
+
+namespace mtb {
+namespace {
+
+// Two runs of 7 steps whose loss falls from 5.6 to 2.4 (a drop of 0.571).
+TrainResult TwoRunResult() {
+  TrainResult result;
+  result.mutable_config()->set_steps(7);
+  result.mutable_config()->set_data("testdata/tiny.bin");
+  for (int index = 0; index < 2; ++index) {
+    TrainRun* run = result.add_runs();
+    run->set_index(index);
+    for (int step = 1; step <= 7; ++step) {
+      StepRecord* record = run->add_steps();
+      record->set_step(step);
+      record->set_loss(5.6 - 3.2 * (step - 1) / 6.0 + 0.01 * index);
+    }
+    run->set_first_loss(5.6);
+    run->set_final_loss(2.4);
+    run->set_loss_drop_fraction(1 - 2.4 / 5.6);
+  }
+  result.mutable_summary()->mutable_loss_drop_fraction()->set_mean(1 - 2.4 / 5.6);
+  result.mutable_summary()->mutable_loss_drop_fraction()->set_count(1);
+  return result;
+}
+
+TEST(TrainOutput, SummaryLabelsTheLossDropAsRelative) {
+  const std::string table = RenderSummaryTable(TwoRunResult());
+  EXPECT_NE(table.find("| loss drop (relative) | 0.571 |"), std::string::npos)
+      << table;
+}
+
+TEST(TrainOutput, LossCurveIsReadable) {
+  const std::string svg = RenderLossCurveSvg(TwoRunResult());
+  std::string problem;
+  ASSERT_TRUE(IsWellFormedXml(svg, &problem)) << problem;
+
+  const std::vector<SvgSeriesStyle> styles = SeriesStyles(svg);
+  ASSERT_EQ(styles.size(), 2u);
+  EXPECT_NE(styles[0].stroke, styles[1].stroke);
+  EXPECT_NE(styles[0].dasharray, styles[1].dasharray);
+
+  for (const std::string& label : TextsOfClass(svg, "x-tick")) {
+    int step = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(label, &step)) << "step tick '" << label << "'";
+  }
+  const std::vector<std::string> y_labels = TextsOfClass(svg, "y-tick");
+  ASSERT_FALSE(y_labels.empty());
+  double lowest = 0;
+  ASSERT_TRUE(absl::SimpleAtod(y_labels.front(), &lowest));
+  EXPECT_GT(lowest, 2.0) << "the loss axis should be fitted, not start at 0";
+
+  const SvgRect area = RectOfClass(svg, "plot-area");
+  const SvgRect legend = RectOfClass(svg, "legend-box");
+  ASSERT_TRUE(area.found && legend.found);
+  EXPECT_GE(legend.x, area.x + area.width);
+}
+
+}  // namespace
+}  // namespace mtb
