@@ -36,6 +36,7 @@ expect 2 "--grad_sync=never must be auto, every or last" "${tiny[@]}" --grad_syn
 expect 2 "--out=/proc/no_such_dir/r.json: cannot write there" "${tiny[@]}" --out=/proc/no_such_dir/r.json
 expect 2 "--first_step_timeout=1m must be >= --collective_timeout=2m" "${tiny[@]}" --first_step_timeout=1m --collective_timeout=2m
 expect 2 "--wait_progress_every=0 must be a positive" "${tiny[@]}" --wait_progress_every=0
+expect 2 "the run cannot fit in memory: estimated " "${tiny[@]}" --vocab_size=65536 --d_model=8192 --n_layers=48 --n_heads=64
 # Nothing started: no launcher line.
 expect 2 "--n_heads=3" "${tiny[@]}" --n_heads=3
 ! grep -q "launch:" "$out/stderr" || fail "a bad flag reached the launcher"
@@ -62,9 +63,24 @@ grep -q '"tool": "trainer"' "$out/run.json" || fail "no run context"
 grep -q '<svg' "$out/run.svg" || fail "no SVG"
 grep -q '^## Summary' "$out/run.md" || fail "no Markdown summary"
 grep -q '| final loss |' "$out/stdout" || fail "no summary table on stdout"
+# The memory estimate made before the run covers what the run measured, and
+# not by much: it counts the same tensors (measured here: 1.07-1.33x the
+# peak over the default model, checkpointing, dropout and a longer context).
+/usr/bin/python3 - "$out/run.json" <<'PY' || fail "memory estimate vs measured peak"
+import json, sys
+r = json.load(open(sys.argv[1]))
+estimate = int(r["memory_estimate"]["total"])
+for m in r["memory"]:
+    peak = int(m["peak_bytes"])
+    ratio = estimate / peak
+    print(f"rank {m.get('rank', 0)}: estimate {estimate} B, measured peak {peak} B, ratio {ratio:.2f}")
+    assert 1.0 <= ratio <= 1.6, ratio
+PY
 
 # Ranks started by hand with torchrun's variables (as torchrun or Slurm would):
 # each process is one rank; rank 0 hosts the store.
+# The by-hand run's --out has a Markdown file of the user's beside it: kept.
+echo "my notes" > "$out/by_hand.md"
 port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
   "$trainer" "${tiny[@]}" --out="$out/by_hand.json" > "$out/rank1.log" 2>&1 &
@@ -75,9 +91,42 @@ RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
 wait "$rank1" || { cat "$out/rank1.log" >&2; fail "rank 1 by hand failed"; }
 grep -q '"world_size": 2' "$out/by_hand.json" || fail "by hand: not 2 ranks"
 ! grep -q "launch:" "$out/rank0.log" || fail "a rank by hand launched"
+[[ "$(cat "$out/by_hand.md")" == "my notes" ]] || fail "the user's by_hand.md was overwritten"
+grep -qF "kept $out/by_hand.md: it exists and was not written for $out/by_hand.json" "$out/rank0.log" \
+  || { cat "$out/rank0.log" >&2; fail "no line saying by_hand.md was kept"; }
+grep -qF "plot: $out/by_hand.svg" "$out/rank0.log" || fail "no plot line"
 
-# The default data file resolves in the runfiles (as in the checkout).
+# An allocation that fails inside a step (here: the logits, 1024 x 128 x
+# 8192 fp32 = 4 GiB, beyond a 3 GiB address-space limit) is one line naming
+# the step and the operation, exit 1, not an uncaught exception and SIGABRT.
+code=0
+(ulimit -v $((3 << 20)); exec "$trainer" --nproc=1 --vocab_size=8192 --d_model=32 \
+  --n_layers=1 --n_heads=4 --seq_len=128 --batch_size=1024 --steps=1 \
+  --intra_op_threads=1 --data=synthetic --nomarkdown --out="$out/oom.json") \
+  > "$out/stdout" 2> "$out/stderr" || code=$?
+[[ "$code" == 1 ]] || { cat "$out/stderr" >&2; fail "out of memory in a step: exit $code, want 1"; }
+grep -qF "rank 0: step 1: forward: out of memory: DefaultCPUAllocator: can't allocate memory" "$out/stderr" \
+  || { cat "$out/stderr" >&2; fail "no one-line out-of-memory error"; }
+! grep -q "SIGABRT\|terminate called" "$out/stderr" || fail "the allocation failure aborted"
+
+# Settings that cannot work are refused with the reason, before any rank.
+expect 2 "--lr_warmup_steps=3 must be < --steps=3: the learning rate would never reach --lr" \
+  "${tiny[@]}" --lr_warmup_steps=3
+expect 2 "--lr_decay_steps=2 must be after the warm-up end (--lr_warmup_steps=2)" \
+  "${tiny[@]}" --lr_warmup_steps=2 --lr_decay_steps=2
+
+# A newcomer's first smoke test: --steps=1 with the warm-ups left at their
+# defaults runs (both shrink and say so), on the default data file, which
+# resolves in the runfiles as in the checkout. A --peak_flops far below what
+# the run achieves is warned about loudly, never printed as a bare 400%.
 expect 0 "data: testdata/gnu_licenses.bin (148391 tokens)" \
-  --nproc=1 --d_model=32 --n_layers=1 --seq_len=16 --batch_size=2 --steps=2 \
-  --timing_warmup_steps=0 --intra_op_threads=1 --nomarkdown --out="$out/default_data.json"
+  --nproc=1 --d_model=32 --n_layers=1 --seq_len=16 --batch_size=2 --steps=1 \
+  --intra_op_threads=1 --peak_flops=1 --nomarkdown --out="$out/default_data.json"
+grep -qF -- "--steps=1: the learning-rate warm-up shrinks from its default 10 to 0 steps" "$out/stderr" \
+  || fail "no note on the shrunk learning-rate warm-up"
+grep -qF -- "--steps=1: the timing warm-up shrinks from its default 2 to 0 steps" "$out/stderr" \
+  || fail "no note on the shrunk timing warm-up"
+grep -qF "exceeds 100%: the peak it divides by (1e-09 GFLOP/s per rank, --peak_flops)" "$out/stderr" \
+  || { cat "$out/stderr" >&2; fail "no loud MFU warning"; }
+grep -qF "EXCEEDS 100%: the peak is too low" "$out/stdout" || fail "the MFU row does not say it is wrong"
 echo "PASS"
