@@ -285,6 +285,10 @@ absl::StatusOr<CommBenchResult> RunSweep(
 
   CommBenchResult result;
   result.set_schema_version(kSchemaVersion);
+  for (const std::string& note : options.notes) {
+    result.add_notes(note);
+    if (listener != nullptr) listener->Note(note);
+  }
   std::vector<std::string> failures;
   double busbw_sum = 0;
   int busbw_rows = 0;

@@ -35,6 +35,9 @@ struct SweepOptions {
   // Average-busbw gate in GB/s; <= 0 leaves it unchecked.
   double min_busbw = 0;
   AllToAllvPattern all_to_allv;
+  // Remarks on how the flags were read (e.g. which of two settings wins),
+  // added to the result's notes and shown before the first row.
+  std::vector<std::string> notes;
 
   // Testing only: in every check pass of `corrupt_op`, rank `corrupt_rank`
   // subtracts 1 from one element of its copied-back output before comparing, as a

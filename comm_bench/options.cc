@@ -80,6 +80,8 @@ FlagValues ReadFlags() {
   flags.imbalance = absl::GetFlag(FLAGS_imbalance);
   flags.imbalance_was_set = FlagWasSet("imbalance");
   flags.split_matrix = absl::GetFlag(FLAGS_split_matrix);
+  flags.size_range_was_set = FlagWasSet("minbytes") ||
+                             FlagWasSet("maxbytes") || FlagWasSet("stepfactor");
   flags.out = absl::GetFlag(FLAGS_out);
   flags.markdown = absl::GetFlag(FLAGS_markdown);
   flags.plot = absl::GetFlag(FLAGS_plot);
@@ -168,6 +170,16 @@ absl::StatusOr<SweepOptions> ResolveOptions(const FlagValues& flags,
           "--split_matrix=", flags.split_matrix, ": ", matrix.status().message()));
     }
     options.all_to_allv.matrix_bytes = *std::move(matrix);
+    if (flags.size_range_was_set) {
+      options.notes.push_back(
+          seen.size() == 1
+              ? "--split_matrix wins for all_to_allv: its one size comes from "
+                "the matrix, so --minbytes/--maxbytes/--stepfactor change "
+                "nothing here"
+              : "--split_matrix wins for all_to_allv (its one size comes from "
+                "the matrix); --minbytes/--maxbytes/--stepfactor sweep the "
+                "other ops");
+    }
   }
 
   if (!flags.testonly_corrupt.empty()) {

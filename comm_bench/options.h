@@ -31,6 +31,8 @@ struct FlagValues {
   std::string imbalance = "uniform";
   bool imbalance_was_set = false;
   std::string split_matrix;
+  // --minbytes, --maxbytes or --stepfactor given on the command line.
+  bool size_range_was_set = false;
   std::string out;
   std::string markdown;
   std::string plot;

@@ -131,5 +131,27 @@ TEST(ResolveOptions, SplitMatrixIsReadValidatedAndExclusive) {
   ExpectRejected(flags, 2, "split_matrix", "/nonexistent/split.txt");
 }
 
+TEST(ResolveOptions, SplitMatrixWithAnExplicitSizeRangeSaysWhichWins) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/split2.txt";
+  ASSERT_TRUE(WriteFileAtomically(path, "0 8\n16 4\n").ok());
+  FlagValues flags;
+  flags.split_matrix = path;
+  absl::StatusOr<SweepOptions> quiet = ResolveOptions(flags, 2);
+  ASSERT_TRUE(quiet.ok()) << quiet.status();
+  EXPECT_TRUE(quiet->notes.empty());
+  flags.size_range_was_set = true;
+  absl::StatusOr<SweepOptions> all_ops = ResolveOptions(flags, 2);
+  ASSERT_TRUE(all_ops.ok()) << all_ops.status();
+  EXPECT_THAT(all_ops->notes,
+              ElementsAre("--split_matrix wins for all_to_allv (its one size "
+                          "comes from the matrix); --minbytes/--maxbytes/"
+                          "--stepfactor sweep the other ops"));
+  flags.ops = "all_to_allv";
+  absl::StatusOr<SweepOptions> only = ResolveOptions(flags, 2);
+  ASSERT_TRUE(only.ok()) << only.status();
+  ASSERT_EQ(only->notes.size(), 1u);
+  EXPECT_NE(only->notes[0].find("change nothing here"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace mtb::comm_bench

@@ -87,11 +87,11 @@ int main(int argc, char** argv) {
     const std::string out = OutFlag().empty()
                                 ? mtb::DefaultResultPath(kProgram, "json")
                                 : mtb::ResolveUserPath(OutFlag());
-    written = WriteOutputs(*result, out, MarkdownFlag());
+    absl::StatusOr<std::string> report =
+        WriteOutputs(*result, out, MarkdownFlag());
     std::cout << RenderCheckTable(*result) << "\nresult: " << out << "\n";
-    if (MarkdownFlag()) {
-      std::cout << "report: " << mtb::ReplaceExtension(out, "md") << "\n";
-    }
+    if (report.ok() && !report->empty()) std::cout << *report << "\n";
+    written = report.status();
     std::cout << std::flush;
   }
   // Ranks leave together, after rank 0 has written: a launcher tears the

@@ -136,12 +136,16 @@ std::string RenderMarkdownReport(const TpCheckResult& result) {
   return out;
 }
 
-absl::Status WriteOutputs(const TpCheckResult& result,
-                          const std::string& json_path, bool markdown) {
+absl::StatusOr<std::string> WriteOutputs(const TpCheckResult& result,
+                                         const std::string& json_path,
+                                         bool markdown) {
   RETURN_IF_ERROR(WriteJsonFile(result, json_path));
-  if (!markdown) return absl::OkStatus();
-  return WriteFileAtomically(ReplaceExtension(json_path, "md"),
-                             RenderMarkdownReport(result));
+  if (!markdown) return std::string();
+  const std::string md_path = ReplaceExtension(json_path, "md");
+  ASSIGN_OR_RETURN(const std::string kept,
+                   WriteCompanionFile(md_path, json_path,
+                                      RenderMarkdownReport(result)));
+  return kept.empty() ? absl::StrCat("report: ", md_path) : kept;
 }
 
 }  // namespace mtb::tp_check

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "tp_check/tp_check.pb.h"
 
 namespace mtb::tp_check {
@@ -19,10 +20,13 @@ std::string RenderCheckTable(const TpCheckResult& result);
 // tensor and every (phase, op) of collectives against the closed form.
 std::string RenderMarkdownReport(const TpCheckResult& result);
 
-// Writes `json_path` and, when `markdown`, the .md beside it, each atomically.
-// Errors name the path.
-absl::Status WriteOutputs(const TpCheckResult& result,
-                          const std::string& json_path, bool markdown);
+// Writes `json_path` and, when `markdown`, the .md beside it as a companion
+// (WriteCompanionFile: never over a file this result did not write), each
+// atomically. Returns the line for the user ("report: <path>", or why the .md
+// was kept; empty without markdown). Errors name the path.
+absl::StatusOr<std::string> WriteOutputs(const TpCheckResult& result,
+                                         const std::string& json_path,
+                                         bool markdown);
 
 }  // namespace mtb::tp_check
 

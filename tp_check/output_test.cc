@@ -75,12 +75,26 @@ TEST(WriteOutputs, JsonParsesBackAndMarkdownSitsBesideIt) {
   const std::string dir = std::getenv("TEST_TMPDIR");
   const std::string path = dir + "/results/tp_check.json";
   ASSERT_TRUE(WriteOutputs(TwoChecks(), path, /*markdown=*/true).ok());
+  // A rerun with the same --out replaces its own report ...
+  absl::StatusOr<std::string> again =
+      WriteOutputs(TwoChecks(), path, /*markdown=*/true);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, "report: " + dir + "/results/tp_check.md");
   TpCheckResult back;
   ASSERT_TRUE(ReadJsonFile(path, &back).ok());
   EXPECT_EQ(back.checks_size(), 2);
   EXPECT_EQ(back.checks(1).tensors(0).message(),
             "rank 1: 1/4096 elements not close");
   EXPECT_TRUE(ReadFileToString(dir + "/results/tp_check.md").ok());
+  // ... but never a Markdown file another result (or the user) wrote.
+  const std::string other = dir + "/results/other.json";
+  ASSERT_TRUE(WriteFileAtomically(dir + "/results/other.md", "my notes\n").ok());
+  absl::StatusOr<std::string> kept =
+      WriteOutputs(TwoChecks(), other, /*markdown=*/true);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(*kept, "kept " + dir + "/results/other.md: it exists and was not "
+                   "written for " + other + " (remove it, or choose another --out)");
+  EXPECT_EQ(*ReadFileToString(dir + "/results/other.md"), "my notes\n");
 }
 
 }  // namespace

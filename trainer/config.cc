@@ -16,6 +16,27 @@ absl::Status Invalid(const std::string& message) {
 
 }  // namespace
 
+std::vector<std::string> FitDefaultWarmupsToSteps(TrainConfig* config,
+                                                  WarmupsGiven given) {
+  std::vector<std::string> notes;
+  const int32_t fits = std::max(0, config->steps() - 1);
+  auto shrink = [&](bool user_gave, int32_t value, const char* what,
+                    const char* why, auto set) {
+    if (user_gave || value <= fits) return;
+    set(fits);
+    notes.push_back(absl::StrCat("--steps=", config->steps(), ": the ", what,
+                                 " shrinks from its default ", value, " to ",
+                                 fits, " steps ", why));
+  };
+  shrink(given.lr_warmup_steps, config->lr_warmup_steps(),
+         "learning-rate warm-up", "so that the rate reaches --lr",
+         [&](int32_t v) { config->set_lr_warmup_steps(v); });
+  shrink(given.timing_warmup_steps, config->timing_warmup_steps(),
+         "timing warm-up", "so that some step is timed",
+         [&](int32_t v) { config->set_timing_warmup_steps(v); });
+  return notes;
+}
+
 void ResolveConfig(TrainConfig* config, int ranks_per_host) {
   if (config->min_lr() < 0) config->set_min_lr(config->lr() / 10);
   if (config->lr_decay_steps() == 0) {
@@ -100,6 +121,20 @@ absl::Status ValidateConfig(const TrainConfig& c) {
   if (c.lr_decay_steps() < 0) {
     return Invalid(absl::StrCat("--lr_decay_steps=", c.lr_decay_steps(),
                                 " must be non-negative (0: --steps)"));
+  }
+  if (c.lr_warmup_steps() > 0 && c.lr_warmup_steps() >= c.steps()) {
+    return Invalid(absl::StrCat(
+        "--lr_warmup_steps=", c.lr_warmup_steps(), " must be < --steps=",
+        c.steps(), ": the learning rate would never reach --lr (leave the "
+        "flag unset and its default shrinks to fit a short run)"));
+  }
+  if (c.lr_schedule() == "cosine" &&
+      c.lr_decay_steps() <= c.lr_warmup_steps()) {
+    return Invalid(absl::StrCat(
+        "--lr_decay_steps=", c.lr_decay_steps(),
+        " must be after the warm-up end (--lr_warmup_steps=",
+        c.lr_warmup_steps(), "): the cosine decay would have no length and "
+        "the rate would drop from --lr to --min_lr at once"));
   }
   if (!(c.min_lr() >= 0 && c.min_lr() <= c.lr())) {
     return Invalid(absl::StrCat("--min_lr=", c.min_lr(),

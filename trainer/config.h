@@ -5,6 +5,7 @@
 #define MTB_TRAINER_CONFIG_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "trainer/train_result.pb.h"
@@ -12,6 +13,22 @@
 namespace mtb {
 
 inline constexpr int kTrainResultSchemaVersion = 1;
+
+// Which warm-up lengths the user gave (flags set on the command line), as
+// opposed to left at their defaults.
+struct WarmupsGiven {
+  bool lr_warmup_steps = false;
+  bool timing_warmup_steps = false;
+};
+
+// A newcomer's `--steps=1` must run with every other flag left alone, but the
+// default warm-ups (10 learning-rate steps, 2 untimed steps) do not fit in so
+// short a run. Each warm-up the user did not give shrinks to --steps - 1 when
+// it does not fit; one note per value changed says so ("--steps=1: the
+// learning-rate warm-up shrinks from its default 10 to 0 steps"). A value the
+// user gave is left for ValidateConfig to accept or refuse with the reason.
+std::vector<std::string> FitDefaultWarmupsToSteps(TrainConfig* config,
+                                                  WarmupsGiven given);
 
 // Fills the values a user leaves to us: min_lr < 0 -> lr / 10;
 // lr_decay_steps == 0 -> steps; grad_sync "auto" -> "last"; intra_op_threads

@@ -31,6 +31,63 @@ TEST(TrainConfig, ResolveKeepsValuesTheUserGave) {
   EXPECT_EQ(config.intra_op_threads(), 3);
 }
 
+TEST(TrainConfig, DefaultWarmupsShrinkToFitAOneStepRunAndSaySo) {
+  TrainConfig config = TrainConfigFromFlags();  // lr warm-up 10, timing 2
+  config.set_steps(1);
+  const std::vector<std::string> notes =
+      FitDefaultWarmupsToSteps(&config, WarmupsGiven{});
+  EXPECT_EQ(config.lr_warmup_steps(), 0);
+  EXPECT_EQ(config.timing_warmup_steps(), 0);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0],
+            "--steps=1: the learning-rate warm-up shrinks from its default 10 "
+            "to 0 steps so that the rate reaches --lr");
+  EXPECT_EQ(notes[1],
+            "--steps=1: the timing warm-up shrinks from its default 2 to 0 "
+            "steps so that some step is timed");
+  ResolveConfig(&config, 1);
+  EXPECT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
+}
+
+TEST(TrainConfig, WarmupsThatFitOrThatTheUserGaveAreLeftAlone) {
+  TrainConfig config = TrainConfigFromFlags();  // 200 steps: both fit
+  EXPECT_TRUE(FitDefaultWarmupsToSteps(&config, WarmupsGiven{}).empty());
+  EXPECT_EQ(config.lr_warmup_steps(), 10);
+  config.set_steps(4);
+  config.set_lr_warmup_steps(4);
+  config.set_timing_warmup_steps(4);
+  EXPECT_TRUE(FitDefaultWarmupsToSteps(&config, WarmupsGiven{true, true})
+                  .empty());
+  EXPECT_EQ(config.lr_warmup_steps(), 4);
+  EXPECT_EQ(config.timing_warmup_steps(), 4);
+  // ... and the user's value that cannot work is refused with the reason.
+  config.set_timing_warmup_steps(0);
+  ResolveConfig(&config, 1);
+  const absl::Status status = ValidateConfig(config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "--lr_warmup_steps=4 must be < --steps=4: the learning rate would "
+            "never reach --lr (leave the flag unset and its default shrinks to "
+            "fit a short run)");
+}
+
+TEST(TrainConfig, ACosineDecayEndingAtOrBeforeTheWarmUpEndIsRefused) {
+  TrainConfig config = Defaults();  // cosine, warm-up 10, 200 steps
+  config.set_lr_decay_steps(10);
+  const absl::Status status = ValidateConfig(config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "--lr_decay_steps=10 must be after the warm-up end "
+            "(--lr_warmup_steps=10): the cosine decay would have no length and "
+            "the rate would drop from --lr to --min_lr at once");
+  config.set_lr_decay_steps(11);
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  // A constant schedule has no decay end to get wrong.
+  config.set_lr_schedule("constant");
+  config.set_lr_decay_steps(3);
+  EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
 void ExpectInvalid(const TrainConfig& config, const std::string& substring) {
   const absl::Status status = ValidateConfig(config);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;

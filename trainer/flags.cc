@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "common/base/flags.h"
 
 // Model.
 ABSL_FLAG(int32_t, vocab_size, 256, "vocabulary size (byte-level corpus: 256)");
@@ -36,7 +37,9 @@ ABSL_FLAG(double, weight_decay, 0.01,
           "LayerNorm or embeddings)");
 ABSL_FLAG(std::string, lr_schedule, "cosine",
           "constant or cosine, both after --lr_warmup_steps of linear warm-up");
-ABSL_FLAG(int32_t, lr_warmup_steps, 10, "linear learning-rate warm-up steps");
+ABSL_FLAG(int32_t, lr_warmup_steps, 10,
+          "linear learning-rate warm-up steps, < --steps (left unset, shrinks "
+          "to --steps - 1 for a shorter run)");
 ABSL_FLAG(int32_t, lr_decay_steps, 0,
           "cosine: the step where the rate reaches --min_lr (0: --steps)");
 ABSL_FLAG(double, min_lr, -1, "cosine floor (negative: --lr / 10)");
@@ -48,7 +51,7 @@ ABSL_FLAG(double, max_grad_norm, 1.0,
 ABSL_FLAG(int32_t, steps, 200, "the run's total number of optimizer steps");
 ABSL_FLAG(int32_t, timing_warmup_steps, 2,
           "first steps excluded from timing figures (not learning-rate "
-          "warm-up)");
+          "warm-up); left unset, shrinks to --steps - 1 for a shorter run");
 ABSL_FLAG(int32_t, repeat, 1, "runs from scratch; the summary is mean ± std");
 ABSL_FLAG(uint64_t, seed, 1234,
           "seeds initialisation, data sampling and dropout masks");
@@ -113,6 +116,13 @@ TrainConfig TrainConfigFromFlags() {
   c.set_inject_nan_rank(absl::GetFlag(FLAGS_inject_nan_rank));
   c.set_peak_flops(absl::GetFlag(FLAGS_peak_flops));
   return c;
+}
+
+WarmupsGiven WarmupsGivenOnCommandLine() {
+  WarmupsGiven given;
+  given.lr_warmup_steps = FlagWasSet("lr_warmup_steps");
+  given.timing_warmup_steps = FlagWasSet("timing_warmup_steps");
+  return given;
 }
 
 }  // namespace mtb

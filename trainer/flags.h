@@ -3,12 +3,16 @@
 #ifndef MTB_TRAINER_FLAGS_H_
 #define MTB_TRAINER_FLAGS_H_
 
+#include "trainer/config.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
 
 // The flags' current values (after parsing), not yet resolved or validated.
 TrainConfig TrainConfigFromFlags();
+
+// Which warm-up flags were set on the command line (FlagWasSet).
+WarmupsGiven WarmupsGivenOnCommandLine();
 
 }  // namespace mtb
 

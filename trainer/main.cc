@@ -5,6 +5,7 @@
 #include <iostream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
@@ -18,6 +19,7 @@
 #include "trainer/config.h"
 #include "trainer/data.h"
 #include "trainer/flags.h"
+#include "trainer/memory_estimate.h"
 #include "trainer/strategy/ddp.h"
 #include "trainer/worker.h"
 
@@ -60,6 +62,8 @@ int main(int argc, char** argv) {
     return mtb::ReportAndExitCode(kProgram, valid);
   }
   mtb::TrainConfig config = mtb::TrainConfigFromFlags();
+  std::vector<std::string> notes = mtb::FitDefaultWarmupsToSteps(
+      &config, mtb::WarmupsGivenOnCommandLine());
   mtb::ResolveConfig(&config, world->ranks_per_host);
   for (const absl::Status& status :
        {mtb::ValidateConfig(config),
@@ -70,6 +74,18 @@ int main(int argc, char** argv) {
       mtb::ParseDdpTestFault(absl::GetFlag(FLAGS_testonly_ddp_fault));
   if (!ddp_fault.ok()) {
     return mtb::ReportAndExitCode(kProgram, ddp_fault.status());
+  }
+  // A run the host cannot hold is refused now: Linux overcommits, so it
+  // would otherwise be SIGKILLed by the kernel in the middle of a step.
+  if (absl::StatusOr<mtb::HostMemory> host = mtb::ReadHostMemory(); host.ok()) {
+    std::string warning;
+    if (absl::Status fits = mtb::CheckMemoryFits(
+            mtb::EstimateRankMemory(config, world->world_size),
+            world->ranks_per_host, *host, &warning);
+        !fits.ok()) {
+      return mtb::ReportAndExitCode(kProgram, fits);
+    }
+    if (!warning.empty()) notes.push_back(warning);
   }
   // An output that cannot be written fails now, not after the run.
   for (const auto& [flag, path] :
@@ -98,6 +114,7 @@ int main(int argc, char** argv) {
   options.dump_parameters = absl::GetFlag(FLAGS_dump_parameters);
   options.ddp_fault = *ddp_fault;
   options.timeouts = timeouts;
+  options.notes = notes;
   options.argc = argc;
   options.argv = argv;
   return mtb::RunWorker(config, launch->rank_env, options);

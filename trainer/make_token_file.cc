@@ -2,11 +2,14 @@
 // file with one token per byte (vocabulary 256).
 //   bazel run //trainer:make_token_file -- --out=OUT.bin FILE...
 // (the exact command for the shipped corpus is in testdata/README.md).
+#include <sys/stat.h>
+
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "common/results/atomic_file.h"
 #include "common/base/flags.h"
 #include "common/results/output_path.h"
@@ -14,33 +17,61 @@
 
 ABSL_FLAG(std::string, out, "", "the token file to write");
 
+namespace {
+
+constexpr char kProgram[] = "make_token_file";
+
+int UsageError(const std::string& message) {
+  std::cerr << kProgram << ": " << message << "\n";
+  return mtb::kExitUsage;
+}
+
+// Same file (device and inode), however the two paths are spelled.
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
+         sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const std::vector<std::string> args = mtb::ParseCommandLineOrExit(
       argc, argv, "writes text files as a byte-level llm.c token file: "
                   "make_token_file --out=PATH FILE...");
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty() || args.size() < 2) {
-    std::cerr << "make_token_file: needs --out=PATH and at least one input\n";
-    return mtb::kExitUsage;
+    return UsageError("needs --out=PATH and at least one input FILE");
+  }
+  const std::string path = mtb::ResolveUserPath(out);
+  std::vector<std::string> inputs;
+  for (size_t i = 1; i < args.size(); ++i) {
+    inputs.push_back(mtb::ResolveUserPath(args[i]));
+    // Writing over an input would destroy the text it is made from.
+    if (SameFile(inputs.back(), path)) {
+      return UsageError(absl::StrCat("--out=", out, " is the input ", args[i],
+                                     ": refusing to overwrite an input"));
+    }
+  }
+  if (absl::Status writable = mtb::CheckOutputWritable("out", path);
+      !writable.ok()) {
+    return UsageError(std::string(writable.message()));
   }
   std::string text;
-  for (size_t i = 1; i < args.size(); ++i) {
-    absl::StatusOr<std::string> contents =
-        mtb::ReadFileToString(mtb::ResolveUserPath(args[i]));
-    if (!contents.ok()) {
-      std::cerr << "make_token_file: " << contents.status().message() << "\n";
-      return mtb::kExitUsage;
-    }
+  for (const std::string& input : inputs) {
+    absl::StatusOr<std::string> contents = mtb::ReadFileToString(input);
+    if (!contents.ok()) return UsageError(std::string(contents.status().message()));
     text += *contents;
   }
+  if (text.empty()) return UsageError("the inputs hold no bytes: no tokens to write");
   const std::vector<uint16_t> tokens = mtb::BytesToTokens(text);
-  const std::string path = mtb::ResolveUserPath(out);
   if (absl::Status status =
           mtb::WriteFileAtomically(path, mtb::EncodeTokenFile(tokens));
       !status.ok()) {
-    return mtb::ReportAndExitCode("make_token_file", status);
+    std::cerr << kProgram << ": " << status.message() << "\n";
+    return mtb::kExitFailure;
   }
-  std::cout << "wrote " << tokens.size() << " tokens from " << args.size() - 1
+  std::cout << "wrote " << tokens.size() << " tokens from " << inputs.size()
             << " file(s) to " << path << "\n";
   return mtb::kExitOk;
 }

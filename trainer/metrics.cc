@@ -38,6 +38,15 @@ std::string FormatProgressLine(const StepRecord& step, int64_t total_steps,
       FormatRate(step.tokens_per_second()), step.step_ms(), eta_seconds);
 }
 
+std::string MfuAboveOneWarning(double mfu, const PeakFlops& peak) {
+  return absl::StrFormat(
+      "MFU %.0f%% exceeds 100%%: the peak it divides by (%.3g GFLOP/s per "
+      "rank, %s) is below what this run achieves, so every MFU figure of this "
+      "run is meaningless; give the device's real peak with --peak_flops, or "
+      "leave it 0 to measure one",
+      100 * mfu, peak.rank_flops_per_second() / 1e9, peak.source());
+}
+
 void FinishRun(TrainRun* run, int64_t tokens_per_step) {
   CHECK_GT(run->steps_size(), 0);
   run->set_first_loss(run->steps(0).loss());

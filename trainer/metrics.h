@@ -29,6 +29,11 @@ class Stopwatch {
 std::string FormatProgressLine(const StepRecord& step, int64_t total_steps,
                                double eta_seconds);
 
+// The loud warning for an MFU above 1 (a --peak_flops below what the run
+// achieves, or a noisy measured peak): names the MFU, the peak and its source
+// so the user can fix the denominator instead of trusting "400%".
+std::string MfuAboveOneWarning(double mfu, const PeakFlops& peak);
+
 // Fills first/final loss, loss drop and the timed means of a finished run from
 // its steps (timed steps only for times; all steps when none is timed).
 void FinishRun(TrainRun* run, int64_t tokens_per_step);

@@ -21,13 +21,7 @@ std::string MeanPlusMinus(const MeanStd& value, int significant = 4) {
                       FormatSignificant(value.std(), 2));
 }
 
-std::string Bytes(double bytes) {
-  if (bytes >= 1 << 20) {
-    return absl::StrFormat("%.3g MiB", bytes / (1 << 20));
-  }
-  if (bytes >= 1 << 10) return absl::StrFormat("%.3g KiB", bytes / (1 << 10));
-  return absl::StrFormat("%.0f B", bytes);
-}
+std::string Bytes(double bytes) { return FormatByteAmount(bytes); }
 
 std::string PeakMemory(const TrainResult& result) {
   std::vector<std::string> parts;
@@ -66,18 +60,23 @@ std::string RenderSummaryTable(const TrainResult& result) {
       {"tokens/s (timed steps)", MeanPlusMinus(s.tokens_per_second(), 3)},
       {"ms/step (timed steps)", MeanPlusMinus(s.step_ms(), 3)},
       {"model GFLOP/s", FormatSignificant(s.model_flops_per_second() / 1e9, 3)},
-      {"MFU", absl::StrFormat(
-                  "%.1f%% of %s GFLOP/s (%s)", 100 * s.mfu(),
-                  FormatSignificant(
-                      result.peak_flops().job_flops_per_second() / 1e9, 3),
-                  result.peak_flops().source() == "--peak_flops"
-                      ? "--peak_flops"
-                      : "measured")},
+      {"MFU", absl::StrCat(
+                  absl::StrFormat(
+                      "%.1f%% of %s GFLOP/s (%s)", 100 * s.mfu(),
+                      FormatSignificant(
+                          result.peak_flops().job_flops_per_second() / 1e9, 3),
+                      result.peak_flops().source() == "--peak_flops"
+                          ? "--peak_flops"
+                          : "measured"),
+                  // Never a bare "400%": say the denominator is wrong.
+                  s.mfu() > 1 ? " EXCEEDS 100%: the peak is too low" : "")},
       {"comm wait ms/step", FormatSignificant(s.comm_wait_ms(), 3)},
       {"grad bytes sent/step (closed form)",
        absl::StrCat(Bytes(s.grad_bytes_sent_per_step()), " (",
                     Bytes(s.expected_grad_bytes_per_step()), ")")},
       {"peak memory", PeakMemory(result)},
+      {"memory estimate / rank",
+       Bytes(static_cast<double>(result.memory_estimate().total()))},
       {"wall s (run 1)", FormatSignificant(first_run.wall_seconds(), 3)},
   };
   return table.Render();
@@ -135,7 +134,9 @@ std::string RenderMarkdownReport(const TrainResult& result,
     }
     absl::StrAppend(&out, buckets.Render(), "\n");
   }
-  absl::StrAppend(&out, "![loss curve](", svg_file_name, ")\n\n");
+  if (!svg_file_name.empty()) {
+    absl::StrAppend(&out, "![loss curve](", svg_file_name, ")\n\n");
+  }
 
   const TrainRun& run = result.runs(0);
   absl::StrAppend(&out, "## Steps (run 1)\n\n");
@@ -187,14 +188,27 @@ std::string RenderLossCurveSvg(const TrainResult& result) {
   return RenderSvg(plot);
 }
 
-absl::Status WriteTrainOutputs(const TrainResult& result,
-                               const std::string& json_path, bool markdown) {
+absl::StatusOr<std::vector<std::string>> WriteTrainOutputs(
+    const TrainResult& result, const std::string& json_path, bool markdown) {
   RETURN_IF_ERROR(WriteJsonFile(result, json_path));
-  if (!markdown) return absl::OkStatus();
+  std::vector<std::string> lines;
+  if (!markdown) return lines;
   const std::string svg_path = ReplaceExtension(json_path, "svg");
-  RETURN_IF_ERROR(WriteFileAtomically(svg_path, RenderLossCurveSvg(result)));
-  return WriteFileAtomically(ReplaceExtension(json_path, "md"),
-                             RenderMarkdownReport(result, BaseName(svg_path)));
+  ASSIGN_OR_RETURN(
+      const std::string svg_kept,
+      WriteCompanionFile(svg_path, json_path, RenderLossCurveSvg(result)));
+  lines.push_back(svg_kept.empty() ? absl::StrCat("plot: ", svg_path)
+                                   : svg_kept);
+  const std::string md_path = ReplaceExtension(json_path, "md");
+  ASSIGN_OR_RETURN(
+      const std::string md_kept,
+      WriteCompanionFile(
+          md_path, json_path,
+          RenderMarkdownReport(result,
+                               svg_kept.empty() ? BaseName(svg_path) : "")));
+  lines.push_back(md_kept.empty() ? absl::StrCat("report: ", md_path)
+                                  : md_kept);
+  return lines;
 }
 
 }  // namespace mtb

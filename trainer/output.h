@@ -4,8 +4,10 @@
 #define MTB_TRAINER_OUTPUT_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -22,9 +24,11 @@ std::string RenderMarkdownReport(const TrainResult& result,
 std::string RenderLossCurveSvg(const TrainResult& result);
 
 // Writes `json_path` and, when `markdown`, the .md and .svg beside it (same
-// stem), each atomically. Errors name the path.
-absl::Status WriteTrainOutputs(const TrainResult& result,
-                               const std::string& json_path, bool markdown);
+// stem) as companions (WriteCompanionFile: never over a file this result did
+// not write), each atomically. Returns one line per companion for the user:
+// "report: <path>", "plot: <path>", or why it was kept. Errors name the path.
+absl::StatusOr<std::vector<std::string>> WriteTrainOutputs(
+    const TrainResult& result, const std::string& json_path, bool markdown);
 
 }  // namespace mtb
 

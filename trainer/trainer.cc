@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "ATen/ATen.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -345,6 +346,27 @@ void FillStrategyInfo(const Strategy& strategy, const GptModel& model,
 
 }  // namespace
 
+namespace {
+
+// An allocation failure (kResourceExhausted) gets the rank and what to lower.
+template <typename T>
+absl::StatusOr<T> WithMemoryAdvice(absl::StatusOr<T> result,
+                                   const RankInfo& rank,
+                                   absl::string_view context) {
+  if (result.ok() ||
+      result.status().code() != absl::StatusCode::kResourceExhausted) {
+    return result;
+  }
+  // An exception caught by the step's own guard already names the step.
+  const bool named = absl::StartsWith(result.status().message(), context);
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "rank ", rank.rank, ": ", named ? "" : context, result.status().message(),
+      " (lower --batch_size or --seq_len, use --activation_checkpointing or "
+      "more ranks)"));
+}
+
+}  // namespace
+
 absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                                         const RankInfo& rank,
                                         Strategy& strategy,
@@ -359,10 +381,16 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
   int64_t steps_done = 0;
   double elapsed_ms = 0;
   int64_t peak_memory_bytes = 0;
+  bool warned_mfu_above_one = false;
 
   for (int repeat = 0; repeat < config.repeat(); ++repeat) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
-                     Trainer::Create(config, rank, &strategy, &data));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<Trainer> trainer,
+        WithMemoryAdvice(
+            CallGuarded("creating the model and optimizer",
+                        [&] { return Trainer::Create(config, rank, &strategy,
+                                                     &data); }),
+            rank, ""));
     if (repeat == 0) {
       ModelInfo* model = result.mutable_model();
       model->set_parameter_count(trainer->model().ParameterCount());
@@ -379,10 +407,20 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
     run->set_index(repeat);
     const Stopwatch run_watch;
     for (int step = 1; step <= config.steps(); ++step) {
-      ASSIGN_OR_RETURN(StepRecord record, trainer->Step());
+      // Anything LibTorch throws inside the step (a failed allocation
+      // included) is one line naming the step and the operation, exit 1.
+      ASSIGN_OR_RETURN(
+          StepRecord record,
+          WithMemoryAdvice(CallGuarded(absl::StrCat("step ", step),
+                                       [&] { return trainer->Step(); }),
+                           rank, absl::StrCat("step ", step, ": ")));
       record.set_mfu(record.tokens_per_second() *
                      result.model().flops_per_token() /
                      result.peak_flops().job_flops_per_second());
+      if (record.mfu() > 1 && !warned_mfu_above_one && rank.rank == 0) {
+        warned_mfu_above_one = true;
+        LOG(WARNING) << MfuAboveOneWarning(record.mfu(), result.peak_flops());
+      }
       peak_memory_bytes =
           std::max(peak_memory_bytes, record.peak_memory_bytes());
       ++steps_done;

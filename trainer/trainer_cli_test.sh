@@ -1,28 +1,10 @@
 #!/usr/bin/env bash
-# The trainer binary end to end: exit codes and messages for bad flags
-# (checked by the launcher before any rank starts), bad input files and a
-# non-finite loss, and the three output files of a tiny 2-rank ddp run.
+# The trainer binary's refusals: exit codes and one-line messages for bad
+# flags and settings that cannot work (checked by the launcher before any rank
+# starts), bad input files, and a non-finite loss. Real runs and their outputs:
+# trainer_run_test.sh.
 set -euo pipefail
-
-trainer="$(pwd)/trainer/trainer"
-out="$TEST_TMPDIR/out"
-mkdir -p "$out"
-tiny=(--vocab_size=64 --d_model=32 --n_layers=1 --n_heads=4 --seq_len=16
-      --batch_size=4 --steps=3 --timing_warmup_steps=1 --intra_op_threads=1
-      --data=synthetic)
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# expect CODE SUBSTRING ARGS...: runs the trainer, checks the exit code and
-# that stderr contains SUBSTRING.
-expect() {
-  local code="$1" substring="$2"
-  shift 2
-  local actual=0
-  "$trainer" "$@" > "$out/stdout" 2> "$out/stderr" || actual=$?
-  [[ "$actual" == "$code" ]] || { cat "$out/stderr" >&2; fail "exit $actual, want $code: $*"; }
-  grep -qF -- "$substring" "$out/stderr" || { cat "$out/stderr" >&2; fail "stderr lacks '$substring': $*"; }
-}
+source trainer/cli_test_lib.sh
 
 expect 2 "unknown flag --no_such_flag" --no_such_flag=1
 expect 2 "--d_model=100 must be divisible by --n_heads=3" "${tiny[@]}" --d_model=100 --n_heads=3
@@ -36,6 +18,7 @@ expect 2 "--grad_sync=never must be auto, every or last" "${tiny[@]}" --grad_syn
 expect 2 "--out=/proc/no_such_dir/r.json: cannot write there" "${tiny[@]}" --out=/proc/no_such_dir/r.json
 expect 2 "--first_step_timeout=1m must be >= --collective_timeout=2m" "${tiny[@]}" --first_step_timeout=1m --collective_timeout=2m
 expect 2 "--wait_progress_every=0 must be a positive" "${tiny[@]}" --wait_progress_every=0
+expect 2 "the run cannot fit in memory: estimated " "${tiny[@]}" --vocab_size=65536 --d_model=8192 --n_layers=48 --n_heads=64
 # Nothing started: no launcher line.
 expect 2 "--n_heads=3" "${tiny[@]}" --n_heads=3
 ! grep -q "launch:" "$out/stderr" || fail "a bad flag reached the launcher"
@@ -49,35 +32,9 @@ expect 1 "step 2 of 3: the loss is not finite on rank 0 (nan) and the gradient n
   "${tiny[@]}" --nproc=1 --inject_nan_step=2 --out="$out/nan.json"
 [[ ! -e "$out/nan.json" ]] || fail "a failed run wrote a result"
 
-# The default: 2 ranks under the launcher, ddp over Gloo.
-expect 0 "step 3/3 | loss" "${tiny[@]}" --dropout=0.1 --out="$out/run.json"
-grep -q '^\[rank 1\] ' "$out/stderr" || fail "no rank 1 output"
-grep -q '"world_size": 2' "$out/run.json" || fail "not 2 ranks"
-grep -q '"backend": "gloo"' "$out/run.json" || fail "not gloo"
-grep -q '"name": "ddp"' "$out/run.json" || fail "not ddp"
-grep -q '| grad bytes sent/step (closed form) |' "$out/stdout" || fail "no bytes row"
-grep -q '"schema_version": 1' "$out/run.json" || fail "no schema_version"
-grep -q '"config_fingerprint": "[0-9a-f]\{64\}"' "$out/run.json" || fail "no fingerprint"
-grep -q '"tool": "trainer"' "$out/run.json" || fail "no run context"
-grep -q '<svg' "$out/run.svg" || fail "no SVG"
-grep -q '^## Summary' "$out/run.md" || fail "no Markdown summary"
-grep -q '| final loss |' "$out/stdout" || fail "no summary table on stdout"
-
-# Ranks started by hand with torchrun's variables (as torchrun or Slurm would):
-# each process is one rank; rank 0 hosts the store.
-port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-  "$trainer" "${tiny[@]}" --out="$out/by_hand.json" > "$out/rank1.log" 2>&1 &
-rank1=$!
-RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-  "$trainer" "${tiny[@]}" --out="$out/by_hand.json" > "$out/rank0.log" 2>&1 \
-  || { cat "$out/rank0.log" >&2; fail "rank 0 by hand failed"; }
-wait "$rank1" || { cat "$out/rank1.log" >&2; fail "rank 1 by hand failed"; }
-grep -q '"world_size": 2' "$out/by_hand.json" || fail "by hand: not 2 ranks"
-! grep -q "launch:" "$out/rank0.log" || fail "a rank by hand launched"
-
-# The default data file resolves in the runfiles (as in the checkout).
-expect 0 "data: testdata/gnu_licenses.bin (148391 tokens)" \
-  --nproc=1 --d_model=32 --n_layers=1 --seq_len=16 --batch_size=2 --steps=2 \
-  --timing_warmup_steps=0 --intra_op_threads=1 --nomarkdown --out="$out/default_data.json"
+# Settings that cannot work are refused with the reason, before any rank.
+expect 2 "--lr_warmup_steps=3 must be < --steps=3: the learning rate would never reach --lr" \
+  "${tiny[@]}" --lr_warmup_steps=3
+expect 2 "--lr_decay_steps=2 must be after the warm-up end (--lr_warmup_steps=2)" \
+  "${tiny[@]}" --lr_warmup_steps=2 --lr_decay_steps=2
 echo "PASS"

@@ -21,6 +21,8 @@
 #include "common/libtorch/torch_info.h"
 #include "glog/logging.h"
 #include "trainer/data.h"
+#include "trainer/memory_estimate.h"
+#include "trainer/metrics.h"
 #include "trainer/output.h"
 #include "trainer/strategy/ddp.h"
 #include "trainer/trainer.h"
@@ -112,6 +114,9 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
     return kExitUsage;
   }
   RunContext context = NewRunContext(kProgram, options.argc, options.argv);
+  if (env.rank == 0) {
+    for (const std::string& note : options.notes) LOG(WARNING) << note;
+  }
 
   std::unique_ptr<collective::Communicator> communicator;
   if (env.world_size > 1) {
@@ -168,6 +173,8 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
   }
   if (env.rank != 0) return kExitOk;
 
+  *result->mutable_memory_estimate() =
+      EstimateRankMemory(config, env.world_size);
   FillTorchInfo(&context);
   context.set_world_size(env.world_size);
   context.set_backend((*strategy)->backend());
@@ -175,11 +182,15 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
   *result->mutable_run_context() = context;
   const std::string out =
       options.out.empty() ? DefaultResultPath(kProgram, "json") : options.out;
-  if (absl::Status written = WriteTrainOutputs(*result, out, options.markdown);
-      !written.ok()) {
-    return Fail(written);
-  }
+  absl::StatusOr<std::vector<std::string>> written =
+      WriteTrainOutputs(*result, out, options.markdown);
+  if (!written.ok()) return Fail(written.status());
   std::cout << RenderSummaryTable(*result) << "\nresult: " << out << "\n";
+  for (const std::string& line : *written) std::cout << line << "\n";
+  if (result->summary().mfu() > 1) {
+    LOG(WARNING) << MfuAboveOneWarning(result->summary().mfu(),
+                                       result->peak_flops());
+  }
   if (options.markdown) {
     std::cout << "report: " << ReplaceExtension(out, "md") << "\n";
   }

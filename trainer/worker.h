@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -35,6 +36,9 @@ struct WorkerOptions {
   // --connect_timeout, --first_step_timeout, --collective_timeout (set once
   // the first step has completed), --wait_progress_every.
   TimeoutOptions timeouts;
+  // What the launcher changed in the user's flags and why
+  // (FitDefaultWarmupsToSteps): rank 0 prints each before the run.
+  std::vector<std::string> notes;
   // For the RunContext.
   int argc = 0;
   char** argv = nullptr;

@@ -252,7 +252,9 @@ TEST(Launch, RankKilledBySignalIsNamedWithTheSignal) {
   EXPECT_EQ(exit_code, 1);
   EXPECT_EQ(Lines(launcher.Stderr()).back(),
             absl::StrCat("launch: rank 1 (pid ", pids.at(1),
-                         ") was killed by signal 9 (SIGKILL); terminated "
+                         ") was killed by SIGKILL (signal 9) that the "
+                         "launcher did not send (likely the kernel's OOM "
+                         "killer: see `dmesg` or `journalctl -k`); terminated "
                          "rank 0"));
   ExpectAllGone(pids);
 }

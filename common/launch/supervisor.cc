@@ -377,6 +377,15 @@ std::string SignalName(int signal_number) {
 
 std::string ChildEnd::Describe() const {
   if (!signaled) return absl::StrCat("exited with code ", exit_code);
+  // Linux overcommits memory: a rank that outgrows the host is not told by a
+  // failed allocation but SIGKILLed by the kernel. A SIGKILL we did not send
+  // is most likely that.
+  if (signal == SIGKILL && !stopped_by_us) {
+    return absl::StrCat("was killed by SIGKILL (signal 9) that the launcher "
+                        "did not send (likely the kernel's OOM killer: see "
+                        "`dmesg` or `journalctl -k`)",
+                        core_dumped ? ", core dumped" : "");
+  }
   return absl::StrCat("was killed by signal ", signal, " (", SignalName(signal),
                       ")", core_dumped ? ", core dumped" : "");
 }

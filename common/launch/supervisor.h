@@ -57,7 +57,9 @@ struct ChildEnd {
   bool needed_sigkill = false;  // still running when the grace ran out
 
   bool Failed() const { return signaled || exit_code != 0; }
-  // "exited with code 3", "was killed by signal 9 (SIGKILL)".
+  // "exited with code 3", "was killed by signal 15 (SIGTERM)"; a SIGKILL
+  // we did not send: "was killed by SIGKILL (signal 9) that the launcher did
+  // not send (likely the kernel's OOM killer: ...)".
   std::string Describe() const;
 };
 

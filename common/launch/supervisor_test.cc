@@ -108,7 +108,9 @@ TEST_F(SupervisorTest, DeathBySignalIsNamedWithTheSignal) {
   ASSERT_EQ(result.failure, 1);
   EXPECT_EQ(result.summary,
             absl::StrCat("launch: rank 1 (pid ", result.ends[1].pid,
-                         ") was killed by signal 9 (SIGKILL); terminated "
+                         ") was killed by SIGKILL (signal 9) that the "
+                         "launcher did not send (likely the kernel's OOM "
+                         "killer: see `dmesg` or `journalctl -k`); terminated "
                          "rank 0"));
 }
 

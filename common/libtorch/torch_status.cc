@@ -42,6 +42,12 @@ absl::Status StatusFromException(absl::string_view operation,
     } else if (dynamic_cast<const c10::NotImplementedError*>(&error) !=
                nullptr) {
       code = absl::StatusCode::kUnimplemented;
+    } else if (dynamic_cast<const c10::OutOfMemoryError*>(&error) !=
+                   nullptr ||
+               absl::StrContains(message, "can't allocate memory")) {
+      // LibTorch 1.13's CPU allocator throws a plain c10::Error for a
+      // failed allocation ("DefaultCPUAllocator: can't allocate memory").
+      code = absl::StatusCode::kResourceExhausted;
     }
   } else {
     message = error.what();
@@ -61,6 +67,15 @@ absl::Status StatusFromException(absl::string_view operation,
   // c10 messages often end with a newline; a Status is one line.
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
     message.pop_back();
+  }
+  if (code == absl::StatusCode::kResourceExhausted) {
+    // Drop c10's "[enforce fail at alloc_cpu.cpp:75] err == 0. " preamble.
+    if (const size_t allocator = message.find("DefaultCPUAllocator");
+        allocator != std::string::npos) {
+      message = message.substr(allocator);
+    }
+    return absl::Status(code,
+                        absl::StrCat(operation, ": out of memory: ", message));
   }
   return absl::Status(code, absl::StrCat(operation, ": ", message));
 }

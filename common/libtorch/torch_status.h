@@ -17,7 +17,8 @@ namespace mtb {
 // Converts an exception thrown by LibTorch, c10d, Gloo or the standard library
 // into a Status. The message is "<operation>: <what>" (for c10::Error without
 // its C++ backtrace). Codes: invalid_argument/c10 value, type, index errors ->
-// kInvalidArgument; bad_alloc -> kResourceExhausted; a transport timeout ->
+// kInvalidArgument; bad_alloc or a failed LibTorch allocation ->
+// kResourceExhausted ("<operation>: out of memory: <what>"); a transport timeout ->
 // kDeadlineExceeded; a closed or reset connection -> kUnavailable;
 // c10 NotImplementedError -> kUnimplemented; anything else -> kInternal.
 absl::Status StatusFromException(absl::string_view operation,

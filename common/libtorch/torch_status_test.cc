@@ -52,6 +52,21 @@ TEST(TorchStatus, BadAllocIsResourceExhausted) {
             absl::StatusCode::kResourceExhausted);
 }
 
+TEST(TorchStatus, ALibTorchAllocationBeyondTheAddressSpaceIsOutOfMemory) {
+  // 2^50 bytes: no host has it, so the allocation itself fails (overcommit
+  // only lets allocations that could fit succeed) and LibTorch throws.
+  const absl::Status status = CallGuarded("the forward pass", [] {
+    (void)at::empty({int64_t{1} << 48}, at::kFloat);
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_EQ(status.message().rfind("the forward pass: out of memory: "
+                                   "DefaultCPUAllocator: can't allocate memory",
+                                   0),
+            0u)
+      << status.message();
+  EXPECT_EQ(status.message().find('\n'), std::string::npos) << "one line";
+}
+
 TEST(TorchStatus, ValueReturningCallIsWrappedInStatusOr) {
   absl::StatusOr<int> ok = CallGuarded("sum", [] { return 3; });
   ASSERT_TRUE(ok.ok());

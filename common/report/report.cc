@@ -99,6 +99,18 @@ std::string FormatBytes(double bytes) {
   return absl::StrCat(absl::StrFormat("%.6g", value), kSuffixes[suffix]);
 }
 
+std::string FormatByteAmount(double bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return absl::StrFormat("%.0f B", bytes);
+  int unit = 0;
+  double value = bytes / 1024;
+  while (unit < 4 && value >= 1024) {
+    value /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.3g %s", value, kUnits[unit]);
+}
+
 std::string MarkdownTable::Render() const {
   CHECK(align.empty() || align.size() == headers.size())
       << "align has " << align.size() << " entries for " << headers.size()

@@ -31,6 +31,10 @@ std::string FormatSignificant(double value, int significant = 3);
 // "3M", 1000 -> "1000" (powers of 1024; exact multiples only).
 std::string FormatBytes(double bytes);
 
+// An amount for a person to read, three significant digits in the largest
+// binary unit it reaches: "812 B", "4.5 KiB", "38.2 MiB", "1.07 GiB".
+std::string FormatByteAmount(double bytes);
+
 enum class TickFormat { kNumber, kBytes };
 
 struct PlotSeries {

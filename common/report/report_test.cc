@@ -51,6 +51,11 @@ TEST(Report, FormatsNumbersAndBytes) {
   EXPECT_EQ(FormatBytes(3 << 20), "3M");
   EXPECT_EQ(FormatBytes(1000), "1000");
   EXPECT_EQ(FormatBytes(1536), "1536");
+  EXPECT_EQ(FormatByteAmount(812), "812 B");
+  EXPECT_EQ(FormatByteAmount(4608), "4.5 KiB");
+  EXPECT_EQ(FormatByteAmount(40054000), "38.2 MiB");
+  EXPECT_EQ(FormatByteAmount(1.15e9), "1.07 GiB");
+  EXPECT_EQ(FormatByteAmount(3.0 * (int64_t{1} << 40)), "3 TiB");
 }
 
 TEST(Report, SvgOfAKnownSeriesIsWellFormedAndCarriesItsPoints) {

@@ -3,12 +3,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/base/status.h"
 #include "common/results/atomic_file.h"
 
 namespace mtb {
@@ -71,10 +76,55 @@ absl::Status CheckOutputWritable(absl::string_view flag,
   if (absl::Status created = CreateDirectories(directory); !created.ok()) {
     return refuse(created.message());
   }
-  if (::access(directory.c_str(), W_OK) != 0) {
-    return refuse(absl::StrCat(directory, " is not writable"));
+  std::string probe = absl::StrCat(directory, "/.mtb_write_check_XXXXXX");
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    return refuse(absl::StrCat("cannot create a file in ", directory, " (",
+                               std::strerror(errno), ")"));
   }
+  ::close(fd);
+  ::unlink(probe.c_str());
   return absl::OkStatus();
+}
+
+std::string CompanionMarker(absl::string_view result_path) {
+  const size_t slash = result_path.rfind('/');
+  const absl::string_view name = slash == absl::string_view::npos
+                                     ? result_path
+                                     : result_path.substr(slash + 1);
+  return absl::StrCat("<!-- mtb companion of ", name, " -->");
+}
+
+std::string WithCompanionMarker(absl::string_view content,
+                                absl::string_view result_path) {
+  const std::string marker = absl::StrCat(CompanionMarker(result_path), "\n");
+  if (absl::StartsWith(content, "<?xml")) {
+    const size_t end = content.find('\n');
+    if (end != absl::string_view::npos) {
+      return absl::StrCat(content.substr(0, end + 1), marker,
+                          content.substr(end + 1));
+    }
+  }
+  return absl::StrCat(marker, content);
+}
+
+absl::StatusOr<std::string> WriteCompanionFile(
+    const std::string& companion_path, const std::string& result_path,
+    absl::string_view content) {
+  if (Exists(companion_path)) {
+    std::ifstream in(companion_path, std::ios::binary);
+    std::string head(4096, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+    if (head.find(CompanionMarker(result_path)) == std::string::npos) {
+      return absl::StrCat("kept ", companion_path,
+                          ": it exists and was not written for ",
+                          result_path, " (remove it, or choose another --out)");
+    }
+  }
+  RETURN_IF_ERROR(WriteFileAtomically(
+      companion_path, WithCompanionMarker(content, result_path)));
+  return std::string();
 }
 
 }  // namespace mtb

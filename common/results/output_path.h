@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace mtb {
@@ -29,11 +30,36 @@ std::string ReplaceExtension(absl::string_view path,
 
 // Checks, before any work starts, that a result can be written to
 // `resolved_path` (the value of --`flag`, already resolved): creates its
-// missing parent directories and checks the directory is writable and the
-// path is not a directory. kInvalidArgument naming the flag and the reason,
-// so a long run never fails at its very end. Empty paths pass (not asked for).
+// missing parent directories, refuses a directory, and creates and removes a
+// temporary file beside it (permission bits alone miss read-only mounts, ACLs
+// and full quotas; nothing is left behind). kInvalidArgument naming the flag
+// and the reason, so a long run never fails at its very end. Empty paths pass
+// (not asked for).
 absl::Status CheckOutputWritable(absl::string_view flag,
                                  const std::string& resolved_path);
+
+// Companions: the Markdown report and SVG plot a tool writes beside its
+// --out (r.json -> r.md, r.svg) without the user naming them. A rerun with
+// the same --out replaces its own companions, but a file the user did not
+// name and that this result did not write (notes.md beside notes.json, say)
+// is never overwritten. Each companion carries a marker comment naming its
+// result's file name; that is how "written for this --out" is recognised.
+
+// "<!-- mtb companion of r.json -->" for `result_path` .../r.json.
+std::string CompanionMarker(absl::string_view result_path);
+
+// `content` (Markdown or SVG: both take HTML/XML comments) with the marker
+// as its first line (after an XML declaration, if any).
+std::string WithCompanionMarker(absl::string_view content,
+                                absl::string_view result_path);
+
+// Writes `content` (marked) to `companion_path` atomically when it does not
+// exist or already carries `result_path`'s marker. Otherwise leaves it alone
+// and returns the sentence saying so ("kept r.md: it exists and was not
+// written for r.json"); an empty string when written.
+absl::StatusOr<std::string> WriteCompanionFile(
+    const std::string& companion_path, const std::string& result_path,
+    absl::string_view content);
 
 }  // namespace mtb
 

@@ -1,8 +1,10 @@
 #include <stdlib.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 #include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
@@ -182,6 +184,56 @@ TEST(OutputPath, UnwritableOutputIsRejectedUpFrontNamingTheFlag) {
   absl::Status directory = CheckOutputWritable("plot", dir);
   EXPECT_EQ(directory.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(directory.message().find("is a directory"), std::string::npos);
+}
+
+TEST(OutputPath, TheWritableCheckCreatesAFileAndLeavesNothingBehind) {
+  const std::string dir = TempDir() + "/probe";
+  ASSERT_TRUE(CheckOutputWritable("out", dir + "/r.json").ok());
+  DIR* listing = opendir(dir.c_str());
+  ASSERT_NE(listing, nullptr);
+  std::vector<std::string> names;
+  while (dirent* entry = readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  closedir(listing);
+  EXPECT_TRUE(names.empty()) << names[0];
+}
+
+TEST(OutputPath, ACompanionIsReplacedByItsOwnResultOnlyNeverOverAnotherFile) {
+  const std::string dir = TempDir() + "/companions";
+  ASSERT_TRUE(CreateDirectories(dir).ok());
+  const std::string result = dir + "/r.json";
+  const std::string md = dir + "/r.md";
+  absl::StatusOr<std::string> first = WriteCompanionFile(md, result, "# one\n");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, "");
+  EXPECT_EQ(*ReadFileToString(md), "<!-- mtb companion of r.json -->\n# one\n");
+  // A rerun with the same --out replaces it.
+  ASSERT_TRUE(WriteCompanionFile(md, result, "# two\n").ok());
+  EXPECT_EQ(*ReadFileToString(md), "<!-- mtb companion of r.json -->\n# two\n");
+  // Another result's companion, or the user's own file, is kept and named.
+  const std::string other = dir + "/other.json";
+  ASSERT_TRUE(WriteCompanionFile(dir + "/other.md", other, "# other\n").ok());
+  for (const std::string& foreign : {dir + "/other.md", dir + "/notes.md"}) {
+    if (foreign == dir + "/notes.md") {
+      ASSERT_TRUE(WriteFileAtomically(foreign, "my notes\n").ok());
+    }
+    const std::string before = *ReadFileToString(foreign);
+    absl::StatusOr<std::string> kept =
+        WriteCompanionFile(foreign, result, "# clobber\n");
+    ASSERT_TRUE(kept.ok()) << kept.status();
+    EXPECT_EQ(*kept, "kept " + foreign + ": it exists and was not written for " +
+                         result + " (remove it, or choose another --out)");
+    EXPECT_EQ(*ReadFileToString(foreign), before);
+  }
+}
+
+TEST(OutputPath, TheMarkerFollowsAnXmlDeclaration) {
+  EXPECT_EQ(WithCompanionMarker("<?xml version=\"1.0\"?>\n<svg/>\n", "/a/r.json"),
+            "<?xml version=\"1.0\"?>\n<!-- mtb companion of r.json -->\n<svg/>\n");
+  EXPECT_EQ(WithCompanionMarker("<svg/>", "r.json"),
+            "<!-- mtb companion of r.json -->\n<svg/>");
 }
 
 TEST(OutputPath, ReplaceExtension) {

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The trainer binary's runs end to end: the three output files of a tiny
+# 2-rank ddp run and its memory estimate against the measured peak, ranks
+# started by hand with torchrun's variables, a companion file that is not the
+# run's left alone, an allocation failure inside a step, and a newcomer's
+# --steps=1 on the default data.
+set -euo pipefail
+source trainer/cli_test_lib.sh
+
+# The default: 2 ranks under the launcher, ddp over Gloo.
+expect 0 "step 3/3 | loss" "${tiny[@]}" --dropout=0.1 --out="$out/run.json"
+grep -q '^\[rank 1\] ' "$out/stderr" || fail "no rank 1 output"
+grep -q '"world_size": 2' "$out/run.json" || fail "not 2 ranks"
+grep -q '"backend": "gloo"' "$out/run.json" || fail "not gloo"
+grep -q '"name": "ddp"' "$out/run.json" || fail "not ddp"
+grep -q '| grad bytes sent/step (closed form) |' "$out/stdout" || fail "no bytes row"
+grep -q '"schema_version": 1' "$out/run.json" || fail "no schema_version"
+grep -q '"config_fingerprint": "[0-9a-f]\{64\}"' "$out/run.json" || fail "no fingerprint"
+grep -q '"tool": "trainer"' "$out/run.json" || fail "no run context"
+grep -q '<svg' "$out/run.svg" || fail "no SVG"
+grep -q '^## Summary' "$out/run.md" || fail "no Markdown summary"
+grep -q '| final loss |' "$out/stdout" || fail "no summary table on stdout"
+# The memory estimate made before the run covers what the run measured, and
+# not by much: it counts the same tensors (measured here: 1.07-1.33x the
+# peak over the default model, checkpointing, dropout and a longer context).
+/usr/bin/python3 - "$out/run.json" <<'PY' || fail "memory estimate vs measured peak"
+import json, sys
+r = json.load(open(sys.argv[1]))
+estimate = int(r["memory_estimate"]["total"])
+for m in r["memory"]:
+    peak = int(m["peak_bytes"])
+    ratio = estimate / peak
+    print(f"rank {m.get('rank', 0)}: estimate {estimate} B, measured peak {peak} B, ratio {ratio:.2f}")
+    assert 1.0 <= ratio <= 1.6, ratio
+PY
+
+# Ranks started by hand with torchrun's variables (as torchrun or Slurm would):
+# each process is one rank; rank 0 hosts the store.
+# The by-hand run's --out has a Markdown file of the user's beside it: kept.
+echo "my notes" > "$out/by_hand.md"
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+  "$trainer" "${tiny[@]}" --out="$out/by_hand.json" > "$out/rank1.log" 2>&1 &
+rank1=$!
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+  "$trainer" "${tiny[@]}" --out="$out/by_hand.json" > "$out/rank0.log" 2>&1 \
+  || { cat "$out/rank0.log" >&2; fail "rank 0 by hand failed"; }
+wait "$rank1" || { cat "$out/rank1.log" >&2; fail "rank 1 by hand failed"; }
+grep -q '"world_size": 2' "$out/by_hand.json" || fail "by hand: not 2 ranks"
+! grep -q "launch:" "$out/rank0.log" || fail "a rank by hand launched"
+[[ "$(cat "$out/by_hand.md")" == "my notes" ]] || fail "the user's by_hand.md was overwritten"
+grep -qF "kept $out/by_hand.md: it exists and was not written for $out/by_hand.json" "$out/rank0.log" \
+  || { cat "$out/rank0.log" >&2; fail "no line saying by_hand.md was kept"; }
+grep -qF "plot: $out/by_hand.svg" "$out/rank0.log" || fail "no plot line"
+
+# An allocation that fails inside a step (here: the logits, 1024 x 128 x
+# 8192 fp32 = 4 GiB, beyond a 3 GiB address-space limit) is one line naming
+# the step and the operation, exit 1, not an uncaught exception and SIGABRT.
+code=0
+(ulimit -v $((3 << 20)); exec "$trainer" --nproc=1 --vocab_size=8192 --d_model=32 \
+  --n_layers=1 --n_heads=4 --seq_len=128 --batch_size=1024 --steps=1 \
+  --intra_op_threads=1 --data=synthetic --nomarkdown --out="$out/oom.json") \
+  > "$out/stdout" 2> "$out/stderr" || code=$?
+[[ "$code" == 1 ]] || { cat "$out/stderr" >&2; fail "out of memory in a step: exit $code, want 1"; }
+grep -qF "rank 0: step 1: forward: out of memory: DefaultCPUAllocator: can't allocate memory" "$out/stderr" \
+  || { cat "$out/stderr" >&2; fail "no one-line out-of-memory error"; }
+! grep -q "SIGABRT\|terminate called" "$out/stderr" || fail "the allocation failure aborted"
+
+# A newcomer's first smoke test: --steps=1 with the warm-ups left at their
+# defaults runs (both shrink and say so), on the default data file, which
+# resolves in the runfiles as in the checkout. A --peak_flops far below what
+# the run achieves is warned about loudly, never printed as a bare 400%.
+expect 0 "data: testdata/gnu_licenses.bin (148391 tokens)" \
+  --nproc=1 --d_model=32 --n_layers=1 --seq_len=16 --batch_size=2 --steps=1 \
+  --intra_op_threads=1 --peak_flops=1 --nomarkdown --out="$out/default_data.json"
+grep -qF -- "--steps=1: the learning-rate warm-up shrinks from its default 10 to 0 steps" "$out/stderr" \
+  || fail "no note on the shrunk learning-rate warm-up"
+grep -qF -- "--steps=1: the timing warm-up shrinks from its default 2 to 0 steps" "$out/stderr" \
+  || fail "no note on the shrunk timing warm-up"
+grep -qF "exceeds 100%: the peak it divides by (1e-09 GFLOP/s per rank, --peak_flops)" "$out/stderr" \
+  || { cat "$out/stderr" >&2; fail "no loud MFU warning"; }
+grep -qF "EXCEEDS 100%: the peak is too low" "$out/stdout" || fail "the MFU row does not say it is wrong"
+echo "PASS"
