@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/base/host_memory.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -21,15 +22,6 @@ int64_t GptParameterCount(const TrainConfig& config);
 // Per rank, in bytes (MemoryEstimate in train_result.proto says what each
 // term counts). `world_size` matters once strategies shard state.
 MemoryEstimate EstimateRankMemory(const TrainConfig& config, int world_size);
-
-// What this host can give its ranks: MemTotal and MemAvailable from
-// /proc/meminfo, each capped by the cgroup's memory.max when one is set.
-struct HostMemory {
-  int64_t total_bytes = 0;
-  int64_t available_bytes = 0;
-  std::string source;  // "MemTotal", or "cgroup memory.max"
-};
-absl::StatusOr<HostMemory> ReadHostMemory();
 
 // kInvalidArgument when `ranks_per_host` ranks of `estimate` exceed the
 // host's total memory: one line naming the estimate, its largest terms and

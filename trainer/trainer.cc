@@ -15,12 +15,12 @@
 #include "common/report/report.h"
 #include "common/nn/layers.h"
 #include "common/base/status.h"
+#include "common/libtorch/matmul_peak.h"
 #include "common/libtorch/torch_status.h"
 #include "glog/logging.h"
 #include "google/protobuf/text_format.h"
 #include "trainer/config.h"
 #include "trainer/metrics.h"
-#include "trainer/peak_flops.h"
 
 namespace mtb {
 

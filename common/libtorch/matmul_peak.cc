@@ -1,11 +1,11 @@
-#include "trainer/peak_flops.h"
+#include "common/libtorch/matmul_peak.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_format.h"
 #include "glog/logging.h"
-#include "trainer/metrics.h"
 
 namespace mtb {
 
@@ -25,9 +25,11 @@ MatmulPeak MeasureMatmulPeak(const std::string& precision, int size,
   at::Tensor c = at::mm(a, b);  // warm-up (oneDNN primitive creation)
   double best_ms = 0;
   for (int i = 0; i < repeats; ++i) {
-    const Stopwatch watch;
+    const auto start = std::chrono::steady_clock::now();
     c = at::mm(a, b);
-    const double ms = watch.ElapsedMs();
+    const double ms = std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
     best_ms = i == 0 ? ms : std::min(best_ms, ms);
   }
   MatmulPeak peak;

@@ -1,9 +1,9 @@
-// A measured compute peak for MFU (SPEC §4 "Model"): the best FLOP/s of a
-// square matmul in the run's precision, on this rank's intra-op threads, while
-// the other ranks of the host measure too (they share the cores, as they do
-// when training).
-#ifndef MTB_TRAINER_PEAK_FLOPS_H_
-#define MTB_TRAINER_PEAK_FLOPS_H_
+// A measured compute peak: the best FLOP/s of a square matmul in a precision,
+// on this process's intra-op threads. The trainer's MFU denominator (SPEC §4
+// "Model": every rank of a host measures at once, as they share the cores when
+// training) and doctor's host check.
+#ifndef MTB_COMMON_LIBTORCH_MATMUL_PEAK_H_
+#define MTB_COMMON_LIBTORCH_MATMUL_PEAK_H_
 
 #include <string>
 
@@ -22,4 +22,4 @@ MatmulPeak MeasureMatmulPeak(const std::string& precision, int size = 1024,
 
 }  // namespace mtb
 
-#endif  // MTB_TRAINER_PEAK_FLOPS_H_
+#endif  // MTB_COMMON_LIBTORCH_MATMUL_PEAK_H_

@@ -1,0 +1,83 @@
+// doctor's checks of one host (build, host, network): each returns a
+// DoctorCheck with its verdict and, when not "pass", the fix. The inputs a
+// test needs to vary (the BLAS description, resolved addresses) are
+// parameters; the functions that probe the machine say so.
+#ifndef MTB_DOCTOR_CHECKS_H_
+#define MTB_DOCTOR_CHECKS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/base/host_memory.h"
+#include "common/results/results.pb.h"
+#include "doctor/doctor.pb.h"
+
+namespace mtb::doctor {
+
+DoctorCheck MakeCheck(const std::string& category, const std::string& name,
+                      const std::string& status, const std::string& value,
+                      const std::string& fix = "");
+
+// LibTorch, Gloo, protobuf and Abseil versions from the run context.
+DoctorCheck CheckLibraries(const RunContext& context);
+
+// `blas` is DescribeBlasLibrary()'s text. Debian's reference BLAS makes fp32
+// matmul ~20x slower than OpenBLAS: a loud warning with the fix.
+DoctorCheck CheckBlas(const std::string& blas);
+
+// LibTorch's intra-op threads, OMP_NUM_THREADS and OPENBLAS_CORETYPE (the
+// kernel OpenBLAS picks; unset means auto-detect), against the cores.
+DoctorCheck CheckThreads(int intra_op_threads, int cores,
+                         const std::string& omp_num_threads,
+                         const std::string& openblas_coretype);
+
+DoctorCheck CheckMemory(const absl::StatusOr<HostMemory>& memory);
+
+// A square matmul's best FLOP/s in `precision` ("fp32", "bf16") on this
+// process's threads (probes the machine, ~0.5 s).
+DoctorCheck CheckMatmul(const std::string& precision);
+
+// `bf16` with a warning when its GFLOP/s is below a quarter of `fp32`'s: a
+// CPU without bf16 matmul units, where --precision=bf16 trains slower.
+DoctorCheck CompareBf16ToFp32(DoctorCheck bf16, const DoctorCheck& fp32);
+
+// Writes `megabytes` MiB to a temporary file in `directory` (created if
+// missing), fsyncs it and removes it: write+fsync MB/s, and the free space
+// (statvfs). Fails when the directory cannot be written or has less free
+// space than 4x what was written.
+DoctorCheck CheckDisk(const std::string& directory, int megabytes);
+
+// The addresses `hostname` resolves to (getaddrinfo, IPv4 and IPv6).
+absl::StatusOr<std::vector<std::string>> ResolveHostname(
+    const std::string& hostname);
+
+// Gloo binds the address the hostname resolves to: a loopback-only answer
+// works on one host (a warning) and breaks multi-host runs (a failure when
+// `nnodes` > 1).
+DoctorCheck CheckHostname(const std::string& hostname,
+                          const absl::StatusOr<std::vector<std::string>>& addresses,
+                          int nnodes);
+
+// GLOO_SOCKET_IFNAME (`ifname`, "" = unset): the interface must exist; unset,
+// Gloo uses the hostname's address.
+DoctorCheck CheckGlooInterface(const std::string& ifname);
+
+// The kernel gives this process a free TCP port on 127.0.0.1.
+DoctorCheck CheckFreePort();
+
+// A TCP connection to address:port completes within `timeout` (a
+// non-blocking connect and poll); the failure names the address.
+DoctorCheck CheckReachable(const std::string& name, const std::string& address,
+                           int port, absl::Duration timeout);
+
+// "pass" when no check failed (warnings allowed), else "fail: " + names.
+std::string Verdict(const DoctorResult& result);
+
+// The Markdown table: category | check | status | value | fix.
+std::string RenderTable(const DoctorResult& result);
+
+}  // namespace mtb::doctor
+
+#endif  // MTB_DOCTOR_CHECKS_H_
