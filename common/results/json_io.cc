@@ -1,6 +1,8 @@
 #include "common/results/json_io.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/results/atomic_file.h"
 #include "common/base/status.h"
 #include "google/protobuf/util/json_util.h"
@@ -24,19 +26,37 @@ std::string ToJson(const google::protobuf::Message& message) {
   return json;
 }
 
-absl::Status FromJson(absl::string_view json,
-                      google::protobuf::Message* message) {
+namespace {
+
+absl::Status ParseJson(absl::string_view json, bool ignore_unknown_fields,
+                       google::protobuf::Message* message) {
   google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;
+  options.ignore_unknown_fields = ignore_unknown_fields;
   auto status = google::protobuf::util::JsonStringToMessage(
       google::protobuf::StringPiece(json.data(), json.size()), message,
       options);
   if (!status.ok()) {
-    return absl::DataLossError(absl::StrCat("not a valid ",
-                                            message->GetTypeName(), " JSON: ",
-                                            status.message().as_string()));
+    // protobuf's parser quotes the input around the error over several
+    // lines; an error is one line.
+    std::string reason = status.message().as_string();
+    absl::StrReplaceAll({{"\n", " "}}, &reason);
+    absl::RemoveExtraAsciiWhitespace(&reason);
+    return absl::DataLossError(absl::StrCat(
+        "not a valid ", message->GetTypeName(), " JSON: ", reason));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status FromJson(absl::string_view json,
+                      google::protobuf::Message* message) {
+  return ParseJson(json, /*ignore_unknown_fields=*/false, message);
+}
+
+absl::Status FromJsonIgnoringUnknownFields(absl::string_view json,
+                                           google::protobuf::Message* message) {
+  return ParseJson(json, /*ignore_unknown_fields=*/true, message);
 }
 
 absl::Status WriteJsonFile(const google::protobuf::Message& message,

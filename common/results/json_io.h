@@ -19,6 +19,12 @@ std::string ToJson(const google::protobuf::Message& message);
 // does not understand is reported, not half-read. kDataLoss on bad JSON.
 absl::Status FromJson(absl::string_view json, google::protobuf::Message* message);
 
+// Same, but fields `message` does not have are skipped: for reading the
+// part of a file every result shares (e.g. its run_context) before knowing
+// which result it is. Never for reading a result itself.
+absl::Status FromJsonIgnoringUnknownFields(absl::string_view json,
+                                           google::protobuf::Message* message);
+
 // ToJson + WriteFileAtomically.
 absl::Status WriteJsonFile(const google::protobuf::Message& message,
                            const std::string& path);

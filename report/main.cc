@@ -1,0 +1,89 @@
+// report: reads result files of every tool (trainer, comm_bench, tp_check,
+// doctor, ...) through their protos and writes one Markdown document, with
+// SVGs beside it, comparing the runs side by side. Runs whose provenance
+// differs are refused unless --allow_mixed, and then the differences are
+// listed in the report.
+//
+//   bazel run //report -- results/                 # every *.json in it
+//   bazel run //report -- a.json b.json --out=compare.md
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/base/flags.h"
+#include "common/results/atomic_file.h"
+#include "common/results/output_path.h"
+#include "report/render.h"
+#include "report/results_set.h"
+
+ABSL_FLAG(std::string, out, "",
+          "the Markdown report (default results/report_<UTC time>.md in the "
+          "checkout); SVGs go beside it");
+ABSL_FLAG(bool, allow_mixed, false,
+          "compare runs whose provenance differs (commit, dirty flag, build "
+          "mode, host, library versions), listing the differences");
+
+namespace {
+
+constexpr char kProgram[] = "report";
+
+std::string Stem(const std::string& path) {
+  const std::string md = mtb::ReplaceExtension(path, "md");
+  const size_t slash = md.rfind('/');
+  const std::string name = slash == std::string::npos ? md : md.substr(slash + 1);
+  return name.substr(0, name.size() - 3);
+}
+
+std::string DirectoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args = mtb::ParseCommandLineOrExit(
+      argc, argv,
+      "compares result files side by side in one Markdown report.\n"
+      "  report FILE.json... | DIR [--out=report.md] [--allow_mixed]");
+  args.erase(args.begin());
+  for (std::string& arg : args) arg = mtb::ResolveUserPath(arg);
+  if (args.empty()) {
+    std::cerr << kProgram << ": give result JSON files or directories\n";
+    return mtb::kExitUsage;
+  }
+  const std::string out = absl::GetFlag(FLAGS_out).empty()
+                              ? mtb::DefaultResultPath(kProgram, "md")
+                              : mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
+  if (absl::Status writable = mtb::CheckOutputWritable("out", out); !writable.ok()) {
+    return mtb::ReportAndExitCode(kProgram, writable);
+  }
+  absl::StatusOr<std::vector<mtb::report::ResultFile>> files =
+      mtb::report::ReadResultFiles(args);
+  if (!files.ok()) return mtb::ReportAndExitCode(kProgram, files.status());
+  const std::vector<std::string> differences =
+      mtb::report::ProvenanceDifferences(*files);
+  if (!differences.empty() && !absl::GetFlag(FLAGS_allow_mixed)) {
+    std::cerr << kProgram << ": the runs' provenance differs, so their numbers "
+              << "are not comparable (pass --allow_mixed to compare them "
+              << "anyway): " << absl::StrJoin(differences, "; ") << "\n";
+    return mtb::kExitFailure;
+  }
+  const mtb::report::RenderedReport report =
+      mtb::report::RenderReport(*files, differences, Stem(out));
+  if (absl::Status written = mtb::WriteFileAtomically(out, report.markdown);
+      !written.ok()) {
+    return mtb::ReportAndExitCode(kProgram, written);
+  }
+  std::cout << report.markdown << "\nreport: " << out << "\n";
+  for (const auto& [name, svg] : report.svgs) {
+    const std::string path = absl::StrCat(DirectoryOf(out), "/", name);
+    absl::StatusOr<std::string> kept = mtb::WriteCompanionFile(path, out, svg);
+    if (!kept.ok()) return mtb::ReportAndExitCode(kProgram, kept.status());
+    std::cout << (kept->empty() ? absl::StrCat("plot: ", path) : *kept) << "\n";
+  }
+  return mtb::kExitOk;
+}
