@@ -40,18 +40,6 @@ bool IsLoopback(const std::string& address) {
 
 }  // namespace
 
-DoctorCheck MakeCheck(const std::string& category, const std::string& name,
-                      const std::string& status, const std::string& value,
-                      const std::string& fix) {
-  DoctorCheck check;
-  check.set_category(category);
-  check.set_name(name);
-  check.set_status(status);
-  check.set_value(value);
-  check.set_fix(fix);
-  return check;
-}
-
 DoctorCheck CheckLibraries(const RunContext& context) {
   const std::string value = absl::StrCat(
       "LibTorch ", context.libtorch_version(), ", Gloo ",
@@ -344,26 +332,6 @@ DoctorCheck CheckReachable(const std::string& name, const std::string& address,
   ::freeaddrinfo(result);
   if (!connected) return fail(why);
   return MakeCheck(kNetwork, name, "pass", absl::StrCat(target, " accepts connections"));
-}
-
-std::string Verdict(const DoctorResult& result) {
-  std::vector<std::string> failed;
-  for (const DoctorCheck& check : result.checks()) {
-    if (check.status() == "fail") failed.push_back(check.name());
-  }
-  return failed.empty() ? "pass" : absl::StrCat("fail: ", absl::StrJoin(failed, ", "));
-}
-
-std::string RenderTable(const DoctorResult& result) {
-  MarkdownTable table;
-  table.headers = {"category", "check", "status", "value", "fix"};
-  for (const DoctorCheck& check : result.checks()) {
-    std::string status = check.status();
-    if (status != "pass") status = absl::AsciiStrToUpper(status);
-    table.rows.push_back(
-        {check.category(), check.name(), status, check.value(), check.fix()});
-  }
-  return table.Render();
 }
 
 }  // namespace mtb::doctor

@@ -12,13 +12,10 @@
 #include "absl/time/time.h"
 #include "common/base/host_memory.h"
 #include "common/results/results.pb.h"
+#include "doctor/check_table.h"
 #include "doctor/doctor.pb.h"
 
 namespace mtb::doctor {
-
-DoctorCheck MakeCheck(const std::string& category, const std::string& name,
-                      const std::string& status, const std::string& value,
-                      const std::string& fix = "");
 
 // LibTorch, Gloo, protobuf and Abseil versions from the run context.
 DoctorCheck CheckLibraries(const RunContext& context);
@@ -71,12 +68,6 @@ DoctorCheck CheckFreePort();
 // non-blocking connect and poll); the failure names the address.
 DoctorCheck CheckReachable(const std::string& name, const std::string& address,
                            int port, absl::Duration timeout);
-
-// "pass" when no check failed (warnings allowed), else "fail: " + names.
-std::string Verdict(const DoctorResult& result);
-
-// The Markdown table: category | check | status | value | fix.
-std::string RenderTable(const DoctorResult& result);
 
 }  // namespace mtb::doctor
 
