@@ -250,6 +250,7 @@ absl::Duration Communicator::timeout() const { return impl_->timeout(); }
 const std::string& Communicator::device_description() const {
   return impl_->device_description();
 }
+const Store& Communicator::store() const { return impl_->store(); }
 absl::Status Communicator::health() const { return impl_->state().Health(); }
 absl::Status Communicator::SetTimeout(absl::Duration timeout) {
   return impl_->SetTimeout(timeout);

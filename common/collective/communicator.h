@@ -144,6 +144,9 @@ class Communicator {
   absl::Duration timeout() const;
   // Where Gloo bound ("hostname 127.0.0.1", "GLOO_SOCKET_IFNAME=eth0", ...).
   const std::string& device_description() const;
+  // The store the group met on (its prefix included): for the small
+  // metadata exchanges around the collectives (e.g. EstimateClockOffset).
+  const Store& store() const;
   // OK while usable, else the first failure.
   absl::Status health() const;
 

@@ -124,6 +124,7 @@ class Communicator::Impl {
   int world_size() const { return state_->world_size; }
   CommState& state() { return *state_; }
   const std::string& device_description() const { return devices_.description; }
+  const Store& store() const { return store_; }
   absl::Duration timeout() const;
   absl::Status SetTimeout(absl::Duration timeout);
   void SetReduceScatterAlgorithm(ReduceScatterAlgorithm algorithm);

@@ -1,0 +1,69 @@
+// A rank's trace while it runs: spans on three tracks (compute, comm, comm
+// wait) kept in memory and written at the end as Chrome trace-event JSON
+// (trace.proto) to <dir>/rank_<r>.trace.json. Tracing off means no recorder:
+// ScopedSpan on a null recorder does nothing, so the cost of tracing off is
+// one pointer test per span.
+#ifndef MTB_COMMON_TRACE_RECORDER_H_
+#define MTB_COMMON_TRACE_RECORDER_H_
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/trace/trace.pb.h"
+
+namespace mtb::trace {
+
+inline constexpr int kComputeTrack = 0;
+inline constexpr int kCommTrack = 1;
+inline constexpr int kWaitTrack = 2;
+
+class TraceRecorder {
+ public:
+  // `info` names the run and this rank (clock offset included); times are
+  // microseconds since `start` (this rank's clock).
+  explicit TraceRecorder(TraceRunInfo info, absl::Time start = absl::Now());
+
+  // Thread-safe: collectives complete on Gloo's threads.
+  void AddSpan(const std::string& name, const std::string& cat, int track,
+               absl::Time begin, absl::Time end,
+               const std::map<std::string, std::string>& args = {});
+
+  // The trace so far, with the process and track names.
+  TraceFile Build() const;
+
+  // <directory>/rank_<rank>.trace.json, atomically (the directory is made).
+  absl::Status WriteTo(const std::string& directory) const;
+
+  const TraceRunInfo& info() const { return info_; }
+
+ private:
+  const TraceRunInfo info_;
+  const absl::Time start_;
+  mutable std::mutex mutex_;
+  std::vector<TraceEvent> events_;
+};
+
+// A compute-track span from construction to destruction; nothing at all
+// when `recorder` is null.
+class ScopedSpan {
+ public:
+  ScopedSpan(TraceRecorder* recorder, std::string name, std::string cat,
+             std::map<std::string, std::string> args = {});
+  ~ScopedSpan();
+  ScopedSpan(const ScopedSpan&) = delete;
+  ScopedSpan& operator=(const ScopedSpan&) = delete;
+
+ private:
+  TraceRecorder* recorder_;
+  std::string name_, cat_;
+  std::map<std::string, std::string> args_;
+  absl::Time begin_;
+};
+
+}  // namespace mtb::trace
+
+#endif  // MTB_COMMON_TRACE_RECORDER_H_

@@ -1,0 +1,361 @@
+#include "profiler_agg/analysis.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/base/stats.h"
+#include "common/report/report.h"
+#include "common/results/atomic_file.h"
+#include "common/results/json_io.h"
+#include "common/trace/intervals.h"
+
+namespace mtb::profiler_agg {
+namespace {
+
+using trace::Interval;
+using trace::TraceEvent;
+
+constexpr char kStepPrefix[] = "ProfilerStep#";
+
+double Offset(const RankTrace& t) { return t.file.otherdata().clock_offset_us(); }
+
+bool IsSpan(const TraceEvent& e) { return e.ph() == "X"; }
+
+// Step number of a "ProfilerStep#N" span, or -1.
+int StepOf(const TraceEvent& e) {
+  int step = -1;
+  if (IsSpan(e) && e.cat() == "step" && absl::StartsWith(e.name(), kStepPrefix) &&
+      absl::SimpleAtoi(e.name().substr(sizeof(kStepPrefix) - 1), &step)) {
+    return step;
+  }
+  return -1;
+}
+
+Interval Aligned(const TraceEvent& e, double offset) {
+  return {e.ts() + offset, e.ts() + e.dur() + offset};
+}
+
+struct RankView {
+  std::map<int, Interval> steps;                       // aligned
+  std::map<std::string, double> phase_total_us;        // per phase name
+  std::vector<Interval> compute, in_flight;            // aligned, raw
+  std::vector<std::pair<Interval, int64_t>> collectives;  // (aligned, seq)
+};
+
+RankView ViewOf(const RankTrace& t) {
+  RankView view;
+  const double offset = Offset(t);
+  for (const TraceEvent& e : t.file.traceevents()) {
+    if (!IsSpan(e)) continue;
+    const Interval at = Aligned(e, offset);
+    if (const int step = StepOf(e); step >= 0) {
+      view.steps[step] = at;
+      view.phase_total_us["step"] += e.dur();
+    } else if (e.cat() == "compute" || e.cat() == "data" || e.cat() == "checkpoint") {
+      // Nested spans (backward's blocks) count once, in their parent.
+      if (e.args().count("parent") == 0) view.phase_total_us[e.name()] += e.dur();
+      if (e.cat() == "compute") view.compute.push_back(at);
+    } else if (e.cat() == "collective") {
+      view.in_flight.push_back(at);
+      int64_t seq = -1;
+      auto found = e.args().find("seq");
+      if (found != e.args().end()) (void)absl::SimpleAtoi(found->second, &seq);
+      view.collectives.emplace_back(at, seq);
+    }
+  }
+  std::sort(view.collectives.begin(), view.collectives.end(),
+            [](const auto& a, const auto& b) { return a.first.begin < b.first.begin; });
+  return view;
+}
+
+absl::Status Bad(const std::string& path, const std::string& why) {
+  return absl::DataLossError(absl::StrCat(path, ": ", why));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RankTrace>> ReadTraces(const std::string& directory) {
+  DIR* listing = ::opendir(directory.c_str());
+  if (listing == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(directory, ": not a directory of traces"));
+  }
+  std::vector<std::string> paths;
+  while (dirent* entry = ::readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (absl::StartsWith(name, "rank_") && absl::EndsWith(name, ".trace.json")) {
+      paths.push_back(absl::StrCat(directory, "/", name));
+    }
+  }
+  ::closedir(listing);
+  std::sort(paths.begin(), paths.end());
+  if (paths.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        directory, ": no rank_<r>.trace.json files (give the --trace_dir of a run)"));
+  }
+  std::vector<RankTrace> traces;
+  std::set<int> ranks;
+  for (const std::string& path : paths) {
+    RankTrace t;
+    t.path = path;
+    if (absl::Status read = ReadJsonFile(path, &t.file); !read.ok()) {
+      return absl::DataLossError(read.message());
+    }
+    const trace::TraceRunInfo& info = t.file.otherdata();
+    if (info.run_id().empty() || info.world_size() < 1) {
+      return Bad(path, "not one of our rank traces (no otherData.run_id)");
+    }
+    if (!traces.empty()) {
+      const trace::TraceRunInfo& first = traces.front().file.otherdata();
+      if (info.run_id() != first.run_id()) {
+        return Bad(path, absl::StrCat("trace of run ", info.run_id(), ", not of ",
+                                      first.run_id(), " (", traces.front().path,
+                                      "): one run per directory"));
+      }
+      if (info.world_size() != first.world_size()) {
+        return Bad(path, "world size differs from the other traces");
+      }
+    }
+    if (!ranks.insert(info.rank()).second) {
+      return Bad(path, absl::StrCat("a second trace of rank ", info.rank()));
+    }
+    traces.push_back(std::move(t));
+  }
+  const int world_size = traces.front().file.otherdata().world_size();
+  if (static_cast<int>(ranks.size()) != world_size || *ranks.begin() != 0 ||
+      *ranks.rbegin() != world_size - 1) {
+    return Bad(directory, absl::StrCat("has traces of ", ranks.size(), " ranks of a world of ",
+                                       world_size, ": every rank's trace is needed"));
+  }
+  std::sort(traces.begin(), traces.end(), [](const RankTrace& a, const RankTrace& b) {
+    return a.file.otherdata().rank() < b.file.otherdata().rank();
+  });
+  return traces;
+}
+
+ProfilerAggResult Analyze(const std::vector<RankTrace>& traces) {
+  ProfilerAggResult result;
+  result.set_schema_version(1);
+  result.set_run_id(traces.front().file.otherdata().run_id());
+  const int n = static_cast<int>(traces.size());
+  result.set_world_size(n);
+  std::vector<RankView> views;
+  for (const RankTrace& t : traces) views.push_back(ViewOf(t));
+  const int steps = static_cast<int>(views.front().steps.size());
+  result.set_steps(steps);
+
+  // Phases: each rank's mean per step, then across ranks.
+  std::set<std::string> names;
+  for (const RankView& v : views) {
+    for (const auto& [name, total] : v.phase_total_us) names.insert(name);
+  }
+  std::vector<std::string> ordered = {"step", "data", "forward", "backward", "optimizer", "checkpoint"};
+  for (const std::string& name : names) {
+    if (std::find(ordered.begin(), ordered.end(), name) == ordered.end()) ordered.push_back(name);
+  }
+  std::vector<double> step_means;
+  for (const std::string& name : ordered) {
+    if (!names.count(name)) continue;
+    std::vector<double> means;
+    for (const RankView& v : views) {
+      auto found = v.phase_total_us.find(name);
+      const double total = found == v.phase_total_us.end() ? 0 : found->second;
+      means.push_back(total / std::max<size_t>(1, v.steps.size()) / 1000.0);
+    }
+    PhaseStats* phase = result.add_phases();
+    phase->set_name(name);
+    phase->set_min_ms(*std::min_element(means.begin(), means.end()));
+    phase->set_p50_ms(Median(means));
+    const auto max = std::max_element(means.begin(), means.end());
+    phase->set_max_ms(*max);
+    phase->set_max_rank(static_cast<int>(max - means.begin()));
+    if (name == "step") step_means = means;
+  }
+  if (!step_means.empty() && Median(step_means) > 0) {
+    result.set_straggler_ratio(*std::max_element(step_means.begin(), step_means.end()) /
+                               Median(step_means));
+  }
+
+  // Arrival at each step's first collective (aligned issue time).
+  std::vector<int> last_counts(n, 0);
+  for (const auto& [step, window] : views.front().steps) {
+    std::vector<double> arrivals;
+    for (const RankView& v : views) {
+      auto own = v.steps.find(step);
+      double arrival = -1;
+      if (own != v.steps.end()) {
+        for (const auto& [at, seq] : v.collectives) {
+          if (at.begin >= own->second.begin && at.begin <= own->second.end) {
+            arrival = at.begin;
+            break;
+          }
+        }
+      }
+      arrivals.push_back(arrival);
+    }
+    if (std::count(arrivals.begin(), arrivals.end(), -1.0) > 0) continue;
+    const auto last = std::max_element(arrivals.begin(), arrivals.end());
+    StepArrival* a = result.add_arrivals();
+    a->set_step(step);
+    a->set_last_rank(static_cast<int>(last - arrivals.begin()));
+    double max_wait = 0, sum_wait = 0;
+    for (int r = 0; r < n; ++r) {
+      if (r == a->last_rank()) continue;
+      const double wait = *last - arrivals[r];
+      max_wait = std::max(max_wait, wait);
+      sum_wait += wait;
+    }
+    a->set_max_wait_ms(max_wait / 1000.0);
+    a->set_mean_wait_ms(n > 1 ? sum_wait / (n - 1) / 1000.0 : 0);
+    ++last_counts[a->last_rank()];
+  }
+  for (int count : last_counts) result.add_last_arrivals(count);
+
+  // Overlap: in flight vs compute on each rank's own timeline.
+  double exposed = 0, in_flight = 0;
+  for (int r = 0; r < n; ++r) {
+    const std::vector<Interval> flight = trace::Union(views[r].in_flight);
+    const std::vector<Interval> compute = trace::Union(views[r].compute);
+    const double flight_us = trace::Length(flight);
+    const double overlapped_us = trace::Length(trace::Intersect(flight, compute));
+    RankOverlap* rank = result.add_ranks();
+    rank->set_rank(r);
+    rank->set_in_flight_ms(flight_us / 1000.0);
+    rank->set_exposed_ms((flight_us - overlapped_us) / 1000.0);
+    rank->set_overlap_ratio(flight_us > 0 ? overlapped_us / flight_us : 0);
+    const trace::TraceRunInfo& info = traces[r].file.otherdata();
+    rank->set_clock_offset_us(info.clock_offset_us());
+    rank->set_clock_sync_rtt_us(info.clock_sync_rtt_us());
+    rank->set_hostname(info.hostname());
+    exposed += flight_us - overlapped_us;
+    in_flight += flight_us;
+  }
+  result.set_exposed_ms(exposed / 1000.0);
+  result.set_in_flight_ms(in_flight / 1000.0);
+  result.set_overlap_ratio(in_flight > 0 ? (in_flight - exposed) / in_flight : 0);
+  return result;
+}
+
+trace::TraceFile MergeTraces(const std::vector<RankTrace>& traces) {
+  trace::TraceFile merged;
+  merged.set_displaytimeunit("ms");
+  *merged.mutable_otherdata() = traces.front().file.otherdata();
+  merged.mutable_otherdata()->set_rank(-1);
+  merged.mutable_otherdata()->set_clock_offset_us(0);
+  merged.mutable_otherdata()->set_tool(kMergedTool);
+  for (const RankTrace& t : traces) {
+    const double offset = Offset(t);
+    for (TraceEvent e : t.file.traceevents()) {
+      if (e.ph() == "X") e.set_ts(e.ts() + offset);
+      e.set_pid(t.file.otherdata().rank());
+      *merged.add_traceevents() = std::move(e);
+    }
+  }
+  return merged;
+}
+
+std::string RenderStepTimelineSvg(const std::vector<RankTrace>& traces, int step) {
+  std::vector<RankView> views;
+  double begin = 0, end = 0;
+  bool any = false;
+  for (const RankTrace& t : traces) {
+    views.push_back(ViewOf(t));
+    auto found = views.back().steps.find(step);
+    if (found == views.back().steps.end()) continue;
+    begin = any ? std::min(begin, found->second.begin) : found->second.begin;
+    end = any ? std::max(end, found->second.end) : found->second.end;
+    any = true;
+  }
+  if (!any || end <= begin) return "";
+  const int width = 900, left = 90, right = 20, row = 18, gap = 10;
+  const int height = 50 + static_cast<int>(views.size()) * (2 * row + gap) + 30;
+  const double scale = (width - left - right) / (end - begin);
+  std::string svg = absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+      "<text x=\"%d\" y=\"20\" font-size=\"14\">step %d on rank 0's clock: "
+      "compute (blue) and collectives in flight (orange), %.3g ms</text>\n",
+      width, height, left, step, (end - begin) / 1000.0);
+  auto rects = [&](const std::vector<Interval>& spans, int y, const char* colour,
+                   const char* cls) {
+    for (const Interval& span : trace::Union(spans)) {
+      const double a = std::max(span.begin, begin), b = std::min(span.end, end);
+      if (b <= a) continue;
+      absl::StrAppendFormat(&svg,
+                            "<rect class=\"%s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
+                            "height=\"%d\" fill=\"%s\"/>\n",
+                            cls, left + (a - begin) * scale, y,
+                            std::max(0.5, (b - a) * scale), row - 2, colour);
+    }
+  };
+  for (size_t r = 0; r < views.size(); ++r) {
+    const int y = 40 + static_cast<int>(r) * (2 * row + gap);
+    absl::StrAppendFormat(&svg,
+                          "<text x=\"4\" y=\"%d\">rank %d compute</text>\n"
+                          "<text x=\"4\" y=\"%d\">rank %d comm</text>\n",
+                          y + 12, static_cast<int>(r), y + row + 12, static_cast<int>(r));
+    rects(views[r].compute, y, "#1f77b4", "compute");
+    rects(views[r].in_flight, y + row, "#ff7f0e", "comm");
+  }
+  absl::StrAppend(&svg, "</svg>\n");
+  return svg;
+}
+
+std::string RenderMarkdown(const ProfilerAggResult& result,
+                           const std::string& timeline_svg_name) {
+  std::string md = absl::StrCat("# profiler_agg: run ", result.run_id(), "\n\n",
+                                result.world_size(), " ranks, ", result.steps(),
+                                " traced steps.\n\n## Phases (per step, across ranks)\n\n");
+  MarkdownTable phases;
+  phases.headers = {"phase", "min ms", "p50 ms", "max ms", "slowest rank"};
+  phases.align = {Align::kLeft, Align::kRight, Align::kRight, Align::kRight, Align::kRight};
+  for (const PhaseStats& p : result.phases()) {
+    phases.rows.push_back({p.name(), FormatSignificant(p.min_ms(), 3),
+                           FormatSignificant(p.p50_ms(), 3),
+                           FormatSignificant(p.max_ms(), 3), absl::StrCat(p.max_rank())});
+  }
+  absl::StrAppend(&md, phases.Render(), "\nStraggler ratio (max / median step time): ",
+                  FormatSignificant(result.straggler_ratio(), 3), "\n\n");
+  absl::StrAppend(&md, "## Arrival at each step's first collective\n\n");
+  MarkdownTable arrivals;
+  arrivals.headers = {"rank", "steps it arrived last"};
+  for (int r = 0; r < result.last_arrivals_size(); ++r) {
+    arrivals.rows.push_back({absl::StrCat(r), absl::StrCat(result.last_arrivals(r), " of ",
+                                                          result.arrivals_size())});
+  }
+  double max_wait = 0;
+  for (const StepArrival& a : result.arrivals()) max_wait = std::max(max_wait, a.max_wait_ms());
+  absl::StrAppend(&md, arrivals.Render(), "\nLongest wait for the last rank: ",
+                  FormatSignificant(max_wait, 3), " ms\n\n## Communication overlap\n\n");
+  MarkdownTable overlap;
+  overlap.headers = {"rank", "host", "in flight ms", "exposed ms", "overlap", "clock offset us (RTT)"};
+  overlap.align = {Align::kLeft, Align::kLeft, Align::kRight, Align::kRight, Align::kRight, Align::kRight};
+  for (const RankOverlap& r : result.ranks()) {
+    overlap.rows.push_back({absl::StrCat(r.rank()), r.hostname(),
+                            FormatSignificant(r.in_flight_ms(), 3),
+                            FormatSignificant(r.exposed_ms(), 3),
+                            absl::StrFormat("%.1f%%", 100 * r.overlap_ratio()),
+                            absl::StrCat(FormatSignificant(r.clock_offset_us(), 3), " (",
+                                         FormatSignificant(r.clock_sync_rtt_us(), 3), ")")});
+  }
+  absl::StrAppend(&md, overlap.Render(), "\nAll ranks: ",
+                  FormatSignificant(result.in_flight_ms(), 3), " ms in flight, ",
+                  FormatSignificant(result.exposed_ms(), 3), " ms exposed, overlap ",
+                  absl::StrFormat("%.1f%%", 100 * result.overlap_ratio()), ".\n");
+  if (!timeline_svg_name.empty()) {
+    absl::StrAppend(&md, "\n![one step's timeline](", timeline_svg_name, ")\n");
+  }
+  return md;
+}
+
+}  // namespace mtb::profiler_agg

@@ -1,0 +1,91 @@
+#include "profiler_agg/analysis.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace mtb::profiler_agg {
+namespace {
+
+const std::string kFixtures = "profiler_agg/testdata";
+
+// The figures testdata/README.md computes by hand. Every input is a whole
+// number of microseconds, so the results are exact in double.
+TEST(ProfilerAgg, TheHandMadeTwoRankRunGivesTheHandComputedFigures) {
+  absl::StatusOr<std::vector<RankTrace>> traces = ReadTraces(kFixtures + "/two_ranks");
+  ASSERT_TRUE(traces.ok()) << traces.status();
+  const ProfilerAggResult result = Analyze(*traces);
+  EXPECT_EQ(result.world_size(), 2);
+  EXPECT_EQ(result.steps(), 2);
+  ASSERT_EQ(result.ranks_size(), 2);
+  EXPECT_DOUBLE_EQ(result.ranks(0).in_flight_ms(), 0.080);
+  EXPECT_DOUBLE_EQ(result.ranks(0).exposed_ms(), 0.020);
+  EXPECT_DOUBLE_EQ(result.ranks(0).overlap_ratio(), 0.75);
+  EXPECT_DOUBLE_EQ(result.ranks(1).in_flight_ms(), 0.065);
+  EXPECT_DOUBLE_EQ(result.ranks(1).exposed_ms(), 0.015);
+  EXPECT_DOUBLE_EQ(result.ranks(1).overlap_ratio(), 50.0 / 65.0);
+  EXPECT_DOUBLE_EQ(result.in_flight_ms(), 0.145);
+  EXPECT_DOUBLE_EQ(result.exposed_ms(), 0.035);
+  EXPECT_DOUBLE_EQ(result.overlap_ratio(), 110.0 / 145.0);
+  EXPECT_DOUBLE_EQ(result.ranks(1).clock_offset_us(), -500);
+
+  ASSERT_GE(result.phases_size(), 4);
+  EXPECT_EQ(result.phases(0).name(), "step");
+  EXPECT_DOUBLE_EQ(result.phases(0).min_ms(), 0.100);
+  EXPECT_DOUBLE_EQ(result.phases(0).p50_ms(), 0.105);
+  EXPECT_DOUBLE_EQ(result.phases(0).max_ms(), 0.110);
+  EXPECT_EQ(result.phases(0).max_rank(), 1);
+  EXPECT_DOUBLE_EQ(result.straggler_ratio(), 110.0 / 105.0);
+  EXPECT_EQ(result.phases(1).name(), "forward");
+  EXPECT_DOUBLE_EQ(result.phases(1).max_ms(), 0.035);
+  EXPECT_EQ(result.phases(2).name(), "backward");
+  EXPECT_DOUBLE_EQ(result.phases(2).min_ms(), 0.040);  // block0 not counted twice
+  EXPECT_DOUBLE_EQ(result.phases(2).max_ms(), 0.045);
+  EXPECT_EQ(result.phases(3).name(), "optimizer");
+  EXPECT_DOUBLE_EQ(result.phases(3).p50_ms(), 0.015);
+
+  ASSERT_EQ(result.arrivals_size(), 2);
+  EXPECT_EQ(result.arrivals(0).last_rank(), 1);
+  EXPECT_DOUBLE_EQ(result.arrivals(0).max_wait_ms(), 0.020);
+  EXPECT_EQ(result.arrivals(1).last_rank(), 1);
+  EXPECT_DOUBLE_EQ(result.arrivals(1).max_wait_ms(), 0.010);
+  ASSERT_EQ(result.last_arrivals_size(), 2);
+  EXPECT_EQ(result.last_arrivals(0), 0);
+  EXPECT_EQ(result.last_arrivals(1), 2);
+}
+
+TEST(ProfilerAgg, TheMergedTraceIsOnRankZerosClock) {
+  absl::StatusOr<std::vector<RankTrace>> traces = ReadTraces(kFixtures + "/two_ranks");
+  ASSERT_TRUE(traces.ok()) << traces.status();
+  const trace::TraceFile merged = MergeTraces(*traces);
+  bool found = false;
+  for (const trace::TraceEvent& e : merged.traceevents()) {
+    if (e.pid() == 1 && e.name() == "all_reduce" && e.args().at("seq") == "1") {
+      EXPECT_DOUBLE_EQ(e.ts(), 70);  // raw 570, offset -500
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+  const std::string svg = RenderStepTimelineSvg(*traces, 1);
+  EXPECT_NE(svg.find("class=\"comm\""), std::string::npos);
+  EXPECT_NE(svg.find("rank 1 comm"), std::string::npos);
+  EXPECT_EQ(RenderStepTimelineSvg(*traces, 99), "");
+}
+
+TEST(ProfilerAgg, NoTracesAnotherRunOrATruncatedFileIsOneLineNamingIt) {
+  const absl::StatusOr<std::vector<RankTrace>> none = ReadTraces(kFixtures);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("no rank_<r>.trace.json files"), std::string::npos);
+  const absl::StatusOr<std::vector<RankTrace>> mixed = ReadTraces(kFixtures + "/mixed_runs");
+  EXPECT_EQ(mixed.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(mixed.status().message().rfind(kFixtures + "/mixed_runs/rank_1.trace.json: trace of run another-run", 0), 0u)
+      << mixed.status().message();
+  const absl::StatusOr<std::vector<RankTrace>> cut = ReadTraces(kFixtures + "/truncated");
+  EXPECT_EQ(cut.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(cut.status().message().rfind(kFixtures + "/truncated/rank_1.trace.json: ", 0), 0u)
+      << cut.status().message();
+  EXPECT_EQ(cut.status().message().find('\n'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mtb::profiler_agg

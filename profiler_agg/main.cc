@@ -1,0 +1,98 @@
+// profiler_agg: reads the per-rank traces of one run (a --trace_dir) and
+// reports phases across ranks, stragglers, exposed communication and the
+// measured overlap; writes a ProfilerAggResult JSON with a Markdown summary,
+// an SVG timeline of one step and the merged, clock-aligned trace beside it.
+//
+//   bazel run //profiler_agg -- traces/ [--step=N] [--out=PATH]
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/base/flags.h"
+#include "common/results/atomic_file.h"
+#include "common/results/json_io.h"
+#include "common/results/output_path.h"
+#include "common/results/run_context.h"
+#include "profiler_agg/analysis.h"
+
+ABSL_FLAG(std::string, out, "",
+          "result JSON (default results/profiler_agg_<UTC time>.json); the "
+          ".md, the step SVG and the merged trace go beside it");
+ABSL_FLAG(int32_t, step, 0, "the step drawn in the SVG timeline (0: the middle one)");
+
+namespace {
+constexpr char kProgram[] = "profiler_agg";
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args = mtb::ParseCommandLineOrExit(
+      argc, argv,
+      "merges the per-rank traces of one run: phases, stragglers, overlap.\n"
+      "  profiler_agg TRACE_DIR [--step=N] [--out=PATH]");
+  if (args.size() != 2) {
+    std::cerr << kProgram << ": give one trace directory (a run's --trace_dir)\n";
+    return mtb::kExitUsage;
+  }
+  const std::string out = absl::GetFlag(FLAGS_out).empty()
+                              ? mtb::DefaultResultPath(kProgram, "json")
+                              : mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
+  if (absl::Status writable = mtb::CheckOutputWritable("out", out); !writable.ok()) {
+    return mtb::ReportAndExitCode(kProgram, writable);
+  }
+  absl::StatusOr<std::vector<mtb::profiler_agg::RankTrace>> traces =
+      mtb::profiler_agg::ReadTraces(mtb::ResolveUserPath(args[1]));
+  if (!traces.ok()) return mtb::ReportAndExitCode(kProgram, traces.status());
+  mtb::RunContext context = mtb::NewRunContext(kProgram, argc, argv);
+  mtb::profiler_agg::ProfilerAggResult result = mtb::profiler_agg::Analyze(*traces);
+  int step = absl::GetFlag(FLAGS_step);
+  if (step <= 0 && result.arrivals_size() > 0) {
+    step = result.arrivals(result.arrivals_size() / 2).step();
+  }
+  const std::string svg = mtb::profiler_agg::RenderStepTimelineSvg(*traces, step);
+  if (svg.empty() && absl::GetFlag(FLAGS_step) > 0) {
+    std::cerr << kProgram << ": --step=" << step << " is not in the traces\n";
+    return mtb::kExitUsage;
+  }
+  mtb::FinishRunContext(&context);
+  *result.mutable_run_context() = context;
+  const std::string svg_path =
+      mtb::ReplaceExtension(out, absl::StrCat("step", step, ".svg"));
+  const std::string md_path = mtb::ReplaceExtension(out, "md");
+  const std::string merged_path = mtb::ReplaceExtension(out, "merged.trace.json");
+  const size_t slash = svg_path.rfind('/');
+  const std::string svg_name = slash == std::string::npos ? svg_path : svg_path.substr(slash + 1);
+  if (absl::Status written = mtb::WriteJsonFile(result, out); !written.ok()) {
+    return mtb::ReportAndExitCode(kProgram, written);
+  }
+  std::cout << mtb::profiler_agg::RenderMarkdown(result, svg.empty() ? "" : svg_name)
+            << "\nresult: " << out << "\n";
+  for (const auto& [path, content] :
+       std::vector<std::pair<std::string, std::string>>{
+           {md_path, mtb::profiler_agg::RenderMarkdown(result, svg.empty() ? "" : svg_name)},
+           {svg_path, svg}}) {
+    if (content.empty()) continue;
+    absl::StatusOr<std::string> kept = mtb::WriteCompanionFile(path, out, content);
+    if (!kept.ok()) return mtb::ReportAndExitCode(kProgram, kept.status());
+    std::cout << (kept->empty() ? absl::StrCat("wrote: ", path) : *kept) << "\n";
+  }
+  // JSON has no comments for a companion marker: the merged trace is
+  // replaced only when it is an earlier merged trace (its otherData says so).
+  mtb::trace::TraceFile earlier;
+  const bool exists = mtb::ReadFileToString(merged_path).ok();
+  if (exists && (!mtb::ReadJsonFile(merged_path, &earlier).ok() ||
+                 earlier.otherdata().tool() != mtb::profiler_agg::kMergedTool)) {
+    std::cout << "kept " << merged_path
+              << ": it exists and is not a merged trace (remove it, or choose "
+                 "another --out)\n";
+  } else {
+    if (absl::Status written = mtb::WriteJsonFile(
+            mtb::profiler_agg::MergeTraces(*traces), merged_path);
+        !written.ok()) {
+      return mtb::ReportAndExitCode(kProgram, written);
+    }
+    std::cout << "wrote: " << merged_path << " (open in Perfetto)\n";
+  }
+  return mtb::kExitOk;
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+set -euo pipefail
+agg="$(pwd)/profiler_agg/profiler_agg"
+fixtures="$(pwd)/profiler_agg/testdata"
+out="$TEST_TMPDIR/out"
+mkdir -p "$out"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+run() { local code=0; "$agg" "$@" > "$out/stdout" 2> "$out/stderr" || code=$?; echo "$code"; }
+
+[[ "$(run)" == 2 ]] || fail "no directory: want exit 2"
+[[ "$(run "$fixtures" --out="$out/x.json")" == 2 ]] || fail "no traces: want exit 2"
+grep -qF "no rank_<r>.trace.json files" "$out/stderr" || fail "no-traces message"
+[[ "$(run "$fixtures/mixed_runs" --out="$out/x.json")" == 1 ]] || fail "mixed runs: want exit 1"
+grep -qF "mixed_runs/rank_1.trace.json: trace of run another-run" "$out/stderr" || fail "mixed message"
+[[ "$(run "$fixtures/truncated" --out="$out/x.json")" == 1 ]] || fail "truncated: want exit 1"
+[[ "$(wc -l < "$out/stderr")" == 1 ]] || fail "truncated: not one line"
+grep -qF "truncated/rank_1.trace.json: " "$out/stderr" || fail "truncated file not named"
+
+[[ "$(run "$fixtures/two_ranks" --step=1 --out="$out/agg.json")" == 0 ]] || { cat "$out/stderr" >&2; fail "fixtures"; }
+for f in agg.json agg.md agg.step1.svg agg.merged.trace.json; do [[ -s "$out/$f" ]] || fail "no $f"; done
+/usr/bin/python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); assert {e["pid"] for e in t["traceEvents"]} == {0, 1}' \
+  "$out/agg.merged.trace.json" || fail "the merged trace is not trace-event JSON of both ranks"
+[[ "$(run "$fixtures/two_ranks" --step=1 --out="$out/agg.json")" == 0 ]] || fail "rerun"
+grep -qF "wrote: $out/agg.merged.trace.json" "$out/stdout" || fail "a rerun did not replace its merged trace"
+echo '{"mine": 1}' > "$out/other.merged.trace.json"
+[[ "$(run "$fixtures/two_ranks" --out="$out/other.json")" == 0 ]] || fail "other"
+grep -qF "kept $out/other.merged.trace.json" "$out/stdout" || fail "a foreign file was not kept"
+[[ "$(cat "$out/other.merged.trace.json")" == '{"mine": 1}' ]] || fail "a foreign file was overwritten"
+[[ "$(run "$fixtures/two_ranks" --step=7 --out="$out/y.json")" == 2 ]] || fail "--step=7: want exit 2"
+echo PASS
