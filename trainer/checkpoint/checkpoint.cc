@@ -1,0 +1,469 @@
+#include "trainer/checkpoint/checkpoint.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/base/sha256.h"
+#include "common/base/status.h"
+#include "common/results/atomic_file.h"
+#include "common/results/json_io.h"
+#include "trainer/checkpoint/shard_file.h"
+
+namespace mtb::checkpoint {
+namespace {
+
+constexpr char kManifest[] = "manifest.json";
+constexpr char kReady[] = "READY";
+constexpr char kLatest[] = "latest";
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return absl::StrCat(dir, "/", name);
+}
+
+bool Exists(const std::string& path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+absl::Status Errno(const std::string& what, const std::string& path) {
+  return absl::InternalError(absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
+}
+
+absl::Status FsyncPath(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) return Errno("open for fsync", path);
+  const int synced = ::fsync(fd);
+  ::close(fd);
+  if (synced != 0) return Errno("fsync", path);
+  return absl::OkStatus();
+}
+
+// A file written in pieces, hashed as it goes, fsynced on Close.
+class HashedFile {
+ public:
+  static absl::StatusOr<HashedFile> Create(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return Errno("create", path);
+    return HashedFile(path, fd);
+  }
+  HashedFile(HashedFile&& other) noexcept
+      : path_(std::move(other.path_)), fd_(other.fd_), size_(other.size_) {
+    other.fd_ = -1;
+  }
+  ~HashedFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  absl::Status Write(absl::string_view bytes) {
+    hasher_.Update(bytes);
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Errno("write", path_);
+      done += static_cast<size_t>(n);
+    }
+    size_ += static_cast<int64_t>(bytes.size());
+    return absl::OkStatus();
+  }
+  absl::StatusOr<FileEntry> Close(const std::string& name) {
+    if (::fsync(fd_) != 0) return Errno("fsync", path_);
+    if (::close(fd_) != 0) {
+      fd_ = -1;
+      return Errno("close", path_);
+    }
+    fd_ = -1;
+    FileEntry entry;
+    entry.set_name(name);
+    entry.set_size(size_);
+    entry.set_sha256(hasher_.FinishHex());
+    return entry;
+  }
+
+ private:
+  HashedFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_;
+  int64_t size_ = 0;
+  Sha256Hasher hasher_;
+};
+
+absl::Status RemoveTree(const std::string& path) {
+  struct stat info;
+  if (::lstat(path.c_str(), &info) != 0) return absl::OkStatus();
+  if (S_ISDIR(info.st_mode)) {
+    DIR* listing = ::opendir(path.c_str());
+    if (listing == nullptr) return Errno("opendir", path);
+    std::vector<std::string> names;
+    while (dirent* entry = ::readdir(listing)) {
+      const std::string name = entry->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    ::closedir(listing);
+    for (const std::string& name : names) RETURN_IF_ERROR(RemoveTree(Join(path, name)));
+    if (::rmdir(path.c_str()) != 0) return Errno("rmdir", path);
+    return absl::OkStatus();
+  }
+  if (::unlink(path.c_str()) != 0) return Errno("unlink", path);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* listing = ::opendir(dir.c_str());
+  if (listing == nullptr) return names;
+  while (dirent* entry = ::readdir(listing)) names.push_back(entry->d_name);
+  ::closedir(listing);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Step directories under `root`, newest first.
+std::vector<std::pair<int64_t, std::string>> StepDirs(const std::string& root) {
+  std::vector<std::pair<int64_t, std::string>> dirs;
+  for (const std::string& name : ListDir(root)) {
+    const int64_t step = StepOfDirName(name);
+    if (step >= 0) dirs.emplace_back(step, name);
+  }
+  std::sort(dirs.rbegin(), dirs.rend());
+  return dirs;
+}
+
+// The name `latest` holds, or "" (missing or not one line naming a step).
+std::string ReadLatestName(const std::string& root, std::string* problem) {
+  absl::StatusOr<std::string> text = ReadFileToString(Join(root, kLatest));
+  if (!text.ok()) {
+    *problem = "there is no `latest` pointer";
+    return "";
+  }
+  const std::string name(absl::StripAsciiWhitespace(*text));
+  if (StepOfDirName(name) < 0) {
+    *problem = absl::StrCat("`latest` is garbage ('", absl::CEscape(name.substr(0, 40)), "')");
+    return "";
+  }
+  return name;
+}
+
+}  // namespace
+
+std::string StepDirName(int64_t step) { return absl::StrFormat("step_%08d", step); }
+std::string StagingDirName(int64_t step) { return absl::StrFormat(".step_%08d.tmp", step); }
+
+int64_t StepOfDirName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, "step_") || name.empty()) return -1;
+  for (char c : name) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return -1;
+  }
+  int64_t step = -1;
+  return absl::SimpleAtoi(name, &step) ? step : -1;
+}
+
+int64_t ElementBytes(absl::string_view dtype) {
+  if (dtype == "float32" || dtype == "int32") return 4;
+  if (dtype == "bfloat16" || dtype == "float16") return 2;
+  if (dtype == "int64" || dtype == "float64") return 8;
+  if (dtype == "uint8") return 1;
+  return 0;
+}
+
+absl::StatusOr<RankReport> WriteRankFiles(const std::string& staging, int rank,
+                                          const std::vector<TensorShard>& shards,
+                                          const RankState& state,
+                                          const Hooks& hooks) {
+  RETURN_IF_ERROR(CreateDirectories(staging));
+  const std::string bin_name = absl::StrFormat("rank_%05d.bin", rank);
+  ASSIGN_OR_RETURN(HashedFile bin, HashedFile::Create(Join(staging, bin_name)));
+  ShardHeader header;
+  header.rank = static_cast<uint32_t>(rank);
+  header.tensor_count = static_cast<uint32_t>(shards.size());
+  RETURN_IF_ERROR(bin.Write(EncodeShardHeader(header)));
+  int64_t total = 0;
+  for (const TensorShard& shard : shards) total += static_cast<int64_t>(shard.bytes.size());
+  RankReport report;
+  report.set_rank(rank);
+  int64_t byte_offset = kShardHeaderBytes, written = 0;
+  bool mid_called = false;
+  for (const TensorShard& shard : shards) {
+    const int64_t element_bytes = ElementBytes(shard.dtype);
+    if (element_bytes == 0 ||
+        static_cast<int64_t>(shard.bytes.size()) != shard.length * element_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          shard.name, ": ", shard.bytes.size(), " bytes for ", shard.length,
+          " elements of ", shard.dtype));
+    }
+    // A crash "mid-shard" (the fault hook) happens after half the rank's
+    // bytes are written.
+    const int64_t size = static_cast<int64_t>(shard.bytes.size());
+    if (!mid_called && written + size > total / 2) {
+      const size_t first = static_cast<size_t>(total / 2 - written);
+      RETURN_IF_ERROR(bin.Write(shard.bytes.substr(0, first)));
+      mid_called = true;
+      if (hooks.mid_shard_write) hooks.mid_shard_write();
+      RETURN_IF_ERROR(bin.Write(shard.bytes.substr(first)));
+    } else {
+      RETURN_IF_ERROR(bin.Write(shard.bytes));
+    }
+    written += static_cast<int64_t>(shard.bytes.size());
+    TensorEntry* tensor = report.add_tensors();
+    tensor->set_name(shard.name);
+    tensor->set_dtype(shard.dtype);
+    for (int64_t d : shard.global_shape) tensor->add_global_shape(d);
+    ShardPlacement* placement = tensor->add_shards();
+    placement->set_rank(rank);
+    placement->set_offset(shard.offset);
+    placement->set_length(shard.length);
+    placement->set_file(bin_name);
+    placement->set_byte_offset(byte_offset);
+    placement->set_byte_length(static_cast<int64_t>(shard.bytes.size()));
+    byte_offset += static_cast<int64_t>(shard.bytes.size());
+  }
+  ASSIGN_OR_RETURN(*report.add_files(), bin.Close(bin_name));
+  const std::string meta_name = absl::StrFormat("rank_%05d.meta", rank);
+  ASSIGN_OR_RETURN(HashedFile meta, HashedFile::Create(Join(staging, meta_name)));
+  RankState own = state;
+  own.set_rank(rank);
+  RETURN_IF_ERROR(meta.Write(ToJson(own)));
+  ASSIGN_OR_RETURN(*report.add_files(), meta.Close(meta_name));
+  return report;
+}
+
+absl::Status Publish(const std::string& root, CheckpointManifest manifest,
+                     const std::vector<RankReport>& reports, const Hooks& hooks) {
+  const std::string staging = Join(root, StagingDirName(manifest.step()));
+  // Merge every rank's pieces of each tensor into one entry, in name order.
+  std::map<std::string, TensorEntry> tensors;
+  for (const RankReport& report : reports) {
+    for (const FileEntry& file : report.files()) *manifest.add_files() = file;
+    for (const TensorEntry& piece : report.tensors()) {
+      TensorEntry& entry = tensors[piece.name()];
+      if (entry.name().empty()) {
+        entry = piece;
+        entry.clear_shards();
+      }
+      for (const ShardPlacement& shard : piece.shards()) *entry.add_shards() = shard;
+    }
+  }
+  for (auto& [name, entry] : tensors) {
+    std::sort(entry.mutable_shards()->begin(), entry.mutable_shards()->end(),
+              [](const ShardPlacement& a, const ShardPlacement& b) { return a.offset() < b.offset(); });
+    *manifest.add_tensors() = std::move(entry);
+  }
+  manifest.set_format_version(static_cast<int32_t>(kFormatVersion));
+  manifest.set_saved_utc(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));
+  RETURN_IF_ERROR(WriteFileAtomically(Join(staging, kManifest), ToJson(manifest)));
+  if (hooks.before_ready) hooks.before_ready();
+  RETURN_IF_ERROR(WriteFileAtomically(Join(staging, kReady), absl::StrCat(manifest.run_id(), "\n")));
+  RETURN_IF_ERROR(FsyncPath(staging, /*directory=*/true));
+  const std::string final_dir = Join(root, StepDirName(manifest.step()));
+  std::string aside;
+  if (Exists(final_dir)) {
+    // An orphan of this step (READY, never named by `latest`) or a failed
+    // earlier attempt: move it aside first, delete it only once published.
+    aside = Join(root, absl::StrCat(".", StepDirName(manifest.step()), ".replaced"));
+    RETURN_IF_ERROR(RemoveTree(aside));
+    if (::rename(final_dir.c_str(), aside.c_str()) != 0) return Errno("rename aside", final_dir);
+  }
+  if (::rename(staging.c_str(), final_dir.c_str()) != 0) return Errno("rename", staging);
+  RETURN_IF_ERROR(FsyncPath(root, /*directory=*/true));
+  if (hooks.before_latest) hooks.before_latest();
+  RETURN_IF_ERROR(WriteFileAtomically(Join(root, kLatest), absl::StrCat(StepDirName(manifest.step()), "\n")));
+  if (!aside.empty()) RETURN_IF_ERROR(RemoveTree(aside));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir) {
+  CheckpointManifest manifest;
+  const std::string path = Join(dir, kManifest);
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) {
+    if (absl::IsNotFound(text.status())) return absl::NotFoundError(absl::StrCat(path, ": missing"));
+    return text.status();
+  }
+  if (absl::Status parsed = FromJson(*text, &manifest); !parsed.ok()) {
+    return absl::DataLossError(absl::StrCat(path, ": corrupt: ", parsed.message()));
+  }
+  return manifest;
+}
+
+absl::Status Verify(const std::string& dir) {
+  if (!Exists(Join(dir, kReady))) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, ": no READY: the save never completed"));
+  }
+  ASSIGN_OR_RETURN(const CheckpointManifest manifest, ReadManifest(dir));
+  if (manifest.format_version() != static_cast<int32_t>(kFormatVersion)) {
+    return absl::DataLossError(absl::StrCat(Join(dir, kManifest), ": format version ",
+                                            manifest.format_version(), ", this build reads ",
+                                            kFormatVersion));
+  }
+  std::map<std::string, int64_t> sizes;
+  for (const FileEntry& file : manifest.files()) {
+    const std::string path = Join(dir, file.name());
+    absl::StatusOr<std::string> bytes = ReadFileToString(path);
+    if (!bytes.ok()) {
+      if (absl::IsNotFound(bytes.status())) {
+        return absl::NotFoundError(absl::StrCat(path, ": missing (listed in the manifest)"));
+      }
+      return bytes.status();
+    }
+    if (static_cast<int64_t>(bytes->size()) != file.size()) {
+      return absl::DataLossError(absl::StrCat(path, ": corrupt: ", bytes->size(),
+                                              " bytes, the manifest says ", file.size(),
+                                              bytes->size() < static_cast<size_t>(file.size()) ? " (truncated)" : ""));
+    }
+    if (Sha256Hex(*bytes) != file.sha256()) {
+      return absl::DataLossError(absl::StrCat(path, ": corrupt: SHA-256 differs from the manifest's"));
+    }
+    if (absl::EndsWith(file.name(), ".bin")) {
+      ASSIGN_OR_RETURN(const ShardHeader header, DecodeShardHeader(*bytes, path));
+      (void)header;
+    }
+    sizes[file.name()] = file.size();
+  }
+  for (const TensorEntry& tensor : manifest.tensors()) {
+    int64_t elements = 1;
+    for (int64_t d : tensor.global_shape()) elements *= d;
+    const int64_t element_bytes = ElementBytes(tensor.dtype());
+    if (element_bytes == 0) {
+      return absl::DataLossError(absl::StrCat(tensor.name(), ": unknown dtype ", tensor.dtype()));
+    }
+    int64_t covered = 0;
+    for (const ShardPlacement& shard : tensor.shards()) {
+      if (shard.offset() != covered) {
+        return absl::DataLossError(absl::StrCat(
+            tensor.name(), ": elements ", std::min(covered, shard.offset()), "..",
+            std::max(covered, shard.offset()),
+            shard.offset() > covered ? " are in no shard" : " are in two shards"));
+      }
+      auto file = sizes.find(shard.file());
+      if (file == sizes.end()) {
+        return absl::DataLossError(absl::StrCat(tensor.name(), ": shard file ", shard.file(),
+                                                " is not in the manifest's files"));
+      }
+      if (shard.byte_length() != shard.length() * element_bytes ||
+          shard.byte_offset() < kShardHeaderBytes ||
+          shard.byte_offset() + shard.byte_length() > file->second) {
+        return absl::DataLossError(absl::StrCat(tensor.name(), ": bytes [", shard.byte_offset(),
+                                                ", +", shard.byte_length(), ") do not fit ",
+                                                shard.file()));
+      }
+      covered += shard.length();
+    }
+    if (covered != elements) {
+      return absl::DataLossError(absl::StrCat(tensor.name(), ": shards cover ", covered, " of ",
+                                              elements, " elements"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Resolved> ResolveLatest(const std::string& root) {
+  Resolved resolved;
+  std::string problem;
+  const std::string named = ReadLatestName(root, &problem);
+  if (!named.empty()) {
+    const std::string dir = Join(root, named);
+    const absl::Status verified = Exists(dir) ? Verify(dir)
+                                              : absl::NotFoundError(absl::StrCat(dir, ": missing"));
+    if (verified.ok()) {
+      ASSIGN_OR_RETURN(resolved.manifest, ReadManifest(dir));
+      resolved.dir = dir;
+      for (const auto& [step, name] : StepDirs(root)) {
+        if (step > resolved.manifest.step() && Exists(Join(Join(root, name), kReady))) {
+          resolved.notes.push_back(absl::StrCat(
+              "ignoring ", name, ": READY but never named by `latest` (an orphan of a save "
+              "interrupted before its pointer; a later save of that step replaces it)"));
+        }
+      }
+      return resolved;
+    }
+    problem = absl::StrCat("`latest` names ", named, ", which fails verification (",
+                           verified.message(), ")");
+  }
+  for (const auto& [step, name] : StepDirs(root)) {
+    const std::string dir = Join(root, name);
+    const absl::Status verified = Verify(dir);
+    if (!verified.ok()) {
+      resolved.notes.push_back(absl::StrCat("skipping ", name, ": ", verified.message()));
+      continue;
+    }
+    ASSIGN_OR_RETURN(resolved.manifest, ReadManifest(dir));
+    resolved.dir = dir;
+    resolved.notes.insert(resolved.notes.begin(),
+                          absl::StrCat(problem, ": falling back to ", name,
+                                       ", the newest READY checkpoint that verifies"));
+    return resolved;
+  }
+  return absl::NotFoundError(absl::StrCat(root, ": no checkpoint to resume from (", problem,
+                                          "; no READY checkpoint verifies)"));
+}
+
+absl::StatusOr<RankCheckpoint> ReadRank(const std::string& dir, int rank) {
+  ASSIGN_OR_RETURN(const CheckpointManifest manifest, ReadManifest(dir));
+  RankCheckpoint out;
+  std::map<std::string, std::string> files;
+  for (const TensorEntry& tensor : manifest.tensors()) {
+    for (const ShardPlacement& shard : tensor.shards()) {
+      if (shard.rank() != rank) continue;
+      auto file = files.find(shard.file());
+      if (file == files.end()) {
+        ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(Join(dir, shard.file())));
+        RETURN_IF_ERROR(DecodeShardHeader(bytes, Join(dir, shard.file())).status());
+        file = files.emplace(shard.file(), std::move(bytes)).first;
+      }
+      if (shard.byte_offset() + shard.byte_length() > static_cast<int64_t>(file->second.size())) {
+        return absl::DataLossError(absl::StrCat(Join(dir, shard.file()), ": truncated"));
+      }
+      out.tensors[tensor.name()] = file->second.substr(shard.byte_offset(), shard.byte_length());
+      out.placements[tensor.name()] = shard;
+    }
+  }
+  const std::string meta = Join(dir, absl::StrFormat("rank_%05d.meta", rank));
+  RETURN_IF_ERROR(ReadJsonFile(meta, &out.state));
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> Prune(const std::string& root,
+                                               const std::string& run_id, int keep_last) {
+  std::vector<std::string> deleted;
+  if (keep_last <= 0) return deleted;
+  std::string problem;
+  const std::string latest = ReadLatestName(root, &problem);
+  int kept = 0;
+  const auto dirs = StepDirs(root);
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    const std::string& name = dirs[i].second;
+    const std::string dir = Join(root, name);
+    if (!Exists(Join(dir, kReady))) continue;
+    absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
+    if (!manifest.ok() || manifest->run_id() != run_id) continue;  // not ours
+    if (kept < keep_last || name == latest || i == 0) {
+      ++kept;
+      continue;
+    }
+    RETURN_IF_ERROR(RemoveTree(dir));
+    deleted.push_back(name);
+  }
+  if (!deleted.empty()) RETURN_IF_ERROR(FsyncPath(root, /*directory=*/true));
+  return deleted;
+}
+
+}  // namespace mtb::checkpoint

@@ -1,0 +1,108 @@
+// Distributed checkpoints on disk (SPEC §5, docs/checkpoint.md): each rank
+// writes its tensors and state into a staging directory, rank 0 publishes
+// (manifest, READY, rename, `latest`), and readers verify, resolve `latest`
+// with fallbacks, load a rank's tensors, and prune by retention. Usable
+// without the training loop: tensors are named byte ranges here.
+#ifndef MTB_TRAINER_CHECKPOINT_CHECKPOINT_H_
+#define MTB_TRAINER_CHECKPOINT_CHECKPOINT_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "trainer/checkpoint/checkpoint.pb.h"
+
+namespace mtb::checkpoint {
+
+// "step_00000040" and its staging name ".step_00000040.tmp".
+std::string StepDirName(int64_t step);
+std::string StagingDirName(int64_t step);
+// The step of a "step_NNNNNNNN" name, or -1.
+int64_t StepOfDirName(absl::string_view name);
+
+// Bytes per element of "float32", "bfloat16", "float16", "int64", "int32",
+// "uint8"; 0 for anything else.
+int64_t ElementBytes(absl::string_view dtype);
+
+// One rank's piece of a tensor: elements [offset, offset + length) of its
+// flattened global shape, as raw little-endian bytes.
+struct TensorShard {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> global_shape;
+  int64_t offset = 0;
+  int64_t length = 0;
+  absl::string_view bytes;
+};
+
+// Test and fault hooks: called with the fraction of a rank's shard bytes
+// written so far (0.5: mid-shard) and before READY / `latest` on rank 0.
+struct Hooks {
+  std::function<void()> mid_shard_write;
+  std::function<void()> before_ready;
+  std::function<void()> before_latest;
+};
+
+// Writes rank_<rank>.bin (header + tensors, SHA-256 computed while writing,
+// fsynced) and rank_<rank>.meta (RankState JSON, fsynced) into `staging`
+// (created if missing). Returns what rank 0 needs for the manifest.
+absl::StatusOr<RankReport> WriteRankFiles(const std::string& staging, int rank,
+                                          const std::vector<TensorShard>& shards,
+                                          const RankState& state,
+                                          const Hooks& hooks = {});
+
+// Rank 0, once every rank's report is in: completes `manifest` (tensors and
+// files from `reports`), writes manifest.json and READY (each fsynced),
+// fsyncs the staging directory, renames it to step_NNNNNNNN under `root`
+// (moving aside and then deleting an orphan of the same step that `latest`
+// never named), fsyncs `root`, then atomically points `latest` at it.
+absl::Status Publish(const std::string& root, CheckpointManifest manifest,
+                     const std::vector<RankReport>& reports,
+                     const Hooks& hooks = {});
+
+// Checks a published checkpoint directory: READY, a manifest that parses,
+// every listed file present (kNotFound) with its size and SHA-256
+// (kDataLoss "corrupt"), shard headers (magic, version, rank), every tensor's
+// elements covered exactly once, byte ranges inside their files. The error
+// names the file and the problem.
+absl::Status Verify(const std::string& dir);
+
+// The manifest of `dir` (no verification).
+absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir);
+
+struct Resolved {
+  std::string dir;  // the checkpoint to resume from
+  CheckpointManifest manifest;
+  // What resolution had to do: "latest names step_00000004, which fails
+  // verification (...): falling back to step_00000002", orphans ignored.
+  std::vector<std::string> notes;
+};
+
+// `latest` under `root` when it names a checkpoint that verifies; else the
+// newest READY checkpoint that verifies, saying why. kNotFound when there is
+// none.
+absl::StatusOr<Resolved> ResolveLatest(const std::string& root);
+
+// One rank's tensors (by name: its shard's elements as bytes) and state.
+struct RankCheckpoint {
+  std::map<std::string, std::string> tensors;
+  std::map<std::string, ShardPlacement> placements;
+  RankState state;
+};
+absl::StatusOr<RankCheckpoint> ReadRank(const std::string& dir, int rank);
+
+// Deletes the oldest READY checkpoints of `run_id` beyond the newest
+// `keep_last` (by step), never the one `latest` names or the newest, never
+// another run's. Returns the names deleted. keep_last <= 0 keeps all.
+absl::StatusOr<std::vector<std::string>> Prune(const std::string& root,
+                                               const std::string& run_id,
+                                               int keep_last);
+
+}  // namespace mtb::checkpoint
+
+#endif  // MTB_TRAINER_CHECKPOINT_CHECKPOINT_H_
