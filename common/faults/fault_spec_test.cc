@@ -1,0 +1,71 @@
+#include "common/faults/fault_spec.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace mtb {
+namespace {
+
+TEST(FaultSpec, EveryKindParsesAndPrintsCanonically) {
+  absl::StatusOr<std::vector<Fault>> faults = ParseFaults(
+      "kill:rank=1,step=3,phase=backward; nan:rank=0,step=2;hang:step=4,rank=1;"
+      "slow:rank=1,ms=50,every=2;exit:rank=0,step=5,code=7",
+      TrainerFaultGrammar());
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  ASSERT_EQ(faults->size(), 5u);
+  EXPECT_EQ(FaultToString((*faults)[0]), "kill:rank=1,step=3,phase=backward");
+  EXPECT_EQ(FaultToString((*faults)[1]), "nan:rank=0,step=2");
+  EXPECT_EQ(FaultToString((*faults)[2]), "hang:rank=1,step=4");
+  EXPECT_EQ(FaultToString((*faults)[3]), "slow:rank=1,ms=50,every=2");
+  EXPECT_EQ(FaultToString((*faults)[4]), "exit:rank=0,step=5,code=7");
+  EXPECT_TRUE(ParseFaults("", TrainerFaultGrammar())->empty());
+}
+
+TEST(FaultSpec, EachMalformedFormNamesTheBadPart) {
+  const FaultGrammar grammar = TrainerFaultGrammar();
+  for (const auto& [spec, message] : std::vector<std::pair<std::string, std::string>>{
+           {"explode:rank=1", "--fault=explode:rank=1: 'explode' is not a fault kind (exit, hang, kill, nan, slow)"},
+           {"kill", "--fault=kill: 'kill' needs rank, step, phase"},
+           {"kill:rank=1,stp=3,phase=data", "--fault=kill:rank=1,stp=3,phase=data: 'stp' is not a key of kill (rank, step, phase)"},
+           {"kill:rank=1,step=3", "--fault=kill:rank=1,step=3: 'kill:rank=1,step=3' lacks phase (kill needs rank, step, phase)"},
+           {"kill:rank=1,step=3,phase=lunch", "--fault=kill:rank=1,step=3,phase=lunch: 'lunch' is not a phase (data, forward, backward, optimizer, checkpoint_write, checkpoint_before_ready, checkpoint_before_latest)"},
+           {"nan:rank=x,step=2", "--fault=nan:rank=x,step=2: 'rank=x' needs a whole number"},
+           {"nan:rank=0,step=0", "--fault=nan:rank=0,step=0: 'step=0' must be >= 1 (steps count from 1)"},
+           {"nan:rank=0,rank=1,step=2", "--fault=nan:rank=0,rank=1,step=2: 'rank' is given twice"},
+           {"slow:rank=0", "--fault=slow:rank=0: 'slow:rank=0' lacks ms (slow needs rank, ms)"},
+           {"exit:rank=0,step=1,code=300", "--fault=exit:rank=0,step=1,code=300: 'code=300' must be in [1, 255]"},
+           {"nan:rank0", "--fault=nan:rank0: 'rank0' is not key=value"},
+       }) {
+    const absl::StatusOr<std::vector<Fault>> parsed = ParseFaults(spec, grammar);
+    ASSERT_FALSE(parsed.ok()) << spec;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(parsed.status().message(), message);
+  }
+}
+
+TEST(FaultSpec, RanksAndStepsOutOfRangeAreRefused) {
+  const std::vector<Fault> faults =
+      *ParseFaults("kill:rank=2,step=3,phase=data", TrainerFaultGrammar());
+  EXPECT_TRUE(ValidateFaults(faults, 3, 10).ok());
+  EXPECT_EQ(ValidateFaults(faults, 2, 10).message(),
+            "--fault=kill:rank=2,step=3,phase=data: rank 2 is not a rank of the world size 2");
+  EXPECT_EQ(ValidateFaults(faults, 3, 2).message(),
+            "--fault=kill:rank=2,step=3,phase=data: step 3 is after the last step 2");
+}
+
+TEST(FaultSpec, AFaultFiresOnlyOnItsRankStepAndPhase) {
+  const std::vector<Fault> faults =
+      *ParseFaults("kill:rank=1,step=3,phase=backward;hang:rank=0,step=2;slow:rank=1,ms=5,every=2",
+                   TrainerFaultGrammar());
+  EXPECT_NE(FindFault(faults, FaultKind::kKill, 1, 3, "backward"), nullptr);
+  EXPECT_EQ(FindFault(faults, FaultKind::kKill, 1, 3, "forward"), nullptr);
+  EXPECT_EQ(FindFault(faults, FaultKind::kKill, 0, 3, "backward"), nullptr);
+  EXPECT_EQ(FindFault(faults, FaultKind::kKill, 1, 4, "backward"), nullptr);
+  EXPECT_NE(FindFault(faults, FaultKind::kHang, 0, 2, "optimizer"), nullptr);  // any phase
+  EXPECT_NE(FindFault(faults, FaultKind::kSlow, 1, 4, ""), nullptr);
+  EXPECT_EQ(FindFault(faults, FaultKind::kSlow, 1, 5, ""), nullptr);
+}
+
+}  // namespace
+}  // namespace mtb
