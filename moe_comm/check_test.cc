@@ -1,0 +1,131 @@
+#include "moe_comm/check.h"
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ATen/Parallel.h"
+#include "absl/strings/str_cat.h"
+#include "common/collective/test_util.h"
+#include "gtest/gtest.h"
+#include "moe_comm/options.h"
+
+namespace mtb::moe_comm {
+namespace {
+
+// Small and deliberately uneven: 3 experts per rank, N = 12 tokens per rank
+// (not a multiple of E), routing skewed zipf:1 toward expert 0.
+MoeConfig SmallConfig(int world_size, int top_k, double capacity_factor) {
+  MoeConfig config;
+  config.set_tokens_per_rank(12);
+  config.set_hidden(8);
+  config.set_ffn_hidden(12);
+  config.set_num_experts(3 * world_size);
+  config.set_top_k(top_k);
+  config.set_capacity_factor(capacity_factor);
+  config.set_skew("zipf:1");
+  return config;
+}
+
+std::vector<absl::StatusOr<ConfigCheck>> RunOnThreads(
+    int world_size, const MoeConfig& config, const MoeCheckHooks& hooks = {}) {
+  at::set_num_threads(1);
+  std::vector<absl::StatusOr<ConfigCheck>> results(
+      world_size, absl::UnknownError("rank did not run"));
+  const MoeCommOptions options = DefaultOptions();
+  const absl::Status ran = collective::RunRanksAsThreads(
+      world_size, [&](collective::Communicator& comm) {
+        results[comm.rank()] = RunMoeCheck(config, options, comm, hooks);
+      });
+  EXPECT_TRUE(ran.ok()) << ran;
+  return results;
+}
+
+std::string Failures(const equivalence::CheckResult& check) {
+  std::string lines;
+  for (const auto& t : check.tensors()) {
+    if (!t.ok()) absl::StrAppend(&lines, t.name(), ": ", t.message(), "\n");
+  }
+  for (const auto& c : check.collectives()) {
+    if (!c.ok()) {
+      absl::StrAppend(&lines, c.phase(), " ", c.op(), ": ", c.count(), " calls ",
+                      c.bytes_sent(), "/", c.bytes_received(), " B, expected ",
+                      c.expected_count(), " calls ", c.expected_bytes(), " B\n");
+    }
+  }
+  return lines;
+}
+
+// (ranks, top_k, capacity factor): 0.5 drops assignments on every rank
+// count; 100 never drops (capacity >= N * k).
+using Case = std::tuple<int, int, double>;
+class MoeEquivalence : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MoeEquivalence, ExpertParallelLayerEqualsTheReferenceForwardAndBackward) {
+  const auto [ranks, top_k, capacity_factor] = GetParam();
+  const MoeConfig config = SmallConfig(ranks, top_k, capacity_factor);
+  const auto results = RunOnThreads(ranks, config);
+  for (int rank = 0; rank < ranks; ++rank) {
+    ASSERT_TRUE(results[rank].ok()) << "rank " << rank << ": "
+                                    << results[rank].status();
+    const ConfigCheck& result = *results[rank];
+    EXPECT_TRUE(result.check().pass())
+        << "rank " << rank << ":\n" << Failures(result.check());
+    EXPECT_EQ(result.check().tensors_size(), 9);
+    EXPECT_EQ(result.assignments(), int64_t{12} * ranks * top_k);
+    if (capacity_factor < 1) {
+      EXPECT_GT(result.dropped(), 0) << "the case must drop tokens";
+    } else {
+      EXPECT_EQ(result.dropped(), 0);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ranks, MoeEquivalence,
+    ::testing::Combine(::testing::Values(1, 2, 4), ::testing::Values(1, 2),
+                       ::testing::Values(0.5, 100.0)),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return absl::StrCat(std::get<0>(info.param), "Ranks_Top",
+                          std::get<1>(info.param),
+                          std::get<2>(info.param) < 1 ? "_Drops" : "_NoDrops");
+    });
+
+TEST(MoeEquivalence, ClassicPackingBugFailsTheCheckNamingTheOutput) {
+  MoeCheckHooks hooks;
+  hooks.packing = PackingOrder::kExpertThenDestination;
+  const auto results = RunOnThreads(2, SmallConfig(2, 2, 100.0), hooks);
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(results[rank].ok()) << results[rank].status();
+    const equivalence::CheckResult& check = results[rank]->check();
+    EXPECT_FALSE(check.pass());
+    for (const auto& t : check.tensors()) {
+      if (t.name() == "out" || t.name() == "grad_fc_weight") {
+        EXPECT_FALSE(t.ok()) << t.name();
+      }
+      // Routing and its losses do not depend on the packing.
+      if (t.name() == "aux_loss" || t.name() == "z_loss") {
+        EXPECT_TRUE(t.ok()) << t.name();
+      }
+    }
+  }
+}
+
+TEST(MoeEquivalence, PerturbedExpertGradientFailsNamingIt) {
+  MoeCheckHooks hooks;
+  hooks.perturb.perturb_rank = 1;
+  hooks.perturb.perturb_tensor = "grad_proj_weight";
+  const auto results = RunOnThreads(2, SmallConfig(2, 1, 0.5), hooks);
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(results[rank].ok()) << results[rank].status();
+    const equivalence::CheckResult& check = results[rank]->check();
+    EXPECT_FALSE(check.pass());
+    for (const auto& t : check.tensors()) {
+      EXPECT_EQ(t.ok(), t.name() != "grad_proj_weight") << t.name();
+    }
+    EXPECT_TRUE(check.collective_mismatch_ranks().empty());
+  }
+}
+
+}  // namespace
+}  // namespace mtb::moe_comm
