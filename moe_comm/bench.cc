@@ -61,7 +61,7 @@ absl::StatusOr<ConfigResult> RunBenchmarkConfig(const MoeConfig& config,
     layer.capacity_factor = config.capacity_factor();
 
     at::NoGradGuard no_grad;
-    std::vector<double> dispatch, combine;
+    std::vector<double> dispatch, combine, expert;
     LayerTrace trace;
     at::Tensor aux, z;
     for (int i = 0; i < options.warmup_iters() + options.iters(); ++i) {
@@ -69,13 +69,14 @@ absl::StatusOr<ConfigResult> RunBenchmarkConfig(const MoeConfig& config,
       if (i >= options.warmup_iters()) {
         dispatch.push_back(output.trace.dispatch_seconds);
         combine.push_back(output.trace.combine_seconds);
+        expert.push_back(output.trace.expert_seconds);
       }
       trace = std::move(output.trace);
       aux = output.aux_loss;
       z = output.z_loss;
     }
 
-    // Per rank: [dispatch times, combine times, bytes sent, received, sent to
+    // Per rank: [dispatch, combine, expert times, bytes sent, received, sent to
     // others, received from others], all-gathered.
     const int64_t row_bytes = int64_t{4} * config.hidden();
     int64_t sent = 0, received = 0;
@@ -88,6 +89,7 @@ absl::StatusOr<ConfigResult> RunBenchmarkConfig(const MoeConfig& config,
     const int iters = options.iters();
     std::vector<double> mine(dispatch);
     mine.insert(mine.end(), combine.begin(), combine.end());
+    mine.insert(mine.end(), expert.begin(), expert.end());
     for (int64_t v : {sent, received, others.sent, others.received}) {
       mine.push_back(static_cast<double>(v));
     }
@@ -100,19 +102,21 @@ absl::StatusOr<ConfigResult> RunBenchmarkConfig(const MoeConfig& config,
     ConfigResult result;
     *result.mutable_config() = config;
     result.set_capacity(trace.capacity);
-    std::vector<std::vector<double>> dispatch_by_rank(n), combine_by_rank(n);
+    std::vector<std::vector<double>> dispatch_by_rank(n), combine_by_rank(n),
+        expert_by_rank(n);
     double mean_bytes = 0, bottleneck_bytes = -1;
     for (int p = 0; p < n; ++p) {
       const double* row = g + p * width;
       dispatch_by_rank[p].assign(row, row + iters);
       combine_by_rank[p].assign(row + iters, row + 2 * iters);
-      const int64_t s = static_cast<int64_t>(row[2 * iters]);
-      const int64_t r = static_cast<int64_t>(row[2 * iters + 1]);
+      expert_by_rank[p].assign(row + 2 * iters, row + 3 * iters);
+      const int64_t s = static_cast<int64_t>(row[3 * iters]);
+      const int64_t r = static_cast<int64_t>(row[3 * iters + 1]);
       result.add_dispatch_bytes_sent(s);
       result.add_dispatch_bytes_received(r);
-      result.add_dispatch_bytes_sent_to_others(static_cast<int64_t>(row[2 * iters + 2]));
+      result.add_dispatch_bytes_sent_to_others(static_cast<int64_t>(row[3 * iters + 2]));
       result.add_dispatch_bytes_received_from_others(
-          static_cast<int64_t>(row[2 * iters + 3]));
+          static_cast<int64_t>(row[3 * iters + 3]));
       mean_bytes += static_cast<double>(s) / n;
       if (std::max(s, r) > bottleneck_bytes) {
         bottleneck_bytes = static_cast<double>(std::max(s, r));
@@ -121,6 +125,7 @@ absl::StatusOr<ConfigResult> RunBenchmarkConfig(const MoeConfig& config,
     }
     *result.mutable_dispatch() = Times(dispatch_by_rank);
     *result.mutable_combine() = Times(combine_by_rank);
+    *result.mutable_expert_compute() = Times(expert_by_rank);
     *result.mutable_dispatch_bandwidth() = BandwidthOf(
         mean_bytes, bottleneck_bytes, result.dispatch().mean_ms(), n);
     *result.mutable_combine_bandwidth() = BandwidthOf(

@@ -9,7 +9,7 @@
 
 ABSL_FLAG(std::string, tokens_per_rank, "1024",
           "N, tokens per rank (comma list: swept)");
-ABSL_FLAG(std::string, hidden, "256", "D, the model width (comma list)");
+ABSL_FLAG(std::string, hidden, "128", "D, the model width (comma list)");
 ABSL_FLAG(int32_t, ffn_hidden, 0, "F, each expert's MLP width (0: 4 x D)");
 ABSL_FLAG(std::string, num_experts, "0",
           "E, divisible by the world size (0: 2 x world size; comma list)");

@@ -133,6 +133,7 @@ absl::StatusOr<LayerOutput> ExpertParallelMoe(const nn::MoeParams& params,
     // Each local expert's rows, source by source; then back to received order.
     const std::vector<int64_t> received =
         ToVector(trace.recv_counts_by_expert.reshape({-1}));
+    start = absl::Now();
     std::vector<at::Tensor> expert_rows, expert_outputs;
     for (int j = 0; j < experts_per_rank; ++j) {
       std::vector<int64_t> rows;
@@ -157,6 +158,7 @@ absl::StatusOr<LayerOutput> ExpertParallelMoe(const nn::MoeParams& params,
     inverse.index_copy_(0, grouped, at::arange(grouped.numel(), at::kLong));
     const at::Tensor expert_out = at::cat(expert_outputs).index_select(0, inverse);
 
+    trace.expert_seconds = absl::ToDoubleSeconds(absl::Now() - start);
     start = absl::Now();
     const at::Tensor combined = nn::AllToAllVWithGrad(
         expert_out, trace.recv_counts, trace.send_counts, &comm);

@@ -53,6 +53,7 @@ struct LayerTrace {
   at::Tensor dispatched;         // (sum(recv_counts), D) received rows, detached
   double dispatch_seconds = 0;   // wall time of the dispatch all_to_allv
   double combine_seconds = 0;    // and of the combine all_to_allv
+  double expert_seconds = 0;     // this rank's experts' MLPs (between them)
   at::Tensor global_counts;      // (E) float: assignments per expert, all ranks,
                                  // before capacity
   int64_t global_assignments = 0;  // T * k

@@ -11,7 +11,7 @@ namespace mtb::moe_comm {
 MoeCommOptions DefaultOptions() {
   MoeCommOptions options;
   options.add_tokens_per_rank(1024);
-  options.add_hidden(256);
+  options.add_hidden(128);
   options.set_ffn_hidden(0);
   options.add_num_experts(0);
   options.add_top_k(2);

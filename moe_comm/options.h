@@ -13,7 +13,7 @@
 
 namespace mtb::moe_comm {
 
-// N 1024, D 256, F 4D, E 2 x world size, top-2, capacity factor 1.25, skews
+// N 1024, D 128, F 4D, E 2 x world size, top-2, capacity factor 1.25, skews
 // uniform, zipf:0.5, zipf:1, zipf:1.5, zipf:2; 20 timed iterations after 5
 // warm-ups; seed 1234; torch.testing's fp32 tolerances widened to rtol 1e-5
 // (sums in a different order, docs/moe_comm.md); aux weight 0.01, z weight

@@ -57,7 +57,7 @@ TEST(MoeOptions, SweepIsTheCartesianProductWithExpertsResolved) {
   const std::vector<MoeConfig> configs = ExpandSweep(options, 4);
   ASSERT_EQ(configs.size(), 10u);  // 2 top-k x 5 skews
   EXPECT_EQ(configs[0].num_experts(), 8);
-  EXPECT_EQ(configs[0].ffn_hidden(), 1024);
+  EXPECT_EQ(configs[0].ffn_hidden(), 512);
   EXPECT_EQ(configs[0].skew(), "uniform");
   EXPECT_EQ(configs[5].top_k(), 1);
 }

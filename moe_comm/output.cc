@@ -54,10 +54,11 @@ std::string RenderTable(const MoeCommResult& result) {
   }
   table.headers = {"N",     "D",          "E",           "k",
                    "cf",    "skew",       "dispatch ms (mean/p50/p99/slowest)",
-                   "combine ms (mean)",   "dispatch busbw GB/s (mean/bottleneck)",
+                   "combine ms (mean)",   "expert ms (mean/slowest rank)",
+                   "dispatch busbw GB/s (mean/bottleneck)",
                    "max rank bytes",      "drop %", "imbalance", "aux loss"};
   table.align.assign(table.headers.size(), Align::kRight);
-  table.align[5] = Align::kLeft;
+  table.align[5] = Align::kLeft;  // skew
   for (const ConfigResult& r : result.configs()) {
     const MoeConfig& k = r.config();
     int64_t max_bytes = 0;
@@ -73,6 +74,8 @@ std::string RenderTable(const MoeCommResult& result) {
                       "/", F3(r.dispatch().p99_ms()), "/",
                       F3(r.dispatch().slowest_rank_mean_ms())),
          F3(r.combine().mean_ms()),
+         absl::StrCat(F3(r.expert_compute().mean_ms()), "/",
+                      F3(r.expert_compute().slowest_rank_mean_ms())),
          absl::StrCat(F3(r.dispatch_bandwidth().busbw_gbps()), "/",
                       F3(r.dispatch_bandwidth().bottleneck_busbw_gbps())),
          absl::StrCat(FormatByteAmount(max_bytes), " (rank ", r.bottleneck_rank(), ")"),

@@ -49,9 +49,10 @@ absl::StatusOr<MoeCommResult> RunMoeComm(
     } else {
       ASSIGN_OR_RETURN(ConfigResult row, RunBenchmarkConfig(config, options, comm));
       summary = absl::StrFormat(
-          "dispatch %.3f ms, combine %.3f ms (mean), drop %.1f%%, imbalance "
-          "%.2f, aux %.4f",
+          "dispatch %.3f ms, combine %.3f ms, experts %.3f ms on the slowest "
+          "rank (means), drop %.1f%%, imbalance %.2f, aux %.4f",
           row.dispatch().mean_ms(), row.combine().mean_ms(),
+          row.expert_compute().slowest_rank_mean_ms(),
           100 * row.drop_rate(), row.imbalance(), row.aux_loss());
       *result.add_configs() = std::move(row);
     }
