@@ -32,7 +32,12 @@ std::vector<absl::StatusOr<ConfigCheck>> RunOnThreads(
   at::set_num_threads(1);
   std::vector<absl::StatusOr<ConfigCheck>> results(
       world_size, absl::UnknownError("rank did not run"));
-  const MoeCommOptions options = DefaultOptions();
+  MoeCommOptions options = DefaultOptions();
+  // At these sizes (n·N <= 48 tokens) the reordered fp32 sums stay far below
+  // torch.testing's atol 1e-5; rtol 1e-5 rather than 1.3e-6 because the
+  // router gradient and routing sums are added in another order.
+  options.set_rtol(1e-5);
+  options.set_atol(1e-5);
   const absl::Status ran = collective::RunRanksAsThreads(
       world_size, [&](collective::Communicator& comm) {
         results[comm.rank()] = RunMoeCheck(config, options, comm, hooks);

@@ -26,8 +26,8 @@ ABSL_FLAG(bool, check, false,
           "check the layer against the single-process reference (forward and "
           "backward) on every configuration instead of timing it; exit 1 on a "
           "mismatch");
-ABSL_FLAG(double, rtol, 1e-5, "--check: AllClose relative tolerance");
-ABSL_FLAG(double, atol, 1e-5, "--check: AllClose absolute tolerance");
+ABSL_FLAG(double, rtol, 1e-4, "--check: AllClose relative tolerance");
+ABSL_FLAG(double, atol, 1e-4, "--check: AllClose absolute tolerance");
 ABSL_FLAG(double, aux_loss_weight, 0.01, "--check: weight of the aux loss");
 ABSL_FLAG(double, z_loss_weight, 0.001, "--check: weight of the z-loss");
 ABSL_FLAG(bool, test_packing_bug, false,
