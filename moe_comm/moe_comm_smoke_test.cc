@@ -2,13 +2,11 @@
 // processes, rank 0 writes the JSON (parsed back through the proto) and its
 // companions; --check passes, and fails (exit 1) with the packing bug hook;
 // bad flags stop it before any rank starts (exit 2, one line).
-#include <sys/wait.h>
-
-#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/launch/tool_run.h"
 #include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
 #include "gtest/gtest.h"
@@ -17,31 +15,14 @@
 namespace mtb::moe_comm {
 namespace {
 
-struct ToolRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string TempDir() { return std::getenv("TEST_TMPDIR"); }
+std::string TempDir() { return TestTempDir(); }
 
 // A tiny sweep: the point is the path, not the numbers.
 constexpr char kTiny[] =
     "--tokens_per_rank=32 --hidden=16 --iters=3 --warmup_iters=1 ";
 
 ToolRun RunTool(const std::string& name, const std::string& args) {
-  const std::string out = absl::StrCat(TempDir(), "/", name, ".stdout");
-  const std::string err = absl::StrCat(TempDir(), "/", name, ".stderr");
-  const std::string command = absl::StrCat(
-      "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
-      "moe_comm/moe_comm ",
-      args, " >", out, " 2>", err);
-  const int status = std::system(command.c_str());
-  ToolRun run;
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.out = ReadFileToString(out).value_or("");
-  run.err = ReadFileToString(err).value_or("");
-  return run;
+  return RunToolOutsideRanks("moe_comm/moe_comm", name, args);
 }
 
 TEST(MoeCommBinary, TwoRanksBenchmarkWritesJsonMarkdownAndPlots) {
