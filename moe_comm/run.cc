@@ -25,6 +25,15 @@ absl::StatusOr<MoeCommResult> RunMoeComm(
   result.set_pass(true);
   const absl::Time start = absl::Now();
   const int total = static_cast<int>(configs.size());
+  if (comm.rank() == 0) {
+    LOG(INFO) << "moe_comm " << result.mode() << " on " << comm.world_size()
+              << " ranks: " << total << " configuration(s), " << options.iters()
+              << " timed + " << options.warmup_iters()
+              << " warm-up layer calls each, seed " << options.seed()
+              << (options.check() ? absl::StrCat(", rtol ", options.rtol(),
+                                                 ", atol ", options.atol())
+                                  : std::string());
+  }
   for (int i = 0; i < total; ++i) {
     const MoeConfig& config = configs[i];
     const std::string label =
