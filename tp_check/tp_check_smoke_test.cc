@@ -2,12 +2,10 @@
 // processes, rank 0 writes the JSON, which parses back through the proto; bad
 // sizes stop the launcher before any rank starts (exit 2); a perturbed shard
 // fails the run (exit 1) naming the tensor.
-#include <sys/wait.h>
-
-#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/launch/tool_run.h"
 #include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
 #include "gtest/gtest.h"
@@ -16,28 +14,11 @@
 namespace mtb::tp_check {
 namespace {
 
-struct ToolRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string TempDir() { return std::getenv("TEST_TMPDIR"); }
+std::string TempDir() { return TestTempDir(); }
 
 // Runs tp_check with `args` outside any rank environment.
 ToolRun RunTool(const std::string& name, const std::string& args) {
-  const std::string out = absl::StrCat(TempDir(), "/", name, ".stdout");
-  const std::string err = absl::StrCat(TempDir(), "/", name, ".stderr");
-  const std::string command = absl::StrCat(
-      "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
-      "tp_check/tp_check ",
-      args, " >", out, " 2>", err);
-  const int status = std::system(command.c_str());
-  ToolRun run;
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.out = ReadFileToString(out).value_or("");
-  run.err = ReadFileToString(err).value_or("");
-  return run;
+  return RunToolOutsideRanks("tp_check/tp_check", name, args);
 }
 
 void ExpectEveryCheckPasses(int nproc) {

@@ -1,0 +1,23 @@
+// moe_comm's flags (defined in flags.cc) read into one MoeCommOptions.
+#ifndef MTB_MOE_COMM_FLAGS_H_
+#define MTB_MOE_COMM_FLAGS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "moe_comm/check.h"
+#include "moe_comm/moe_comm.pb.h"
+
+namespace mtb::moe_comm {
+
+// kInvalidArgument naming the flag when a list does not parse.
+absl::StatusOr<MoeCommOptions> OptionsFromFlags();
+// --test_packing_bug (the classic bug, for the smoke test's exit-1 case).
+MoeCheckHooks HooksFromFlags();
+std::string OutFlag();
+bool MarkdownFlag();
+bool PlotFlag();
+
+}  // namespace mtb::moe_comm
+
+#endif  // MTB_MOE_COMM_FLAGS_H_

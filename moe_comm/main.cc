@@ -1,0 +1,105 @@
+// moe_comm: an expert-parallel MoE layer over Gloo (//common/collective) —
+// benchmark of its dispatch and combine all_to_allv across a sweep (default),
+// or --check against the single-process reference (SPEC §8,
+// docs/moe_comm.md). Flags are validated before any rank starts (exit 2);
+// rank 0 writes the MoeCommResult JSON, the Markdown report and the SVGs.
+// Exit 0 on success, 1 when a check fails or the run breaks.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "ATen/Parallel.h"
+#include "common/base/flags.h"
+#include "common/base/logging.h"
+#include "common/collective/rendezvous.h"
+#include "common/launch/launch.h"
+#include "common/launch/launch_options.h"
+#include "common/launch/rendezvous_env.h"
+#include "common/launch/timeouts.h"
+#include "common/libtorch/torch_info.h"
+#include "common/results/output_path.h"
+#include "common/results/run_context.h"
+#include "moe_comm/flags.h"
+#include "moe_comm/options.h"
+#include "moe_comm/output.h"
+#include "moe_comm/run.h"
+
+namespace {
+
+constexpr char kProgram[] = "moe_comm";
+
+constexpr char kUsage[] =
+    "expert-parallel MoE layer: dispatch/combine benchmark or --check.\n"
+    "  bazel run //moe_comm -- --nproc=2\n"
+    "  bazel run //moe_comm -- --nproc=4 --top_k=2 --skew=zipf:1.2\n"
+    "  bazel run //moe_comm -- --nproc=4 --check --capacity_factor=1";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace mtb::moe_comm;  // NOLINT: one tool's own namespace
+  mtb::InitLogging(argv[0]);
+  mtb::ParseCommandLineOrExit(argc, argv, kUsage);
+
+  // Every flag is checked before the launcher starts a rank (exit 2).
+  const mtb::LaunchDefaults launch_defaults{/*nproc=*/2};
+  absl::StatusOr<MoeCommOptions> options = OptionsFromFlags();
+  if (!options.ok()) return mtb::ReportAndExitCode(kProgram, options.status());
+  absl::StatusOr<mtb::PlannedWorld> world =
+      mtb::PlanWorld(mtb::ProcessEnvironment(), launch_defaults);
+  if (!world.ok()) return mtb::ReportAndExitCode(kProgram, world.status());
+  absl::Status valid =
+      ValidateOptions(*options, world->world_size, world->label);
+  const mtb::TimeoutOptions timeouts = mtb::TimeoutOptionsFromFlags();
+  if (valid.ok()) valid = mtb::ValidateTimeoutOptions(timeouts);
+  if (!valid.ok()) return mtb::ReportAndExitCode(kProgram, valid);
+  const std::string out = OutFlag().empty()
+                              ? mtb::DefaultResultPath(kProgram, "json")
+                              : mtb::ResolveUserPath(OutFlag());
+  if (absl::Status writable = mtb::CheckOutputWritable("out", out);
+      !writable.ok()) {
+    return mtb::ReportAndExitCode(kProgram, writable);
+  }
+
+  absl::StatusOr<mtb::LaunchDecision> launch =
+      mtb::LaunchOrBecomeWorker(argc, argv, launch_defaults);
+  if (!launch.ok()) return mtb::ReportAndExitCode(kProgram, launch.status());
+  if (launch->is_launcher()) return launch->exit_code;
+  absl::StatusOr<std::unique_ptr<mtb::collective::Communicator>> comm =
+      mtb::collective::Rendezvous(
+          mtb::RendezvousOptionsFor(launch->rank_env, timeouts));
+  if (!comm.ok()) return mtb::ReportAndExitCode(kProgram, comm.status());
+  mtb::collective::Communicator& communicator = **comm;
+
+  // Ranks share this host's cores: one intra-op thread each.
+  at::set_num_threads(1);
+  mtb::RunContext context = mtb::NewRunContext(kProgram, argc, argv);
+  mtb::FillTorchInfo(&context);
+  context.set_world_size(communicator.world_size());
+  context.set_backend(std::string(communicator.backend()));
+
+  absl::StatusOr<MoeCommResult> result =
+      RunMoeComm(*options, communicator, HooksFromFlags(), [&] {
+        return communicator.SetTimeout(timeouts.collective_timeout);
+      });
+  if (!result.ok()) return mtb::ReportAndExitCode(kProgram, result.status());
+
+  absl::Status written = absl::OkStatus();
+  if (communicator.rank() == 0) {
+    mtb::FinishRunContext(&context);
+    *result->mutable_run_context() = context;
+    absl::StatusOr<std::vector<std::string>> files =
+        WriteOutputs(*result, out, MarkdownFlag(), PlotFlag());
+    std::cout << RenderTable(*result) << "\n";
+    if (files.ok()) {
+      for (const std::string& line : *files) std::cout << line << "\n";
+    }
+    written = files.status();
+    std::cout << std::flush;
+  }
+  // Ranks leave together, after rank 0 has written.
+  const absl::Status left = communicator.Barrier();
+  if (!written.ok()) return mtb::ReportAndExitCode(kProgram, written);
+  if (!left.ok()) return mtb::ReportAndExitCode(kProgram, left);
+  return result->pass() ? mtb::kExitOk : mtb::kExitFailure;
+}

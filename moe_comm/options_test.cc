@@ -1,0 +1,66 @@
+#include "moe_comm/options.h"
+
+#include "gtest/gtest.h"
+
+namespace mtb::moe_comm {
+namespace {
+
+void ExpectRejected(const MoeCommOptions& options, int world_size,
+                    const std::string& substring) {
+  const absl::Status status =
+      ValidateOptions(options, world_size, "--nproc=" + std::to_string(world_size));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find(substring), absl::string_view::npos) << status;
+}
+
+TEST(MoeOptions, DefaultsAreValidAtOneTwoAndFourRanks) {
+  for (int n : {1, 2, 4}) EXPECT_TRUE(ValidateOptions(DefaultOptions(), n, "n").ok());
+}
+
+TEST(MoeOptions, ExpertsNotDivisibleByRanksAreRejectedWithTheArithmetic) {
+  MoeCommOptions options = DefaultOptions();
+  options.set_num_experts(0, 6);
+  ExpectRejected(options, 4, "--num_experts=6 is not divisible by --nproc=4");
+}
+
+TEST(MoeOptions, TopKAboveTheExpertsOrAboveTwoIsRejected) {
+  MoeCommOptions options = DefaultOptions();
+  options.set_num_experts(0, 1);
+  ExpectRejected(options, 1, "--top_k=2 exceeds --num_experts=1");
+  options = DefaultOptions();
+  options.set_top_k(0, 3);
+  ExpectRejected(options, 2, "--top_k=3 must be 1 or 2");
+}
+
+TEST(MoeOptions, NonPositiveCapacityFactorIsRejected) {
+  MoeCommOptions options = DefaultOptions();
+  options.set_capacity_factor(0, 0);
+  ExpectRejected(options, 2, "--capacity_factor=0 must be > 0");
+}
+
+TEST(MoeOptions, MalformedSkewIsRejectedNamingTheFlag) {
+  MoeCommOptions options = DefaultOptions();
+  options.set_skew(1, "zipf:abc");
+  ExpectRejected(options, 2, "--skew");
+}
+
+TEST(MoeOptions, ListFlagsParseAndNameTheBadValue) {
+  EXPECT_EQ(*ParseIntList("hidden", "64,128"), (std::vector<int>{64, 128}));
+  const auto bad = ParseIntList("hidden", "64,x");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("--hidden=64,x"), absl::string_view::npos);
+}
+
+TEST(MoeOptions, SweepIsTheCartesianProductWithExpertsResolved) {
+  MoeCommOptions options = DefaultOptions();
+  options.add_top_k(1);
+  const std::vector<MoeConfig> configs = ExpandSweep(options, 4);
+  ASSERT_EQ(configs.size(), 10u);  // 2 top-k x 5 skews
+  EXPECT_EQ(configs[0].num_experts(), 8);
+  EXPECT_EQ(configs[0].ffn_hidden(), 512);
+  EXPECT_EQ(configs[0].skew(), "uniform");
+  EXPECT_EQ(configs[5].top_k(), 1);
+}
+
+}  // namespace
+}  // namespace mtb::moe_comm
