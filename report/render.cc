@@ -144,11 +144,50 @@ std::string TpCheckSection(const std::vector<ResultFile>& files) {
   return absl::StrCat("## tp_check\n\n", table.Render(), "\n");
 }
 
+std::string MoeCommSection(const std::vector<ResultFile>& files) {
+  MarkdownTable table;
+  table.headers = {"file", "ranks", "mode", "N", "D", "E", "k", "cf", "skew",
+                   "dispatch ms", "combine ms", "busbw GB/s (dispatch)", "drop",
+                   "imbalance", "verdict"};
+  for (const ResultFile& file : files) {
+    for (const moe_comm::MoeCommResult& r : file.moe_comm) {
+      for (const moe_comm::ConfigResult& c : r.configs()) {
+        const moe_comm::MoeConfig& m = c.config();
+        table.rows.push_back(
+            {BaseName(file.path), absl::StrCat(r.run_context().world_size()), r.mode(),
+             absl::StrCat(m.tokens_per_rank()), absl::StrCat(m.hidden()),
+             absl::StrCat(m.num_experts()), absl::StrCat(m.top_k()),
+             FormatSignificant(m.capacity_factor(), 3), m.skew(),
+             FormatSignificant(c.dispatch().mean_ms(), 3),
+             FormatSignificant(c.combine().mean_ms(), 3),
+             FormatSignificant(c.dispatch_bandwidth().busbw_gbps(), 3),
+             absl::StrFormat("%.1f%%", 100 * c.drop_rate()),
+             FormatSignificant(c.imbalance(), 3), "-"});
+      }
+      for (const moe_comm::ConfigCheck& c : r.checks()) {
+        const moe_comm::MoeConfig& m = c.config();
+        table.rows.push_back(
+            {BaseName(file.path), absl::StrCat(r.run_context().world_size()), "check",
+             absl::StrCat(m.tokens_per_rank()), absl::StrCat(m.hidden()),
+             absl::StrCat(m.num_experts()), absl::StrCat(m.top_k()),
+             FormatSignificant(m.capacity_factor(), 3), m.skew(), "-", "-", "-",
+             c.assignments() > 0
+                 ? absl::StrFormat("%.1f%%", 100.0 * c.dropped() / c.assignments())
+                 : "-",
+             "-", c.check().pass() ? "PASS" : "FAIL"});
+      }
+    }
+  }
+  if (table.rows.empty()) return "";
+  return absl::StrCat("## moe_comm\n\n", table.Render(), "\n");
+}
+
 std::string OtherSection(const std::vector<ResultFile>& files) {
   MarkdownTable table;
   table.headers = {"file", "tool"};
   for (const ResultFile& file : files) {
-    if (file.trainer.empty() && file.comm_bench.empty() && file.tp_check.empty()) {
+    if (file.trainer.empty() && file.comm_bench.empty() && file.tp_check.empty() &&
+        file.moe_comm.empty()) {
       table.rows.push_back({BaseName(file.path), file.tool});
     }
   }
@@ -198,7 +237,7 @@ RenderedReport RenderReport(const std::vector<ResultFile>& files,
     absl::StrAppend(&md, "\n");
   }
   absl::StrAppend(&md, TrainerSection(files, loss_name), CommBenchSection(files),
-                  TpCheckSection(files), OtherSection(files));
+                  TpCheckSection(files), MoeCommSection(files), OtherSection(files));
   return report;
 }
 

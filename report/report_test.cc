@@ -16,12 +16,14 @@ const char kFixtures[] = "report/testdata";
 std::string TempDir() { return std::getenv("TEST_TMPDIR"); }
 
 // The fixtures are real result files of each tool (trainer ddp at 2 ranks
-// and single at 1, comm_bench, tp_check, doctor), made by one build; the
+// and single at 1, comm_bench, tp_check, moe_comm benchmark and check,
+// doctor), made by one build (moe_comm's by a later one, its provenance set
+// to the others': testdata/README.md); the
 // golden report was reviewed by hand against them (testdata/README.md).
 TEST(Report, TheFixturesRenderTheGoldenReport) {
   absl::StatusOr<std::vector<ResultFile>> files = ReadResultFiles({kFixtures});
   ASSERT_TRUE(files.ok()) << files.status();
-  ASSERT_EQ(files->size(), 5u);
+  ASSERT_EQ(files->size(), 7u);
   EXPECT_TRUE(ProvenanceDifferences(*files).empty());
   const RenderedReport report = RenderReport(*files, {}, "report");
   absl::StatusOr<std::string> golden =

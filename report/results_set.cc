@@ -93,6 +93,8 @@ absl::StatusOr<std::vector<ResultFile>> ReadResultFiles(
       parsed = ParseAs(path, *json, &file.comm_bench);
     } else if (file.tool == "tp_check") {
       parsed = ParseAs(path, *json, &file.tp_check);
+    } else if (file.tool == "moe_comm") {
+      parsed = ParseAs(path, *json, &file.moe_comm);
     }
     if (!parsed.ok()) return absl::DataLossError(parsed.message());
     files.push_back(std::move(file));

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm_bench/comm_bench.pb.h"
+#include "moe_comm/moe_comm.pb.h"
 #include "common/results/results.pb.h"
 #include "tp_check/tp_check.pb.h"
 #include "trainer/train_result.pb.h"
@@ -23,6 +24,7 @@ struct ResultFile {
   std::vector<TrainResult> trainer;
   std::vector<comm_bench::CommBenchResult> comm_bench;
   std::vector<tp_check::TpCheckResult> tp_check;
+  std::vector<moe_comm::MoeCommResult> moe_comm;
 };
 
 // `arguments`: files, or directories whose *.json files are read (sorted).
