@@ -25,6 +25,10 @@ ABSL_FLAG(bool, standalone, false,
 ABSL_FLAG(std::string, log_dir, "",
           "also write rank N's output to <log_dir>/rank_N.log (created if "
           "missing)");
+ABSL_FLAG(int, max_restarts, 0,
+          "after a rank fails, restart the whole group up to this many times "
+          "(torchrun's --max-restarts; exit codes 2 and 3 are never "
+          "restarted); one node only");
 ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(5),
           "after a rank fails (or the launcher is interrupted), how long the "
           "other ranks get between SIGTERM and SIGKILL");
@@ -56,6 +60,8 @@ LaunchOptions LaunchOptionsFromFlags(const LaunchDefaults& defaults) {
   options.standalone = absl::GetFlag(FLAGS_standalone);
   options.log_dir = absl::GetFlag(FLAGS_log_dir);
   options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
+  options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  options.restart_args = defaults.restart_args;
   return options;
 }
 
@@ -102,12 +108,27 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
         " needs --master_addr (the address of node 0, where its launcher "
         "hosts the TCPStore; every node must reach it)"));
   }
+  if (options.max_restarts < 0) {
+    return Invalid(absl::StrCat("--max_restarts=", options.max_restarts,
+                                " must be >= 0"));
+  }
+  if (options.max_restarts > 0 && options.nnodes > 1) {
+    return Invalid(absl::StrCat(
+        "--max_restarts=", options.max_restarts, " with --nnodes=",
+        options.nnodes,
+        ": restarting a group across nodes is not supported yet (the "
+        "launchers would have to agree through the store); use one node"));
+  }
   if (options.kill_grace < absl::ZeroDuration()) {
     return Invalid(
         absl::StrCat("--kill_grace=", absl::FormatDuration(options.kill_grace),
                      " must be >= 0"));
   }
   return absl::OkStatus();
+}
+
+bool IsRestartable(int exit_code) {
+  return exit_code != 2 && exit_code != kExitDeterministicFailure;
 }
 
 LaunchOptions WithDefaultEndpoint(LaunchOptions options) {

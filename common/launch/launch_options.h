@@ -11,6 +11,7 @@
 #define MTB_COMMON_LAUNCH_LAUNCH_OPTIONS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,9 +36,14 @@ struct LaunchOptions {
   bool standalone = false;
   std::string log_dir;  // empty: no log files
   absl::Duration kill_grace = absl::Seconds(5);
-  // Told to the ranks as TORCHELASTIC_MAX_RESTARTS; a tool that relaunches
-  // its group (trainer --max_restarts) sets it. Not a flag here.
+  // --max_restarts: after a rank fails, the whole group is torn down and
+  // started again, up to this many times (torchrun's --max-restarts); told to
+  // the ranks as TORCHELASTIC_MAX_RESTARTS, the attempt as
+  // TORCHELASTIC_RESTART_COUNT. One node only for now.
   int max_restarts = 0;
+  // Appended to every rank's argv from the first restart on (the trainer's
+  // "--resume=latest"); the tool sets it (LaunchDefaults), not a flag.
+  std::vector<std::string> restart_args;
 
   int world_size() const { return nnodes * nproc; }
   // The global rank of this node's `local_rank`.
@@ -47,7 +53,15 @@ struct LaunchOptions {
 // A tool's own defaults for launch flags the user did not give.
 struct LaunchDefaults {
   int nproc = 1;  // the trainer uses 2 (SPEC §2)
+  // LaunchOptions::restart_args.
+  std::vector<std::string> restart_args;
 };
+
+// Rank exit codes the launcher never restarts: a usage error (2) and a
+// deterministic failure (a non-finite loss, a bad configuration) that would
+// only happen again.
+inline constexpr int kExitDeterministicFailure = 3;
+bool IsRestartable(int exit_code);
 
 // The launch flags as parsed by ParseCommandLine (common/base/flags.h), with
 // `defaults` for those not on the command line.

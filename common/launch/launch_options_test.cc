@@ -73,6 +73,23 @@ TEST(LaunchOptions, EveryRuleNamesTheFlag) {
   options = TwoNodes();
   options.kill_grace = absl::Seconds(-1);
   ExpectInvalid(options, "--kill_grace=-1s must be >= 0");
+  options = TwoNodes();
+  options.max_restarts = 1;
+  ExpectInvalid(options, "--max_restarts=1 with --nnodes=2: restarting a group "
+                         "across nodes is not supported yet (the launchers would "
+                         "have to agree through the store); use one node");
+  options = LaunchOptions();
+  options.max_restarts = -1;
+  ExpectInvalid(options, "--max_restarts=-1 must be >= 0");
+  options.max_restarts = 2;
+  EXPECT_TRUE(ValidateLaunchOptions(options).ok());
+}
+
+TEST(LaunchOptions, OnlyUsageErrorsAndDeterministicFailuresAreNotRestarted) {
+  EXPECT_TRUE(IsRestartable(1));
+  EXPECT_TRUE(IsRestartable(137));
+  EXPECT_FALSE(IsRestartable(2));
+  EXPECT_FALSE(IsRestartable(kExitDeterministicFailure));
 }
 
 TEST(LaunchOptions, StandaloneIsOneNodeOnAFreePort) {

@@ -259,6 +259,40 @@ TEST(Launch, RankKilledBySignalIsNamedWithTheSignal) {
   ExpectAllGone(pids);
 }
 
+TEST(Launch, AFailedRankRestartsTheWholeGroupWithTheRestartArguments) {
+  // Rank 1 fails on the first attempt only: one restart, then success.
+  Process launcher("restart", {"--nproc=2", "--max_restarts=2", "--exit_rank=1",
+                               "--exit_code=5", "--exit_attempts=1"});
+  EXPECT_EQ(launcher.WaitForExitCode(), 0) << launcher.Stderr();
+  const std::string err = launcher.Stderr();
+  EXPECT_NE(err.find("exited with code 5"), std::string::npos) << err;
+  EXPECT_NE(err.find("launch: restarting all 2 ranks (restart 1 of 2) with --resumed"),
+            std::string::npos)
+      << err;
+  const std::string out = launcher.Stdout();
+  EXPECT_NE(out.find("ready (attempt 0)"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 0 pid"), std::string::npos);
+  EXPECT_NE(out.find("ready (attempt 1, resumed)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("attempt 2"), std::string::npos) << "restarted more than needed";
+}
+
+TEST(Launch, RestartsStopAtTheBudgetAndNeverForADeterministicFailure) {
+  Process spent("restart_spent", {"--nproc=2", "--max_restarts=1", "--exit_rank=0",
+                                  "--exit_code=5"});
+  EXPECT_EQ(spent.WaitForExitCode(), 1);
+  EXPECT_NE(spent.Stderr().find("launch: giving up after 1 restart(s) (--max_restarts=1)"),
+            std::string::npos)
+      << spent.Stderr();
+  Process deterministic("restart_deterministic",
+                        {"--nproc=2", "--max_restarts=3", "--exit_rank=0", "--exit_code=3"});
+  EXPECT_EQ(deterministic.WaitForExitCode(), 1);
+  EXPECT_NE(deterministic.Stderr().find("launch: not restarting: exit code 3 is a "
+                                        "deterministic failure"),
+            std::string::npos)
+      << deterministic.Stderr();
+  EXPECT_EQ(deterministic.Stdout().find("attempt 1"), std::string::npos);
+}
+
 TEST(Launch, TheStoreOutlivesRankZero) {
   Process launcher("rank0_first", {"--nproc=2", "--rank0_exits_first"});
   EXPECT_EQ(launcher.WaitForExitCode(), 0) << launcher.Stderr();

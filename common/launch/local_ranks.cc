@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/results/atomic_file.h"
 #include "common/launch/supervisor.h"
 #include "common/results/output_path.h"
@@ -44,22 +45,54 @@ absl::StatusOr<int> SuperviseLocalRanks(const LaunchOptions& options,
         " ranks so they do not overload this host (set it to tune)"));
   }
 
-  const int restart_count = 0;
-  std::vector<ChildSpec> children;
-  for (int local_rank = 0; local_rank < options.nproc; ++local_rank) {
-    ChildSpec child;
-    child.rank = options.rank_of(local_rank);
-    child.executable = executable;
-    child.argv = argv;
-    EnvMap env = ChildEnvironment(options, local_rank, restart_count, parent_env);
-    for (const auto& [name, value] : extra_env) env[name] = value;
-    child.env = EnvLines(env);
-    children.push_back(std::move(child));
+  for (int attempt = 0;; ++attempt) {
+    std::vector<ChildSpec> children;
+    for (int local_rank = 0; local_rank < options.nproc; ++local_rank) {
+      ChildSpec child;
+      child.rank = options.rank_of(local_rank);
+      child.executable = executable;
+      child.argv = argv;
+      if (attempt > 0) {
+        child.argv.insert(child.argv.end(), options.restart_args.begin(),
+                          options.restart_args.end());
+      }
+      EnvMap env = ChildEnvironment(options, local_rank, attempt, parent_env);
+      for (const auto& [name, value] : extra_env) env[name] = value;
+      child.env = EnvLines(env);
+      children.push_back(std::move(child));
+    }
+    ASSIGN_OR_RETURN(const SupervisionResult result,
+                     Supervise(children, supervision));
+    if (!result.summary.empty()) PrintLine(result.summary);
+    if (result.exit_code == 0 || result.failure < 0) return result.exit_code;
+    // A rank failed (not a signal forwarded to us): restart the whole group
+    // unless the failure would only happen again, or the budget is spent.
+    const ChildEnd& failed = result.ends[result.failure];
+    if (!failed.signaled && !IsRestartable(failed.exit_code)) {
+      if (options.max_restarts > 0) {
+        PrintLine(absl::StrCat("launch: not restarting: exit code ",
+                               failed.exit_code,
+                               " is a deterministic failure (it would happen "
+                               "again)"));
+      }
+      return result.exit_code;
+    }
+    if (attempt >= options.max_restarts) {
+      if (options.max_restarts > 0) {
+        PrintLine(absl::StrCat("launch: giving up after ", attempt,
+                               " restart(s) (--max_restarts=",
+                               options.max_restarts, ")"));
+      }
+      return result.exit_code;
+    }
+    PrintLine(absl::StrCat("launch: restarting all ", options.nproc,
+                           " ranks (restart ", attempt + 1, " of ",
+                           options.max_restarts, ")",
+                           options.restart_args.empty()
+                               ? ""
+                               : absl::StrCat(" with ",
+                                              absl::StrJoin(options.restart_args, " "))));
   }
-  ASSIGN_OR_RETURN(const SupervisionResult result,
-                   Supervise(children, supervision));
-  if (!result.summary.empty()) PrintLine(result.summary);
-  return result.exit_code;
 }
 
 }  // namespace mtb

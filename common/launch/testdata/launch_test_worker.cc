@@ -32,6 +32,11 @@
 
 ABSL_FLAG(int, exit_rank, -1, "this rank exits with --exit_code once ready");
 ABSL_FLAG(int, exit_code, 0, "exit code for --exit_rank");
+ABSL_FLAG(int, exit_attempts, -1,
+          "--exit_rank exits only on attempts (TORCHELASTIC_RESTART_COUNT) "
+          "below this (-1: on every attempt)");
+ABSL_FLAG(bool, resumed, false,
+          "set by the launcher on restarts (LaunchDefaults::restart_args)");
 ABSL_FLAG(int, sigkill_rank, -1, "this rank SIGKILLs itself once ready");
 ABSL_FLAG(bool, others_wait, false,
           "ranks with nothing to do wait forever instead of exiting 0");
@@ -141,7 +146,8 @@ absl::Status RunRank(const RankEnv& rank_env) {
   collective::Store store =
       root.WithPrefix(absl::StrCat("test/attempt_", rank_env.restart_count));
   if (absl::GetFlag(FLAGS_print_env)) PrintEnv();
-  std::printf("rank %d pid %d ready\n", rank_env.rank, ::getpid());
+  std::printf("rank %d pid %d ready (attempt %d%s)\n", rank_env.rank, ::getpid(),
+              rank_env.restart_count, absl::GetFlag(FLAGS_resumed) ? ", resumed" : "");
   std::fflush(stdout);
   // Nothing fails before every rank has announced itself.
   RETURN_IF_ERROR(store.Set(absl::StrCat("ready/", rank_env.rank), "1"));
@@ -151,7 +157,9 @@ absl::Status RunRank(const RankEnv& rank_env) {
   }
 
   if (rank_env.rank == absl::GetFlag(FLAGS_sigkill_rank)) ::raise(SIGKILL);
-  if (rank_env.rank == absl::GetFlag(FLAGS_exit_rank)) {
+  const int exit_attempts = absl::GetFlag(FLAGS_exit_attempts);
+  if (rank_env.rank == absl::GetFlag(FLAGS_exit_rank) &&
+      (exit_attempts < 0 || rank_env.restart_count < exit_attempts)) {
     std::fflush(nullptr);
     ::_exit(absl::GetFlag(FLAGS_exit_code));
   }
@@ -180,7 +188,7 @@ int main(int argc, char** argv) {
   mtb::ParseCommandLineOrExit(argc, argv,
                               "launch_test_worker [--nproc=N] [flags]");
   absl::StatusOr<mtb::LaunchDecision> launch =
-      mtb::LaunchOrBecomeWorker(argc, argv);
+      mtb::LaunchOrBecomeWorker(argc, argv, {/*nproc=*/1, {"--resumed"}});
   if (!launch.ok()) {
     return mtb::ReportAndExitCode("launch_test_worker", launch.status());
   }
