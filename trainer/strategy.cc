@@ -18,25 +18,22 @@ double GradNorm(const std::vector<NamedParameter>& parameters) {
   return std::sqrt(sum_of_squares);
 }
 
-void ScaleGrads(const std::vector<NamedParameter>& parameters, double factor) {
-  at::NoGradGuard no_grad;
-  for (const NamedParameter& p : parameters) {
-    if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(factor);
-  }
-}
-
 std::string SingleStrategy::Describe() const {
   return "single: one rank, gradients used as computed (no buckets, no "
          "hooks)";
 }
 
-absl::Status SingleStrategy::Setup(
-    const std::vector<NamedParameter>& parameters,
-    const AdamWOptions& optimizer) {
-  parameters_ = parameters;
-  optimizer_ = std::make_unique<AdamW>(parameters, optimizer);
+absl::Status SingleStrategy::Setup(ParameterStore& store,
+                                   const AdamWOptions& optimizer) {
+  store_ = &store;
+  store.AttachGradients();
+  optimizer_ = std::make_unique<FlatAdamW>(
+      store, std::vector<FlatAdamW::Range>{{0, store.numel()}}, optimizer,
+      kOptimizerPieceElements);
   return absl::OkStatus();
 }
+
+void SingleStrategy::ZeroGradients() { store_->ZeroGradients(); }
 
 absl::Status SingleStrategy::BeforeBackward(int, int) {
   return absl::OkStatus();
@@ -45,11 +42,12 @@ absl::Status SingleStrategy::BeforeBackward(int, int) {
 absl::Status SingleStrategy::AfterBackward() { return absl::OkStatus(); }
 
 absl::StatusOr<double> SingleStrategy::GlobalGradNorm() {
-  return GradNorm(parameters_);
+  return GradNorm(store_->parameters());
 }
 
 absl::Status SingleStrategy::ScaleGradients(double factor) {
-  ScaleGrads(parameters_, factor);
+  at::NoGradGuard no_grad;
+  store_->flat_gradients().mul_(factor);
   return absl::OkStatus();
 }
 
@@ -64,7 +62,7 @@ absl::StatusOr<std::vector<double>> SingleStrategy::GatherScalars(
 }
 
 absl::Status SingleStrategy::OptimizerStep(double lr) {
-  optimizer_->Step(lr);
+  optimizer_->Step(lr, {store_->flat_gradients()});
   return absl::OkStatus();
 }
 
