@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "trainer/strategy_name.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -19,8 +20,26 @@ namespace mtb {
 int64_t GptParameterCount(const TrainConfig& config);
 
 // Per rank, in bytes (MemoryEstimate in train_result.proto says what each
-// term counts). `world_size` matters once strategies shard state.
+// term counts), for config.strategy() on `world_size` ranks. The closed forms
+// (P = parameter count, N = world size, fp32 parameters and AdamW state;
+// shards rounded up to whole elements):
+//   single, ddp  4P params + 4P grads + 8P state              (16P)
+//   zero1        4P params + 4P grads + 8P/N state            (8P + 8P/N)
+//                (+ 4P/N gradient shards with --grad_sync=every)
+//   zero2        4P params + 4P/N grads + 8P/N state          (4P + 12P/N)
+//                (+ 4P full gradients with --grad_sync=last and K > 1)
+// plus the collectives' temporaries, bounded by the buckets in flight (not by
+// the model): zero1 2 buckets (reduce-scatter blocks), zero2 4 (those and the
+// staging copies), each pair at most the model; ddp reduces its buckets in
+// place (views of the flat gradient buffer): 0. Activations and logits do not depend on the strategy.
 MemoryEstimate EstimateRankMemory(const TrainConfig& config, int world_size);
+MemoryEstimate EstimateRankMemoryFor(const TrainConfig& config, int world_size,
+                                     StrategyKind strategy);
+
+// --estimate_memory: a table of every strategy's estimate per rank for
+// `config` on `world_size` ranks (one row per strategy, a column per term),
+// with the configuration it assumed in a line above it.
+std::string RenderMemoryEstimates(const TrainConfig& config, int world_size);
 
 // What this host can give its ranks: MemTotal and MemAvailable from
 // /proc/meminfo, each capped by the cgroup's memory.max when one is set.
