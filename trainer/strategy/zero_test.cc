@@ -245,5 +245,20 @@ TEST(Zero, Bf16WithActivationCheckpointingChangesNothingUnderZero2) {
   ExpectAllEqual(plain[0].params, checkpointed[0].params, "checkpointing");
 }
 
+TEST(Zero, Zero2WithGradSyncLastSaysItKeepsFullGradients) {
+  ZeroOptions options;
+  options.stage = 2;
+  options.grad_sync = GradSync::kLast;
+  EXPECT_NE(ZeroStrategy(nullptr, options)
+                .Describe()
+                .find("keeps full gradients across micro-batches"),
+            std::string::npos);
+  options.grad_sync = GradSync::kEvery;
+  EXPECT_EQ(ZeroStrategy(nullptr, options)
+                .Describe()
+                .find("keeps full gradients"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace mtb
