@@ -150,7 +150,7 @@ std::string DdpStrategy::Describe() const {
       "ddp: ", engine_.buckets().size(), " gradient bucket(s) of ", Mib(gradient_bytes_),
       " (first ", Mib(options_.first_bucket_cap_bytes), ", then ",
       Mib(options_.bucket_cap_bytes),
-      ") in reverse parameter order; each bucket's all-reduce (avg) launched "
+      ") in reverse layout order; each bucket's all-reduce (avg) launched "
       "from gradient-accumulator hooks as soon as it is complete, in bucket "
       "order, all waited before the optimizer; grad_sync=",
       options_.grad_sync == GradSync::kEvery ? "every" : "last",
