@@ -76,10 +76,28 @@ void ExpectZeroBytes(const TrainerLaunch& launch, int n, int syncs) {
   }
 }
 
+// The end-of-step memory of rank 0 (walked tensors vs the counting
+// allocator's live bytes; real processes, so the allocator is this rank's):
+// printed, and nothing walked may be missing from the allocator's count.
+void PrintHeldMemory(const TrainerLaunch& launch, const std::string& what) {
+  const StepRecord& step = launch.result.runs(0).steps(
+      launch.result.runs(0).steps_size() - 1);
+  std::cout << what << ": end of step held parameters "
+            << step.held_parameter_bytes() << ", gradients "
+            << step.held_gradient_bytes() << ", AdamW state "
+            << step.held_optimizer_state_bytes() << ", collective "
+            << step.held_collective_bytes() << "; allocator live "
+            << step.live_bytes() << ", unattributed "
+            << step.unattributed_bytes() << " bytes\n";
+  EXPECT_GT(step.live_bytes(), 0) << what;
+  EXPECT_GE(step.unattributed_bytes(), 0) << what;
+}
+
 void ExpectMatchesReference(const TrainerLaunch& launch,
                             const TrainerLaunch& reference,
                             const std::string& what) {
   ASSERT_EQ(launch.exit_code, 0) << what << "\n" << launch.output;
+  PrintHeldMemory(launch, what);
   const DdpComparison comparison = CompareWithReference(launch, reference);
   EXPECT_TRUE(comparison.ok()) << what << "\n" << comparison.Describe();
   std::cout << what << " vs 1 rank:\n" << comparison.Describe() << "\n";

@@ -18,6 +18,19 @@ double GradNorm(const std::vector<NamedParameter>& parameters) {
   return std::sqrt(sum_of_squares);
 }
 
+int64_t StorageBytes(const at::Tensor& tensor) {
+  return tensor.defined() ? static_cast<int64_t>(tensor.storage().nbytes())
+                          : 0;
+}
+
+HeldMemory SingleStrategy::Held() const {
+  HeldMemory held;
+  held.parameters = StorageBytes(store_->flat_parameters());
+  held.gradients = StorageBytes(store_->flat_gradients());
+  held.optimizer_state = optimizer_->state_bytes();
+  return held;
+}
+
 std::string SingleStrategy::Describe() const {
   return "single: one rank, gradients used as computed (no buckets, no "
          "hooks)";

@@ -64,6 +64,18 @@ struct StepCommunication {
   int64_t expected_gather_bytes = 0;
 };
 
+// Bytes of the tensors a strategy owns, found by walking them (not from a
+// formula): what this rank holds right now (issue 12 item 7, in part).
+struct HeldMemory {
+  int64_t parameters = 0;
+  int64_t gradients = 0;        // full gradients and gradient shards
+  int64_t optimizer_state = 0;  // AdamW m and v
+  int64_t collective_temporaries = 0;  // staging and reduce-scatter outputs
+  int64_t total() const {
+    return parameters + gradients + optimizer_state + collective_temporaries;
+  }
+};
+
 // A gradient bucket, for reports (trainer/train_result.proto BucketInfo).
 struct BucketSummary {
   int parameters = 0;
@@ -127,7 +139,13 @@ class Strategy {
   // The AdamW update with learning rate `lr` (sharded strategies update their
   // shard, then gather).
   virtual absl::Status OptimizerStep(double lr) = 0;
+
+  // Local: the bytes of the tensors this strategy owns now, walked.
+  virtual HeldMemory Held() const = 0;
 };
+
+// Bytes of the storage `tensor` views (0 when undefined).
+int64_t StorageBytes(const at::Tensor& tensor);
 
 // One rank, no communication, no hooks: the reference every other strategy
 // must equal.
@@ -151,6 +169,7 @@ class SingleStrategy : public Strategy {
   absl::StatusOr<std::vector<double>> GatherScalars(
       const std::vector<double>& values) override;
   absl::Status OptimizerStep(double lr) override;
+  HeldMemory Held() const override;
 
  private:
   ParameterStore* store_ = nullptr;

@@ -192,6 +192,15 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   record.set_grad_syncs(communication.syncs);
   record.set_param_gather_bytes_sent(communication.gather_bytes_sent);
   record.set_expected_param_gather_bytes(communication.expected_gather_bytes);
+  const HeldMemory held = strategy_->Held();
+  record.set_held_parameter_bytes(held.parameters);
+  record.set_held_gradient_bytes(held.gradients);
+  record.set_held_optimizer_state_bytes(held.optimizer_state);
+  record.set_held_collective_bytes(held.collective_temporaries);
+  if (count_memory) {
+    record.set_live_bytes(CpuMemory().current_bytes);
+    record.set_unattributed_bytes(record.live_bytes() - held.total());
+  }
   record.set_optimizer_ms(optimizer_watch.ElapsedMs());
 
   ASSIGN_OR_RETURN(const double slowest_ms,

@@ -323,6 +323,16 @@ absl::StatusOr<std::vector<double>> DdpStrategy::GatherScalars(
   return GatherScalarsOverRanks(communicator_, values, "ddp");
 }
 
+HeldMemory DdpStrategy::Held() const {
+  HeldMemory held;
+  held.parameters = StorageBytes(store_->flat_parameters());
+  // The buckets are views of the flat gradient buffer: nothing else.
+  held.gradients = StorageBytes(store_->flat_gradients());
+  held.optimizer_state = optimizer_->state_bytes();
+  held.collective_temporaries = StorageBytes(fault_local_gradient_);
+  return held;
+}
+
 absl::Status DdpStrategy::OptimizerStep(double lr) {
   optimizer_->Step(lr, {store_->flat_gradients()});
   return absl::OkStatus();

@@ -99,6 +99,7 @@ class DdpStrategy final : public Strategy {
   absl::StatusOr<std::vector<double>> GatherScalars(
       const std::vector<double>& values) override;
   absl::Status OptimizerStep(double lr) override;
+  HeldMemory Held() const override;
 
   // fp32 bytes of every gradient (what one synchronisation all-reduces).
   int64_t gradient_bytes() const { return gradient_bytes_; }

@@ -281,9 +281,8 @@ absl::Status ZeroStrategy::FinishSync() {
   for (size_t b = 0; b < pieces_.size(); ++b) {
     RETURN_IF_ERROR(FinishBucket(static_cast<int>(b)));
   }
-  if (!accumulate_) {
-    for (Piece& piece : pieces_) piece.incoming = at::Tensor();
-  }
+  // The reduce-scatter outputs live only for one sync.
+  for (Piece& piece : pieces_) piece.incoming = at::Tensor();
   if (communicating()) {
     bytes_sent_ += communicator_->log().Totals().bytes_sent - bytes_at_arm_;
   }
@@ -389,6 +388,29 @@ absl::Status ZeroStrategy::OptimizerStep(double lr) {
   }
   gather_bytes_sent_ += communicator_->log().Totals().bytes_sent - before;
   return absl::OkStatus();
+}
+
+HeldMemory ZeroStrategy::Held() const {
+  HeldMemory held;
+  const at::Tensor& flat_gradients = store_->flat_gradients();
+  held.parameters = StorageBytes(store_->flat_parameters());
+  held.gradients = StorageBytes(flat_gradients);
+  for (const Piece& piece : pieces_) {
+    if (!flat_gradients.defined() || !piece.grad_shard.is_alias_of(flat_gradients)) {
+      held.gradients += StorageBytes(piece.grad_shard);
+    }
+    held.collective_temporaries +=
+        StorageBytes(piece.staging) + StorageBytes(piece.incoming);
+  }
+  for (const NamedParameter& p : store_->parameters()) {
+    const at::Tensor& grad = p.tensor.grad();
+    if (grad.defined() &&
+        (!flat_gradients.defined() || !grad.is_alias_of(flat_gradients))) {
+      held.gradients += StorageBytes(grad);
+    }
+  }
+  held.optimizer_state = optimizer_->state_bytes();
+  return held;
 }
 
 int64_t ZeroStrategy::shard_numel() const {

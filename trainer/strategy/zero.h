@@ -79,6 +79,10 @@ class ZeroStrategy final : public Strategy {
   // Collective: AdamW on this rank's shard of every bucket, then the updated
   // parameters all-gathered bucket by bucket.
   absl::Status OptimizerStep(double lr) override;
+  // Gradients: zero1's flat buffer, every shard that is not a view of it,
+  // and any .grad tensor alive outside the flat buffer (zero2 between a
+  // bucket's backward and its launch, or across no_sync micro-batches).
+  HeldMemory Held() const override;
 
   // This rank's shard elements summed over buckets (its part of the model).
   int64_t shard_numel() const;

@@ -245,6 +245,39 @@ TEST(Zero, Bf16WithActivationCheckpointingChangesNothingUnderZero2) {
   ExpectAllEqual(plain[0].params, checkpointed[0].params, "checkpointing");
 }
 
+// The walked bytes at the end of a step (StepRecord.held_*): single holds
+// 16P; zero1 4P of parameters and gradients and its state shard; zero2 only
+// its gradient shard. Exact: these are the tensors' own sizes.
+TEST(Zero, HeldBytesAreTheShardsEachStageKeeps) {
+  TrainConfig config = TinyConfig();
+  config.set_steps(1);
+  config.set_grad_accum(2);
+  config.set_grad_sync("every");
+  const std::vector<RankRun> single = Train(config, 1, 0);
+  int64_t p = 0;
+  for (const at::Tensor& t : single[0].params) p += t.numel();
+  const StepRecord& s = single[0].steps[0];
+  EXPECT_EQ(s.held_parameter_bytes(), 4 * p);
+  EXPECT_EQ(s.held_gradient_bytes(), 4 * p);
+  EXPECT_EQ(s.held_optimizer_state_bytes(), 8 * p);
+  for (int stage : {1, 2}) {
+    SCOPED_TRACE(stage);
+    const std::vector<RankRun> two = Train(config, 2, stage);
+    for (const RankRun& run : two) {
+      const StepRecord& step = run.steps[0];
+      const int64_t shard = run.shard_numel;
+      EXPECT_EQ(step.held_parameter_bytes(), 4 * p);
+      // zero1 under every keeps its own shard buffer beside the full
+      // gradient; zero2 only the shard.
+      EXPECT_EQ(step.held_gradient_bytes(),
+                stage == 1 ? 4 * p + 4 * shard : 4 * shard);
+      EXPECT_EQ(step.held_optimizer_state_bytes(), 8 * shard);
+      // The staging copies and reduce-scatter outputs are gone.
+      EXPECT_EQ(step.held_collective_bytes(), 0);
+    }
+  }
+}
+
 TEST(Zero, Zero2WithGradSyncLastSaysItKeepsFullGradients) {
   ZeroOptions options;
   options.stage = 2;
