@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/results/json_io.h"
 #include "common/base/sha256.h"
+#include "trainer/strategy_name.h"
 
 namespace mtb {
 namespace {
@@ -43,9 +44,12 @@ void ResolveConfig(TrainConfig* config, int ranks_per_host) {
     config->set_lr_decay_steps(config->steps());
   }
   if (config->grad_sync() == "auto") {
-    // ddp (and the one-rank reference) accumulate locally and synchronise
-    // once (SPEC §4); sharded strategies will resolve to "every".
-    config->set_grad_sync("last");
+    // ddp, zero1 (and the one-rank reference) accumulate locally and
+    // synchronise once; zero2 synchronises every micro-batch so that a rank
+    // never keeps a full gradient across micro-batches (SPEC §4). An unknown
+    // strategy resolves to "last" and fails validation by name.
+    const absl::StatusOr<StrategyKind> kind = ParseStrategy(config->strategy());
+    config->set_grad_sync(kind.ok() ? AutoGradSync(*kind) : "last");
   }
   if (config->intra_op_threads() == 0) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
@@ -155,10 +159,9 @@ absl::Status ValidateConfig(const TrainConfig& c) {
                                 " must be in [0, --steps=", c.steps(),
                                 "] (0: never)"));
   }
-  if (c.strategy() != "ddp" && c.strategy() != "single") {
-    return Invalid(absl::StrCat(
-        "--strategy=", c.strategy(),
-        " is not a strategy: use ddp (or single, the one-rank reference)"));
+  if (absl::StatusOr<StrategyKind> kind = ParseStrategy(c.strategy());
+      !kind.ok()) {
+    return kind.status();
   }
   if (c.grad_sync() != "every" && c.grad_sync() != "last") {
     return Invalid(absl::StrCat("--grad_sync=", c.grad_sync(),
@@ -187,7 +190,7 @@ absl::Status ValidateConfigForWorldSize(const TrainConfig& c, int world_size) {
   if (c.strategy() == "single" && world_size != 1) {
     return Invalid(absl::StrCat(
         "--strategy=single runs one rank, but the world size is ", world_size,
-        ": use --strategy=ddp or --nproc=1"));
+        ": use --strategy=ddp (or zero1, zero2) or --nproc=1"));
   }
   if (c.inject_nan_rank() >= world_size) {
     return Invalid(absl::StrCat("--inject_nan_rank=", c.inject_nan_rank(),

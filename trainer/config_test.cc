@@ -133,8 +133,8 @@ TEST(TrainConfig, EachRuleNamesItsFlag) {
   c = Defaults();
   c.set_strategy("fsdp");
   ExpectInvalid(c,
-                "--strategy=fsdp is not a strategy: use ddp (or single, the "
-                "one-rank reference)");
+                "--strategy=fsdp is not a strategy: use ddp, zero1, zero2 (or "
+                "single, the one-rank reference)");
   c = Defaults();
   c.set_grad_accum(0);
   ExpectInvalid(c, "--grad_accum=0 must be at least 1");
@@ -157,6 +157,27 @@ TEST(TrainConfig, DefaultsAreDdpWithGradSyncLastAndAValidWorldOfTwo) {
   EXPECT_TRUE(ValidateConfigForWorldSize(config, 2).ok());
 }
 
+TEST(TrainConfig, GradSyncAutoIsEveryForZero2AndLastOtherwise) {
+  for (const auto& [strategy, expected] :
+       {std::pair<const char*, const char*>{"ddp", "last"},
+        {"zero1", "last"},
+        {"zero2", "every"},
+        {"single", "last"}}) {
+    TrainConfig config = Defaults();
+    config.set_strategy(strategy);
+    config.set_grad_sync("auto");
+    ResolveConfig(&config, 1);
+    EXPECT_EQ(config.grad_sync(), expected) << strategy;
+    EXPECT_TRUE(ValidateConfig(config).ok()) << strategy;
+  }
+  // Given explicitly, zero2 keeps "last".
+  TrainConfig config = Defaults();
+  config.set_strategy("zero2");
+  config.set_grad_sync("last");
+  ResolveConfig(&config, 1);
+  EXPECT_EQ(config.grad_sync(), "last");
+}
+
 TEST(TrainConfig, WorldSizeRulesNameTheFlagAndTheWorldSize) {
   TrainConfig c = Defaults();
   c.set_inject_nan_rank(2);
@@ -169,7 +190,7 @@ TEST(TrainConfig, WorldSizeRulesNameTheFlagAndTheWorldSize) {
   EXPECT_TRUE(ValidateConfigForWorldSize(c, 1).ok());
   EXPECT_EQ(ValidateConfigForWorldSize(c, 4).message(),
             "--strategy=single runs one rank, but the world size is 4: use "
-            "--strategy=ddp or --nproc=1");
+            "--strategy=ddp (or zero1, zero2) or --nproc=1");
 }
 
 TEST(TrainConfig, IntraOpThreadsAreTheCoresSharedByTheHostsRanks) {

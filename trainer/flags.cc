@@ -66,14 +66,18 @@ ABSL_FLAG(int32_t, intra_op_threads, 0,
 ABSL_FLAG(int32_t, log_every, 1, "progress line every this many steps");
 ABSL_FLAG(std::string, strategy, "ddp",
           "how steps are distributed: ddp (replicated parameters, bucketed "
-          "gradient all-reduce overlapped with backward), or single (the "
-          "one-rank reference, no buckets)");
+          "gradient all-reduce overlapped with backward), zero1 (optimizer "
+          "state sharded: gradient reduce-scatter, parameter all-gather), "
+          "zero2 (gradients sharded too: reduce-scatter per bucket during "
+          "backward), or single (the one-rank reference, no buckets)");
 ABSL_FLAG(double, bucket_cap_mb, 25,
-          "ddp: gradient bucket size in MiB after the first bucket (which "
-          "holds 1 MiB, as PyTorch's DDP)");
+          "gradient bucket size in MiB after the first bucket (which holds "
+          "1 MiB, as PyTorch's DDP); zero1/zero2 reduce-scatter and "
+          "all-gather in the same pieces");
 ABSL_FLAG(std::string, grad_sync, "auto",
           "with --grad_accum > 1: every (all-reduce after every micro-batch), "
-          "last (no_sync for all but the last), auto (ddp: last)");
+          "last (no_sync for all but the last), auto (ddp, zero1: last; "
+          "zero2: every)");
 ABSL_FLAG(double, peak_flops, 0,
           "peak FLOP/s of one rank for MFU (0: measure a matmul at start in "
           "the run's precision)");

@@ -32,6 +32,10 @@ ABSL_FLAG(std::string, dump_parameters, "",
           "test aid: every rank writes its final parameters as raw fp32 to "
           "DIR/rank_<r>.f32, rank 0 a DIR/manifest.txt");
 
+ABSL_FLAG(bool, estimate_memory, false,
+          "print every strategy's closed-form memory per rank for this model, "
+          "batch and world size (--nproc), and exit without training");
+
 ABSL_FLAG(std::string, testonly_ddp_fault, "",
           "testing only: break ddp's gradient synchronisation on purpose "
           "(sum_not_average, bucket_never_synced:B, parameter_unreduced:NAME) "
@@ -69,6 +73,14 @@ int main(int argc, char** argv) {
        {mtb::ValidateConfig(config),
         mtb::ValidateConfigForWorldSize(config, world->world_size)}) {
     if (!status.ok()) return mtb::ReportAndExitCode(kProgram, status);
+  }
+  if (absl::GetFlag(FLAGS_estimate_memory)) {
+    // Each strategy resolves --grad_sync=auto its own way (zero2: every).
+    mtb::TrainConfig unresolved_sync = config;
+    unresolved_sync.set_grad_sync(mtb::TrainConfigFromFlags().grad_sync());
+    std::cout << mtb::RenderMemoryEstimates(unresolved_sync,
+                                            world->world_size);
+    return 0;
   }
   absl::StatusOr<mtb::DdpTestFault> ddp_fault =
       mtb::ParseDdpTestFault(absl::GetFlag(FLAGS_testonly_ddp_fault));

@@ -27,8 +27,22 @@ int64_t GptParameterCount(const TrainConfig& config) {
 }
 
 MemoryEstimate EstimateRankMemory(const TrainConfig& config, int world_size) {
-  (void)world_size;  // replicated strategies: every rank holds everything
+  const absl::StatusOr<StrategyKind> kind = ParseStrategy(config.strategy());
+  return EstimateRankMemoryFor(config, world_size,
+                               kind.ok() ? *kind : StrategyKind::kDdp);
+}
+
+MemoryEstimate EstimateRankMemoryFor(const TrainConfig& config, int world_size,
+                                     StrategyKind strategy) {
   const int64_t p = GptParameterCount(config);
+  const int64_t n = std::max(1, world_size);
+  const int64_t shard = (p + n - 1) / n;  // elements, rounded up
+  const int64_t bucket_bytes = std::min<int64_t>(
+      p * kFp32,
+      std::max<int64_t>(1, static_cast<int64_t>(config.bucket_cap_mb() *
+                                                (1 << 20))));
+  const bool every = config.grad_sync() == "every";
+  const bool accumulates = config.grad_accum() > 1;
   const int64_t b = config.batch_size();
   const int64_t t = config.seq_len();
   const int64_t d = config.d_model();
@@ -47,16 +61,71 @@ MemoryEstimate EstimateRankMemory(const TrainConfig& config, int world_size) {
                                         : l * block_values;
   MemoryEstimate estimate;
   estimate.set_parameters(p * kFp32);
-  estimate.set_gradients(p * kFp32);
-  estimate.set_optimizer_state(2 * p * kFp32);
+  switch (strategy) {
+    case StrategyKind::kSingle:
+    case StrategyKind::kDdp:
+      estimate.set_gradients(p * kFp32);
+      estimate.set_optimizer_state(2 * p * kFp32);
+      estimate.set_collective_staging(0);
+      break;
+    case StrategyKind::kZero1:
+      estimate.set_gradients((p + (every ? shard : 0)) * kFp32);
+      estimate.set_optimizer_state(2 * shard * kFp32);
+      // Two buckets' reduce-scatter blocks in flight, never more than the
+      // model.
+      estimate.set_collective_staging(
+          n > 1 ? std::min(2 * bucket_bytes, p * kFp32) : 0);
+      break;
+    case StrategyKind::kZero2:
+      estimate.set_gradients(
+          (shard + (!every && accumulates ? p : 0)) * kFp32);
+      estimate.set_optimizer_state(2 * shard * kFp32);
+      // Two buckets' staging copies and reduce-scatter blocks in flight.
+      estimate.set_collective_staging(
+          std::min(2 * bucket_bytes, p * kFp32) * (n > 1 ? 2 : 1));
+      break;
+  }
   // Embeddings' sum and the final LayerNorm (2 BTd) beside the blocks.
   estimate.set_activations((kept_blocks_values + 2 * b * t * d) * kFp32);
   estimate.set_logits(3 * b * t * config.vocab_size() * kFp32);
-  estimate.set_collective_staging(config.strategy() == "ddp" ? p * kFp32 : 0);
   estimate.set_total(estimate.parameters() + estimate.gradients() +
                      estimate.optimizer_state() + estimate.activations() +
                      estimate.logits() + estimate.collective_staging());
   return estimate;
+}
+
+std::string RenderMemoryEstimates(const TrainConfig& config, int world_size) {
+  MarkdownTable table;
+  table.headers = {"strategy",     "parameters", "gradients",
+                   "AdamW state",  "collective temporaries",
+                   "activations",  "logits",     "total per rank"};
+  table.align = {Align::kLeft};
+  for (int i = 1; i < 8; ++i) table.align.push_back(Align::kRight);
+  auto bytes = [](int64_t value) {
+    return FormatByteAmount(static_cast<double>(value));
+  };
+  for (StrategyKind kind : AllStrategies()) {
+    if (kind == StrategyKind::kSingle && world_size != 1) continue;
+    TrainConfig resolved = config;
+    resolved.set_strategy(StrategyName(kind));
+    if (config.grad_sync() == "auto") {
+      resolved.set_grad_sync(AutoGradSync(kind));
+    }
+    const MemoryEstimate e = EstimateRankMemoryFor(resolved, world_size, kind);
+    table.rows.push_back(
+        {absl::StrCat(StrategyName(kind), " (grad_sync ",
+                      resolved.grad_sync(), ")"),
+         bytes(e.parameters()), bytes(e.gradients()),
+         bytes(e.optimizer_state()), bytes(e.collective_staging()),
+         bytes(e.activations()), bytes(e.logits()), bytes(e.total())});
+  }
+  return absl::StrCat(
+      "closed-form memory per rank (not measured): ", GptParameterCount(config),
+      " parameters (fp32, AdamW fp32), ", world_size, " rank(s), batch ",
+      config.batch_size(), " x seq ", config.seq_len(), ", grad_accum ",
+      config.grad_accum(), ", bucket_cap_mb ", config.bucket_cap_mb(),
+      config.activation_checkpointing() ? ", activation checkpointing" : "",
+      "\n", table.Render());
 }
 
 absl::Status CheckMemoryFits(const MemoryEstimate& estimate, int ranks_per_host,
@@ -68,7 +137,7 @@ absl::Status CheckMemoryFits(const MemoryEstimate& estimate, int ranks_per_host,
        "parameters, gradients and AdamW state"},
       {estimate.activations(), "activations"},
       {estimate.logits(), "logits"},
-      {estimate.collective_staging(), "gradient buckets"},
+      {estimate.collective_staging(), "collective temporaries"},
   };
   std::sort(terms.begin(), terms.end(),
             [](const auto& a, const auto& b) { return a.first > b.first; });

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/base/host_memory.h"
+#include "trainer/strategy_name.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -20,8 +21,26 @@ namespace mtb {
 int64_t GptParameterCount(const TrainConfig& config);
 
 // Per rank, in bytes (MemoryEstimate in train_result.proto says what each
-// term counts). `world_size` matters once strategies shard state.
+// term counts), for config.strategy() on `world_size` ranks. The closed forms
+// (P = parameter count, N = world size, fp32 parameters and AdamW state;
+// shards rounded up to whole elements):
+//   single, ddp  4P params + 4P grads + 8P state              (16P)
+//   zero1        4P params + 4P grads + 8P/N state            (8P + 8P/N)
+//                (+ 4P/N gradient shards with --grad_sync=every)
+//   zero2        4P params + 4P/N grads + 8P/N state          (4P + 12P/N)
+//                (+ 4P full gradients with --grad_sync=last and K > 1)
+// plus the collectives' temporaries, bounded by the buckets in flight (not by
+// the model): zero1 2 buckets (reduce-scatter blocks), zero2 4 (those and the
+// staging copies), each pair at most the model; ddp reduces its buckets in
+// place (views of the flat gradient buffer): 0. Activations and logits do not depend on the strategy.
 MemoryEstimate EstimateRankMemory(const TrainConfig& config, int world_size);
+MemoryEstimate EstimateRankMemoryFor(const TrainConfig& config, int world_size,
+                                     StrategyKind strategy);
+
+// --estimate_memory: a table of every strategy's estimate per rank for
+// `config` on `world_size` ranks (one row per strategy, a column per term),
+// with the configuration it assumed in a line above it.
+std::string RenderMemoryEstimates(const TrainConfig& config, int world_size);
 
 // kInvalidArgument when `ranks_per_host` ranks of `estimate` exceed the
 // host's total memory: one line naming the estimate, its largest terms and

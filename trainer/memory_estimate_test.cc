@@ -30,19 +30,68 @@ TEST(MemoryEstimate, TheClosedFormParameterCountIsTheModels) {
   }
 }
 
-TEST(MemoryEstimate, StateIsFourCopiesOfTheParametersAndDdpAddsItsBuckets) {
-  TrainConfig config = TinyConfig();  // single
+TEST(MemoryEstimate, StateIsFourCopiesOfTheParametersAndDdpReducesInPlace) {
+  TrainConfig config = TinyConfig();
   const int64_t p = GptParameterCount(config);
-  MemoryEstimate single = EstimateRankMemory(config, 1);
+  const MemoryEstimate single = EstimateRankMemory(config, 1);
   EXPECT_EQ(single.parameters(), 4 * p);
   EXPECT_EQ(single.gradients(), 4 * p);
   EXPECT_EQ(single.optimizer_state(), 8 * p);
   EXPECT_EQ(single.collective_staging(), 0);
   EXPECT_EQ(single.logits(), 3 * 4 * config.batch_size() * config.seq_len() *
                                  config.vocab_size());
+  // ddp's buckets are views of the flat gradient buffer: no copy.
   config.set_strategy("ddp");
-  EXPECT_EQ(EstimateRankMemory(config, 2).collective_staging(), 4 * p);
-  EXPECT_EQ(EstimateRankMemory(config, 2).total(), single.total() + 4 * p);
+  EXPECT_EQ(EstimateRankMemory(config, 2).collective_staging(), 0);
+  EXPECT_EQ(EstimateRankMemory(config, 2).total(), single.total());
+}
+
+// The closed forms of memory_estimate.h: ddp 16P, zero1 8P + 8P/N, zero2
+// 4P + 12P/N, each plus its bounded collective temporaries.
+TEST(MemoryEstimate, ShardedStrategiesFollowTheZeroFormulas) {
+  TrainConfig config = TinyConfig();
+  config.set_bucket_cap_mb(0.001);  // 1048 bytes: below the model
+  const int64_t p = GptParameterCount(config);
+  const int64_t bucket = static_cast<int64_t>(0.001 * (1 << 20));
+  for (int n : {2, 4}) {
+    SCOPED_TRACE(n);
+    const int64_t shard = (p + n - 1) / n;
+    const MemoryEstimate ddp =
+        EstimateRankMemoryFor(config, n, StrategyKind::kDdp);
+    config.set_grad_sync("last");
+    const MemoryEstimate zero1 =
+        EstimateRankMemoryFor(config, n, StrategyKind::kZero1);
+    config.set_grad_sync("every");
+    const MemoryEstimate zero2 =
+        EstimateRankMemoryFor(config, n, StrategyKind::kZero2);
+    EXPECT_EQ(ddp.parameters() + ddp.gradients() + ddp.optimizer_state(),
+              16 * p);
+    EXPECT_EQ(zero1.parameters() + zero1.gradients() + zero1.optimizer_state(),
+              8 * p + 8 * shard);
+    EXPECT_EQ(zero1.collective_staging(), 2 * bucket);
+    EXPECT_EQ(zero2.parameters() + zero2.gradients() + zero2.optimizer_state(),
+              4 * p + 12 * shard);
+    EXPECT_EQ(zero2.collective_staging(), 4 * bucket);
+    EXPECT_LT(zero2.total(), zero1.total());
+    EXPECT_LT(zero1.total(), ddp.total());
+  }
+  // zero2 with grad_sync=last and K > 1 keeps full gradients.
+  config.set_grad_sync("last");
+  config.set_grad_accum(2);
+  EXPECT_EQ(EstimateRankMemoryFor(config, 2, StrategyKind::kZero2).gradients(),
+            4 * (p + (p + 1) / 2));
+}
+
+TEST(MemoryEstimate, TheTableListsEveryStrategyOfAWorld) {
+  TrainConfig config = TinyConfig();
+  config.set_grad_sync("auto");
+  const std::string two = RenderMemoryEstimates(config, 2);
+  EXPECT_NE(two.find("| ddp (grad_sync last)"), std::string::npos) << two;
+  EXPECT_NE(two.find("| zero1 (grad_sync last)"), std::string::npos) << two;
+  EXPECT_NE(two.find("| zero2 (grad_sync every)"), std::string::npos) << two;
+  EXPECT_EQ(two.find("| single"), std::string::npos) << two;
+  EXPECT_NE(RenderMemoryEstimates(config, 1).find("| single"),
+            std::string::npos);
 }
 
 TEST(MemoryEstimate, ActivationsGrowWithTheBatchAndShrinkWithCheckpointing) {

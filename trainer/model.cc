@@ -30,14 +30,15 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed) : shape_(shape) {
   CHECK_EQ(shape.d_model % shape.n_heads, 0);
   const int64_t d = shape.d_model;
   const double residual_std = kInitStd / std::sqrt(2.0 * shape.n_layers);
+  std::vector<NamedParameter> parameters;
   auto add = [&](std::string name, at::Tensor tensor, bool decay) {
     tensor.requires_grad_(true);
-    parameters_.push_back({std::move(name), tensor, decay});
+    parameters.push_back({std::move(name), tensor, decay});
     return tensor;
   };
   auto normal = [&](std::string name, at::IntArrayRef dims, double stddev,
                     bool decay) {
-    const int64_t index = static_cast<int64_t>(parameters_.size());
+    const int64_t index = static_cast<int64_t>(parameters.size());
     return add(std::move(name), NormalParameter(dims, stddev, seed, index),
                decay);
   };
@@ -73,6 +74,22 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed) : shape_(shape) {
   }
   final_ln_weight_ = ones("ln_f.weight", d);
   final_ln_bias_ = zeros("ln_f.bias", d);
+
+  // Units: the root (embeddings and the final LayerNorm), then each block's
+  // 12 parameters.
+  const int per_block = 12;
+  const int last = static_cast<int>(parameters.size());
+  std::vector<std::pair<std::string, std::vector<int>>> units;
+  units.push_back({"root", {0, 1, last - 2, last - 1}});
+  for (int64_t layer = 0; layer < shape.n_layers; ++layer) {
+    std::vector<int> members;
+    for (int j = 0; j < per_block; ++j) {
+      members.push_back(2 + static_cast<int>(layer) * per_block + j);
+    }
+    units.push_back({absl::StrCat("h.", layer), members});
+  }
+  CHECK_EQ(last, 4 + per_block * shape.n_layers);
+  store_ = std::make_unique<ParameterStore>(std::move(parameters), units);
 }
 
 at::Tensor GptModel::Block(int64_t layer, const at::Tensor& x,
@@ -122,7 +139,7 @@ at::Tensor GptModel::Forward(const at::Tensor& tokens,
 
 int64_t GptModel::ParameterCount() const {
   int64_t count = 0;
-  for (const NamedParameter& p : parameters_) count += p.tensor.numel();
+  for (const NamedParameter& p : parameters()) count += p.tensor.numel();
   return count;
 }
 

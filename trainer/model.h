@@ -4,13 +4,15 @@
 // a final LayerNorm and an LM head tied to the token embedding. Shapes: B batch,
 // T sequence (<= seq_len), D d_model, V vocab_size.
 //
-// Parameters are one flat, ordered list (the order of construction: wte, wpe,
-// blocks 0..L-1, ln_f), so strategies can bucket them (DDP walks it in reverse)
-// and checkpoints can name them. The per-block structs alias the same tensors.
+// Parameters are one ordered list (the order of construction: wte, wpe,
+// blocks 0..L-1, ln_f) whose tensors are views into the flat parameter store
+// (trainer/parameter_store.h): a root unit (wte, wpe, ln_f) then one unit per
+// block. The per-block structs alias the same tensors.
 #ifndef MTB_TRAINER_MODEL_H_
 #define MTB_TRAINER_MODEL_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "common/nn/attention.h"
 #include "common/nn/dropout.h"
 #include "common/nn/layers.h"
+#include "trainer/parameter_store.h"
 
 namespace mtb {
 
@@ -27,14 +30,6 @@ struct ModelShape {
   int64_t n_layers = 2;
   int64_t n_heads = 4;
   int64_t seq_len = 32;
-};
-
-struct NamedParameter {
-  std::string name;  // nanoGPT's names: "wte", "h.0.attn.c_attn.weight", ...
-  at::Tensor tensor;  // fp32 leaf, requires_grad
-  // AdamW decoupled weight decay applies (linear weights only: not biases,
-  // LayerNorm or embeddings, as nanoGPT).
-  bool weight_decay = false;
 };
 
 struct BlockParameters {
@@ -60,7 +55,14 @@ class GptModel {
   GptModel(const ModelShape& shape, uint64_t seed);
 
   const ModelShape& shape() const { return shape_; }
-  const std::vector<NamedParameter>& parameters() const { return parameters_; }
+  GptModel(const GptModel&) = delete;
+  GptModel& operator=(const GptModel&) = delete;
+
+  const std::vector<NamedParameter>& parameters() const {
+    return store_->parameters();
+  }
+  // The flat store behind parameters(); strategies slice it.
+  ParameterStore& store() const { return *store_; }
 
   // tokens: (B, T) int64 -> logits (B, T, V). Call under nn::AutocastGuard for
   // bf16.
@@ -85,7 +87,7 @@ class GptModel {
   at::Tensor position_embedding_;  // (seq_len, D)
   std::vector<BlockParameters> blocks_;
   at::Tensor final_ln_weight_, final_ln_bias_;  // (D)
-  std::vector<NamedParameter> parameters_;
+  std::unique_ptr<ParameterStore> store_;
 };
 
 }  // namespace mtb

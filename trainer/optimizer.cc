@@ -1,6 +1,8 @@
 #include "trainer/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "ATen/ATen.h"
 #include "glog/logging.h"
@@ -37,6 +39,79 @@ void AdamW::Step(double lr) {
         (state.exp_avg_sq.sqrt() / std::sqrt(bias_correction2))
             .add_(options_.eps);
     param.addcdiv_(state.exp_avg, denom, -step_size);
+  }
+}
+
+void AdamWUpdate(const AdamWSlice& slice, int64_t step, double lr,
+                 const AdamWOptions& options) {
+  at::NoGradGuard no_grad;
+  const at::Tensor& param = slice.param;
+  const at::Tensor& grad = slice.grad;
+  // As AdamW::Step: p *= 1 - lr * wd only where decay applies (the
+  // per-parameter form multiplies the rest by exactly 1).
+  for (const DecayRun& run : slice.decay) {
+    if (!run.weight_decay) continue;
+    param.narrow(0, run.offset, run.numel).mul_(1 - lr * options.weight_decay);
+  }
+  slice.exp_avg.mul_(options.beta1).add_(grad, 1 - options.beta1);
+  slice.exp_avg_sq.mul_(options.beta2).addcmul_(grad, grad, 1 - options.beta2);
+  const double t = static_cast<double>(step);
+  const double bias_correction1 = 1 - std::pow(options.beta1, t);
+  const double bias_correction2 = 1 - std::pow(options.beta2, t);
+  const double step_size = lr / bias_correction1;
+  const at::Tensor denom =
+      (slice.exp_avg_sq.sqrt() / std::sqrt(bias_correction2))
+          .add_(options.eps);
+  param.addcdiv_(slice.exp_avg, denom, -step_size);
+}
+
+FlatAdamW::FlatAdamW(const ParameterStore& store, std::vector<Range> ranges,
+                     const AdamWOptions& options, int64_t piece_elements)
+    : store_(store),
+      ranges_(std::move(ranges)),
+      options_(options),
+      piece_elements_(piece_elements) {
+  CHECK_GT(piece_elements_, 0);
+  int64_t total = 0;
+  for (const Range& range : ranges_) {
+    CHECK(range.offset >= 0 && range.numel >= 0 &&
+          range.offset + range.numel <= store.numel());
+    decay_.push_back(store.DecayRuns(range.offset, range.numel));
+    state_offsets_.push_back(total);
+    total += range.numel;
+  }
+  exp_avg_ = at::zeros({total}, at::kFloat);
+  exp_avg_sq_ = at::zeros({total}, at::kFloat);
+}
+
+int64_t FlatAdamW::state_bytes() const {
+  return (exp_avg_.numel() + exp_avg_sq_.numel()) * 4;
+}
+
+void FlatAdamW::Step(double lr, const std::vector<at::Tensor>& grads) {
+  CHECK_EQ(grads.size(), ranges_.size());
+  ++step_;
+  const at::Tensor& flat = store_.flat_parameters();
+  for (size_t i = 0; i < ranges_.size(); ++i) {
+    const Range& range = ranges_[i];
+    CHECK_EQ(grads[i].numel(), range.numel) << "range " << i;
+    for (int64_t begin = 0; begin < range.numel; begin += piece_elements_) {
+      const int64_t length = std::min(piece_elements_, range.numel - begin);
+      AdamWSlice slice;
+      slice.param = flat.narrow(0, range.offset + begin, length);
+      slice.grad = grads[i].view({-1}).narrow(0, begin, length);
+      slice.exp_avg = exp_avg_.narrow(0, state_offsets_[i] + begin, length);
+      slice.exp_avg_sq =
+          exp_avg_sq_.narrow(0, state_offsets_[i] + begin, length);
+      for (const DecayRun& run : decay_[i]) {
+        const int64_t start = std::max(run.offset, begin);
+        const int64_t stop = std::min(run.offset + run.numel, begin + length);
+        if (start < stop) {
+          slice.decay.push_back({start - begin, stop - start, run.weight_decay});
+        }
+      }
+      AdamWUpdate(slice, step_, lr, options_);
+    }
   }
 }
 

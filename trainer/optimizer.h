@@ -9,6 +9,14 @@
 //   p  -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 //
 // State is fp32 whatever the compute precision. Not thread-safe.
+//
+// Two forms of the same arithmetic: AdamW, per parameter tensor (the
+// reference, kept for tests), and FlatAdamW, one elementwise update over flat
+// slices of the parameter store (trainer/parameter_store.h) with the weight
+// decay applied per element through decay runs (a shard may span parameters
+// with and without decay). Every op is elementwise, so on the same inputs the
+// two give the same bits whatever the slice boundaries
+// (optimizer_test.cc checks it at odd boundaries).
 #ifndef MTB_TRAINER_OPTIMIZER_H_
 #define MTB_TRAINER_OPTIMIZER_H_
 
@@ -16,7 +24,7 @@
 #include <vector>
 
 #include "ATen/core/Tensor.h"
-#include "trainer/model.h"
+#include "trainer/parameter_store.h"
 
 namespace mtb {
 
@@ -49,6 +57,49 @@ class AdamW {
   std::vector<NamedParameter> parameters_;
   AdamWOptions options_;
   std::vector<State> state_;
+};
+
+// One AdamW update of a flat slice; all four tensors are (numel) fp32 and
+// `decay` covers it (ParameterStore::DecayRuns). `step` is the 1-based step
+// count after this update.
+struct AdamWSlice {
+  at::Tensor param, grad, exp_avg, exp_avg_sq;
+  std::vector<DecayRun> decay;
+};
+void AdamWUpdate(const AdamWSlice& slice, int64_t step, double lr,
+                 const AdamWOptions& options);
+
+// AdamW over ranges of a store's flat parameters: the state of exactly those
+// elements (a rank's shard, or everything), updated in pieces of at most
+// `piece_elements` so that the update's temporaries stay bounded. Every
+// element of a range is updated each step (gradients are flat and always
+// present).
+class FlatAdamW {
+ public:
+  struct Range {
+    int64_t offset = 0;  // in store.flat_parameters()
+    int64_t numel = 0;
+  };
+  FlatAdamW(const ParameterStore& store, std::vector<Range> ranges,
+            const AdamWOptions& options, int64_t piece_elements);
+
+  // grads[i]: (ranges[i].numel) fp32, the gradient of range i.
+  void Step(double lr, const std::vector<at::Tensor>& grads);
+
+  int64_t step() const { return step_; }
+  // fp32 bytes of m and v (the optimizer state this rank holds).
+  int64_t state_bytes() const;
+  const std::vector<Range>& ranges() const { return ranges_; }
+
+ private:
+  const ParameterStore& store_;
+  std::vector<Range> ranges_;
+  std::vector<std::vector<DecayRun>> decay_;  // per range
+  AdamWOptions options_;
+  int64_t piece_elements_;
+  at::Tensor exp_avg_, exp_avg_sq_;  // (sum of range numels)
+  std::vector<int64_t> state_offsets_;  // per range, into exp_avg_
+  int64_t step_ = 0;
 };
 
 }  // namespace mtb

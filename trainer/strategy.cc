@@ -18,11 +18,17 @@ double GradNorm(const std::vector<NamedParameter>& parameters) {
   return std::sqrt(sum_of_squares);
 }
 
-void ScaleGrads(const std::vector<NamedParameter>& parameters, double factor) {
-  at::NoGradGuard no_grad;
-  for (const NamedParameter& p : parameters) {
-    if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(factor);
-  }
+int64_t StorageBytes(const at::Tensor& tensor) {
+  return tensor.defined() ? static_cast<int64_t>(tensor.storage().nbytes())
+                          : 0;
+}
+
+HeldMemory SingleStrategy::Held() const {
+  HeldMemory held;
+  held.parameters = StorageBytes(store_->flat_parameters());
+  held.gradients = StorageBytes(store_->flat_gradients());
+  held.optimizer_state = optimizer_->state_bytes();
+  return held;
 }
 
 std::string SingleStrategy::Describe() const {
@@ -30,13 +36,17 @@ std::string SingleStrategy::Describe() const {
          "hooks)";
 }
 
-absl::Status SingleStrategy::Setup(
-    const std::vector<NamedParameter>& parameters,
-    const AdamWOptions& optimizer) {
-  parameters_ = parameters;
-  optimizer_ = std::make_unique<AdamW>(parameters, optimizer);
+absl::Status SingleStrategy::Setup(ParameterStore& store,
+                                   const AdamWOptions& optimizer) {
+  store_ = &store;
+  store.AttachGradients();
+  optimizer_ = std::make_unique<FlatAdamW>(
+      store, std::vector<FlatAdamW::Range>{{0, store.numel()}}, optimizer,
+      kOptimizerPieceElements);
   return absl::OkStatus();
 }
+
+void SingleStrategy::ZeroGradients() { store_->ZeroGradients(); }
 
 absl::Status SingleStrategy::BeforeBackward(int, int) {
   return absl::OkStatus();
@@ -45,11 +55,12 @@ absl::Status SingleStrategy::BeforeBackward(int, int) {
 absl::Status SingleStrategy::AfterBackward() { return absl::OkStatus(); }
 
 absl::StatusOr<double> SingleStrategy::GlobalGradNorm() {
-  return GradNorm(parameters_);
+  return GradNorm(store_->parameters());
 }
 
 absl::Status SingleStrategy::ScaleGradients(double factor) {
-  ScaleGrads(parameters_, factor);
+  at::NoGradGuard no_grad;
+  store_->flat_gradients().mul_(factor);
   return absl::OkStatus();
 }
 
@@ -64,7 +75,7 @@ absl::StatusOr<std::vector<double>> SingleStrategy::GatherScalars(
 }
 
 absl::Status SingleStrategy::OptimizerStep(double lr) {
-  optimizer_->Step(lr);
+  optimizer_->Step(lr, {store_->flat_gradients()});
   return absl::OkStatus();
 }
 

@@ -2,24 +2,30 @@
 // (trainer/trainer.h) owns the model, data and schedule and calls a Strategy
 // at fixed points of every step; a strategy adds communication there.
 // SingleStrategy (one rank, no communication) is the reference every other
-// strategy must equal; DdpStrategy (trainer/strategy/ddp.h) is the first
-// distributed one; zero1, zero2 and fsdp will implement the same calls.
+// strategy must equal; DdpStrategy (trainer/strategy/ddp.h) and ZeroStrategy
+// (trainer/strategy/zero.h, zero1 and zero2) are the distributed ones; fsdp
+// will implement the same calls. Every strategy works on the flat parameter
+// store (trainer/parameter_store.h); which one --strategy names is decided in
+// one place (trainer/strategy_name.h, MakeStrategy in trainer/worker.h).
 //
 // Collective contract: on every rank the loop makes the same calls in the same
 // order with the same step, so a strategy may issue collectives from any of
 // them. The order per optimizer step is:
 //
+//   ZeroGradients()           (local: the step's zero_grad)
 //   for each micro-batch m of K:  BeforeBackward(m, K); loss.backward()
 //                             (gradient hooks a strategy registered in Setup
 //                              run inside backward, on the calling thread)
 //   AfterBackward()           (gradients complete on every rank after this)
-//   TakeStepCommunication()   (local: what the step's gradient sync cost)
 //   GlobalGradNorm()          (the norm of the full gradient, before clipping)
 //   GatherScalars(...)        (loss and norm of every rank: the non-finite
 //                              stop is decided from the same values everywhere)
 //   ScaleGradients(c)         (clipping, only when the norm exceeds the limit)
 //   OptimizerStep(lr)         (skipped when the step stops on a non-finite
 //                              loss or norm: every rank skips it together)
+//   TakeStepCommunication()   (local: what the step's gradient sync and
+//                              parameter gather cost; the scalar collectives
+//                              are not counted)
 //   ReduceScalar(...)         (the slowest rank's step time)
 //
 // Checkpoint state (sharded optimizer state, bucket layout) will be added here
@@ -34,8 +40,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "trainer/model.h"
 #include "trainer/optimizer.h"
+#include "trainer/parameter_store.h"
 
 namespace mtb {
 
@@ -52,6 +58,22 @@ struct StepCommunication {
   int64_t expected_bytes = 0;
   // Micro-batches whose backward synchronised gradients.
   int syncs = 0;
+  // Sharded strategies: the all-gather of updated parameters (counted and
+  // closed form), 0 otherwise.
+  int64_t gather_bytes_sent = 0;
+  int64_t expected_gather_bytes = 0;
+};
+
+// Bytes of the tensors a strategy owns, found by walking them (not from a
+// formula): what this rank holds right now (issue 12 item 7, in part).
+struct HeldMemory {
+  int64_t parameters = 0;
+  int64_t gradients = 0;        // full gradients and gradient shards
+  int64_t optimizer_state = 0;  // AdamW m and v
+  int64_t collective_temporaries = 0;  // staging and reduce-scatter outputs
+  int64_t total() const {
+    return parameters + gradients + optimizer_state + collective_temporaries;
+  }
 };
 
 // A gradient bucket, for reports (trainer/train_result.proto BucketInfo).
@@ -77,8 +99,12 @@ class Strategy {
   // step: e.g. check every rank built the same model, broadcast rank 0's
   // parameters, register gradient hooks, shard. `parameters` outlive the
   // strategy's use of them (until the next Setup or the strategy's end).
-  virtual absl::Status Setup(const std::vector<NamedParameter>& parameters,
+  virtual absl::Status Setup(ParameterStore& store,
                              const AdamWOptions& optimizer) = 0;
+
+  // Local: the step's zero_grad (attached flat gradients are zeroed; a
+  // strategy that keeps only a shard drops the full gradients).
+  virtual void ZeroGradients() = 0;
 
   // Before micro-batch `micro_batch`'s backward (0-based, of `micro_batches`):
   // where DDP decides whether this backward synchronises (no_sync).
@@ -87,7 +113,8 @@ class Strategy {
   // After the last micro-batch's backward: gradient reduction completes here.
   virtual absl::Status AfterBackward() = 0;
 
-  // The step's communication figures (since the last BeforeBackward(0, K)).
+  // The step's communication figures (since the last BeforeBackward(0, K)),
+  // after OptimizerStep.
   virtual StepCommunication TakeStepCommunication() = 0;
 
   // The gradient buckets in launch order (empty for strategies without).
@@ -112,7 +139,13 @@ class Strategy {
   // The AdamW update with learning rate `lr` (sharded strategies update their
   // shard, then gather).
   virtual absl::Status OptimizerStep(double lr) = 0;
+
+  // Local: the bytes of the tensors this strategy owns now, walked.
+  virtual HeldMemory Held() const = 0;
 };
+
+// Bytes of the storage `tensor` views (0 when undefined).
+int64_t StorageBytes(const at::Tensor& tensor);
 
 // One rank, no communication, no hooks: the reference every other strategy
 // must equal.
@@ -122,8 +155,9 @@ class SingleStrategy : public Strategy {
   std::string Describe() const override;
   int world_size() const override { return 1; }
   std::string backend() const override { return "none"; }
-  absl::Status Setup(const std::vector<NamedParameter>& parameters,
+  absl::Status Setup(ParameterStore& store,
                      const AdamWOptions& optimizer) override;
+  void ZeroGradients() override;
   absl::Status BeforeBackward(int micro_batch, int micro_batches) override;
   absl::Status AfterBackward() override;
   StepCommunication TakeStepCommunication() override { return {}; }
@@ -135,17 +169,18 @@ class SingleStrategy : public Strategy {
   absl::StatusOr<std::vector<double>> GatherScalars(
       const std::vector<double>& values) override;
   absl::Status OptimizerStep(double lr) override;
+  HeldMemory Held() const override;
 
  private:
-  std::vector<NamedParameter> parameters_;
-  std::unique_ptr<AdamW> optimizer_;
+  ParameterStore* store_ = nullptr;
+  std::unique_ptr<FlatAdamW> optimizer_;
 };
+
+// Elements per AdamW piece for strategies without buckets (1 MiB of fp32).
+inline constexpr int64_t kOptimizerPieceElements = int64_t{1} << 18;
 
 // The fp64 L2 norm of the gradients of `parameters` (those that have one).
 double GradNorm(const std::vector<NamedParameter>& parameters);
-
-// Multiplies every defined gradient of `parameters` by `factor`.
-void ScaleGrads(const std::vector<NamedParameter>& parameters, double factor);
 
 }  // namespace mtb
 

@@ -92,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   std::unique_ptr<Trainer> trainer(
       new Trainer(config, rank, strategy, data));
   RETURN_IF_ERROR(
-      strategy->Setup(trainer->model_.parameters(), AdamWOptionsOf(config)));
+      strategy->Setup(trainer->model_.store(), AdamWOptionsOf(config)));
   return trainer;
 }
 
@@ -113,9 +113,7 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   if (count_memory) ResetCpuPeak();
   const Stopwatch step_watch;
 
-  for (const NamedParameter& p : model_.parameters()) {
-    p.tensor.mutable_grad() = at::Tensor();  // like zero_grad(set_to_none)
-  }
+  strategy_->ZeroGradients();
   double local_loss = 0;  // mean over this rank's micro-batches
   for (int micro = 0; micro < micro_batches; ++micro) {
     Stopwatch watch;
@@ -150,11 +148,6 @@ absl::StatusOr<StepRecord> Trainer::Step() {
 
   const Stopwatch optimizer_watch;
   RETURN_IF_ERROR(strategy_->AfterBackward());
-  const StepCommunication communication = strategy_->TakeStepCommunication();
-  record.set_comm_wait_ms(communication.wait_ms);
-  record.set_grad_bytes_sent(communication.bytes_sent);
-  record.set_expected_grad_bytes(communication.expected_bytes);
-  record.set_grad_syncs(communication.syncs);
   ASSIGN_OR_RETURN(const double grad_norm, strategy_->GlobalGradNorm());
   // Every rank decides from the same gathered values, so all stop together.
   ASSIGN_OR_RETURN(const std::vector<double> gathered,
@@ -192,6 +185,22 @@ absl::StatusOr<StepRecord> Trainer::Step() {
     record.set_clipped(true);
   }
   RETURN_IF_ERROR(strategy_->OptimizerStep(record.lr()));
+  const StepCommunication communication = strategy_->TakeStepCommunication();
+  record.set_comm_wait_ms(communication.wait_ms);
+  record.set_grad_bytes_sent(communication.bytes_sent);
+  record.set_expected_grad_bytes(communication.expected_bytes);
+  record.set_grad_syncs(communication.syncs);
+  record.set_param_gather_bytes_sent(communication.gather_bytes_sent);
+  record.set_expected_param_gather_bytes(communication.expected_gather_bytes);
+  const HeldMemory held = strategy_->Held();
+  record.set_held_parameter_bytes(held.parameters);
+  record.set_held_gradient_bytes(held.gradients);
+  record.set_held_optimizer_state_bytes(held.optimizer_state);
+  record.set_held_collective_bytes(held.collective_temporaries);
+  if (count_memory) {
+    record.set_live_bytes(CpuMemory().current_bytes);
+    record.set_unattributed_bytes(record.live_bytes() - held.total());
+  }
   record.set_optimizer_ms(optimizer_watch.ElapsedMs());
 
   ASSIGN_OR_RETURN(const double slowest_ms,

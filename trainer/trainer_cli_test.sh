@@ -11,7 +11,7 @@ expect 2 "--d_model=100 must be divisible by --n_heads=3" "${tiny[@]}" --d_model
 expect 2 "--precision=fp16 must be fp32 or bf16" "${tiny[@]}" --precision=fp16
 expect 2 "--nproc=0 must be >= 1" "${tiny[@]}" --nproc=0
 expect 2 "--grad_accum=0 must be at least 1" "${tiny[@]}" --grad_accum=0
-expect 2 "--strategy=zero3 is not a strategy: use ddp" "${tiny[@]}" --strategy=zero3
+expect 2 "--strategy=zero3 is not a strategy: use ddp, zero1, zero2 (or single, the one-rank reference)" "${tiny[@]}" --strategy=zero3
 expect 2 "--inject_nan_rank=2 must be < the world size 2" "${tiny[@]}" --inject_nan_rank=2
 expect 2 "--strategy=single runs one rank, but the world size is 2" "${tiny[@]}" --strategy=single
 expect 2 "--grad_sync=never must be auto, every or last" "${tiny[@]}" --grad_sync=never
@@ -37,4 +37,12 @@ expect 2 "--lr_warmup_steps=3 must be < --steps=3: the learning rate would never
   "${tiny[@]}" --lr_warmup_steps=3
 expect 2 "--lr_decay_steps=2 must be after the warm-up end (--lr_warmup_steps=2)" \
   "${tiny[@]}" --lr_warmup_steps=2 --lr_decay_steps=2
+# --estimate_memory: every strategy's closed-form bytes per rank, exit 0,
+# before any rank starts.
+"$trainer" "${tiny[@]}" --nproc=4 --estimate_memory > "$out/estimate" 2> "$out/stderr" \
+  || fail "--estimate_memory exited $?"
+for row in "| ddp (grad_sync last)" "| zero1 (grad_sync last)" "| zero2 (grad_sync every)" "4 rank(s)"; do
+  grep -qF -- "$row" "$out/estimate" || { cat "$out/estimate" >&2; fail "no '$row' in the estimate"; }
+done
+! grep -q "launch:" "$out/stderr" || fail "--estimate_memory started ranks"
 echo "PASS"

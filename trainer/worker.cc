@@ -25,6 +25,8 @@
 #include "trainer/metrics.h"
 #include "trainer/output.h"
 #include "trainer/strategy/ddp.h"
+#include "trainer/strategy/zero.h"
+#include "trainer/strategy_name.h"
 #include "trainer/trainer.h"
 
 namespace mtb {
@@ -64,21 +66,33 @@ void KeepFreedMemoryInTheProcess() {
 absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     const TrainConfig& config, collective::Communicator* communicator,
     const DdpTestFault& ddp_fault) {
-  if (config.strategy() == "single") {
-    if (communicator != nullptr && communicator->world_size() != 1) {
-      return absl::InvalidArgumentError(
-          "--strategy=single runs one rank only");
+  ASSIGN_OR_RETURN(const StrategyKind kind, ParseStrategy(config.strategy()));
+  switch (kind) {
+    case StrategyKind::kSingle:
+      if (communicator != nullptr && communicator->world_size() != 1) {
+        return absl::InvalidArgumentError(
+            "--strategy=single runs one rank only");
+      }
+      return std::unique_ptr<Strategy>(new SingleStrategy());
+    case StrategyKind::kDdp: {
+      DdpOptions options =
+          DdpOptionsFromConfig(config.bucket_cap_mb(), config.grad_sync());
+      options.testonly_fault = ddp_fault;
+      return std::unique_ptr<Strategy>(new DdpStrategy(communicator, options));
     }
-    return std::unique_ptr<Strategy>(new SingleStrategy());
+    case StrategyKind::kZero1:
+    case StrategyKind::kZero2:
+      if (ddp_fault.kind != DdpTestFault::Kind::kNone) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--testonly_ddp_fault applies to --strategy=ddp only, not ",
+            config.strategy()));
+      }
+      return std::unique_ptr<Strategy>(new ZeroStrategy(
+          communicator,
+          ZeroOptionsFromConfig(kind == StrategyKind::kZero1 ? 1 : 2,
+                                config.bucket_cap_mb(), config.grad_sync())));
   }
-  if (config.strategy() == "ddp") {
-    DdpOptions options =
-        DdpOptionsFromConfig(config.bucket_cap_mb(), config.grad_sync());
-    options.testonly_fault = ddp_fault;
-    return std::unique_ptr<Strategy>(new DdpStrategy(communicator, options));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--strategy=", config.strategy(), " is not a strategy"));
+  return absl::InternalError("unreachable");
 }
 
 absl::Status DumpParameters(const std::vector<NamedParameter>& parameters,

@@ -25,17 +25,9 @@
 #include "absl/status/statusor.h"
 #include "common/collective/communicator.h"
 #include "trainer/strategy.h"
-
-namespace torch::autograd {
-struct Node;
-}  // namespace torch::autograd
+#include "trainer/strategy/bucket_engine.h"
 
 namespace mtb {
-
-enum class GradSync {
-  kLast,   // no_sync for micro-batches 0..K-2: one all-reduce per step
-  kEvery,  // all-reduce after every micro-batch: K per step
-};
 
 // Test-only faults (--testonly_ddp_fault): a deliberately broken gradient
 // synchronisation, so that tests can prove their checks catch one
@@ -88,12 +80,14 @@ class DdpStrategy final : public Strategy {
   // differs, when the ranks' parameter lists (count, names, shapes) disagree;
   // kInvalidArgument when a test fault names a bucket or parameter that does
   // not exist.
-  absl::Status Setup(const std::vector<NamedParameter>& parameters,
+  absl::Status Setup(ParameterStore& store,
                      const AdamWOptions& optimizer) override;
+  void ZeroGradients() override;
   absl::Status BeforeBackward(int micro_batch, int micro_batches) override;
-  // Waits for every bucket (the time blocked is the step's wait_ms) and
-  // copies the averaged gradients back. kFailedPrecondition, naming the
-  // parameter, when a parameter got no gradient in a synchronised backward.
+  // Waits for every bucket (the time blocked is the step's wait_ms); the
+  // buckets are slices of the flat gradient buffer, reduced in place, so
+  // nothing is copied back. kFailedPrecondition, naming the parameter, when
+  // a parameter got no gradient in a synchronised backward.
   absl::Status AfterBackward() override;
   StepCommunication TakeStepCommunication() override;
   std::vector<BucketSummary> Buckets() const override;
@@ -105,52 +99,38 @@ class DdpStrategy final : public Strategy {
   absl::StatusOr<std::vector<double>> GatherScalars(
       const std::vector<double>& values) override;
   absl::Status OptimizerStep(double lr) override;
+  HeldMemory Held() const override;
 
   // fp32 bytes of every gradient (what one synchronisation all-reduces).
   int64_t gradient_bytes() const { return gradient_bytes_; }
 
  private:
-  struct Bucket;
-
   bool communicating() const;
-  void RemoveHooks();
   // Turns options_.testonly_fault into fault_bucket_ / fault_parameter_.
   absl::Status ResolveTestFault();
-  absl::Status CheckSameParametersOnEveryRank();
-  absl::Status BroadcastParametersFromRankZero();
-  // The gradient hook of parameter `index` (its accumulator has just
-  // accumulated this backward's gradient).
-  void OnGradientReady(int index);
-  void LaunchReadyBuckets();
+  // The engine's launch: bucket `bucket`'s all-reduce, in place.
+  void LaunchBucket(int bucket);
   absl::Status FinishSync();
 
   collective::Communicator* communicator_;
   DdpOptions options_;
-  std::vector<NamedParameter> parameters_;
-  std::unique_ptr<AdamW> optimizer_;
-  std::vector<Bucket> buckets_;
-  std::vector<int> bucket_of_;         // per parameter
+  ParameterStore* store_ = nullptr;
+  std::unique_ptr<FlatAdamW> optimizer_;
+  BucketEngine engine_;
+  std::vector<collective::CollectiveHandle> handles_;  // per bucket
   int64_t gradient_bytes_ = 0;
   int fault_bucket_ = -1;     // test fault: the bucket never synchronised
   int fault_parameter_ = -1;  // test fault: the parameter left unreduced
-  // Kept alive: a parameter holds its accumulator only weakly, and the hooks
-  // live on it (TOOLCHAIN.md). Removed on the next Setup and at destruction.
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
-  std::vector<uintptr_t> hook_keys_;
+  at::Tensor fault_local_gradient_;  // its local gradient, restored after
 
-  // Per backward.
-  bool syncing_ = false;       // this backward's hooks launch all-reduces
+  // Per backward / step.
   bool sync_in_flight_ = false;
-  size_t next_bucket_ = 0;     // the next bucket to launch, in order
-  std::vector<bool> ready_;    // per parameter: its hook fired this backward
-  // Per step.
-  int64_t bytes_sent_at_step_start_ = 0;
+  int64_t bytes_at_arm_ = 0;  // the layer's total when the sync began
+  int64_t bytes_sent_ = 0;    // this step's bucket all-reduces
   double wait_ms_ = 0;
   int syncs_ = 0;
 };
 
-// "every" / "last" -> GradSync (the config is validated: CHECKs).
-GradSync GradSyncFromName(const std::string& name);
 // The options --bucket_cap_mb and --grad_sync ask for.
 DdpOptions DdpOptionsFromConfig(double bucket_cap_mb,
                                 const std::string& grad_sync);

@@ -24,6 +24,14 @@
 namespace mtb {
 namespace {
 
+// Setup over a one-unit store of `parameters` (the store lives as long as the
+// calling thread's next SetupOn; each test's strategy is done with it by then).
+absl::Status SetupOn(Strategy& strategy, std::vector<NamedParameter> parameters) {
+  static thread_local std::unique_ptr<ParameterStore> store;
+  store = std::make_unique<ParameterStore>(std::move(parameters));
+  return strategy.Setup(*store, AdamWOptions{});
+}
+
 struct RankRun {
   std::vector<StepRecord> steps;
   std::vector<at::Tensor> params;  // after the last step
@@ -148,7 +156,7 @@ TEST(Ddp, ActivationCheckpointingChangesNothingUnderDdp) {
   ExpectAllEqual(plain[1].params, checkpointed[1].params, "checkpointing");
 }
 
-TEST(Ddp, BucketsFollowReverseParameterOrderWithAOneMebibyteFirstBucket) {
+TEST(Ddp, BucketsFollowReverseLayoutOrderWithAOneMebibyteFirstBucket) {
   // d_model 128, 4 layers: a block is 12*128^2 + 13*128 floats = 0.76 MiB.
   TrainConfig config = DdpConfig();
   config.set_d_model(128);
@@ -160,13 +168,22 @@ TEST(Ddp, BucketsFollowReverseParameterOrderWithAOneMebibyteFirstBucket) {
   auto trainer = Trainer::Create(config, RankInfo{}, &strategy, data.get());
   ASSERT_TRUE(trainer.ok()) << trainer.status();
   const std::vector<BucketSummary> buckets = strategy.Buckets();
-  // Bucket 0 closes once it holds >= 1 MiB: ln_f, block 3, then block 2's
-  // parameters up to (and including) the one that crosses 1 MiB.
+  // Reverse layout order (trainer/parameter_store.h: the root unit first,
+  // then blocks): bucket 0 closes once it holds >= 1 MiB: block 3, then
+  // block 2's parameters up to (and including) the one that crosses 1 MiB;
+  // the root unit (ln_f, wpe, wte) ends the last bucket.
   ASSERT_EQ(buckets.size(), 2u);
-  EXPECT_EQ(buckets[0].first_parameter, "ln_f.bias");
+  EXPECT_EQ(buckets[0].first_parameter, "h.3.mlp.c_proj.bias");
   EXPECT_GE(buckets[0].bytes, kFirstBucketBytes);
   EXPECT_EQ(buckets[1].last_parameter, "wte");
   EXPECT_EQ(buckets[0].bytes + buckets[1].bytes, strategy.gradient_bytes());
+  // Buckets are slices of the flat gradient buffer: .grad is a view of it.
+  const ParameterStore& store = (*trainer)->model().store();
+  for (size_t i = 0; i < store.parameters().size(); ++i) {
+    EXPECT_EQ(store.parameters()[i].tensor.grad().data_ptr<float>(),
+              store.flat_gradients().data_ptr<float>() + store.offset(i))
+        << store.parameters()[i].name;
+  }
   EXPECT_EQ(strategy.gradient_bytes(),
             (*trainer)->model().ParameterCount() * 4);
 }
@@ -216,7 +233,7 @@ TEST(Ddp, FirstBucketIsIssuedBeforeBackwardReachesTheFirstLayer) {
   for (int rank = 0; rank < 2; ++rank) {
     const std::vector<std::string>& log = events[rank];
     ASSERT_GE(buckets[rank].size(), 3u);
-    EXPECT_EQ(buckets[rank][0].first_parameter, "ln_f.bias");
+    EXPECT_EQ(buckets[rank][0].first_parameter, "h.1.mlp.c_proj.bias");
     const std::string first_bucket =
         absl::StrCat("issue ", buckets[rank][0].bytes);
     const auto issued = std::find(log.begin(), log.end(), first_bucket);
@@ -258,7 +275,7 @@ TEST(Ddp, ABucketReadyBeforeItsPredecessorWaitsForIt) {
         options.first_bucket_cap_bytes = 4;  // one parameter per bucket
         options.bucket_cap_bytes = 4;
         DdpStrategy strategy(&communicator, options);
-        ASSERT_TRUE(strategy.Setup(parameters, AdamWOptions{}).ok());
+        ASSERT_TRUE(SetupOn(strategy, parameters).ok());
         ASSERT_EQ(strategy.Buckets()[0].first_parameter, "late");
         std::vector<std::string> log;
         const collective::CollectiveLog::ObserverId observer_id = communicator.log().AddObserver(
@@ -317,7 +334,7 @@ TEST(Ddp, TestFaultsBreakExactlyWhatTheyName) {
           options.testonly_fault = *fault;
           DdpStrategy strategy(&communicator, options);
           ASSERT_TRUE(
-              strategy.Setup({{"early", early}, {"late", late}}, AdamWOptions{})
+              SetupOn(strategy, {{"early", early}, {"late", late}})
                   .ok());
           ASSERT_TRUE(strategy.BeforeBackward(0, 1).ok());
           const float mine = static_cast<float>(communicator.rank() + 1);
@@ -349,7 +366,7 @@ TEST(Ddp, TestFaultsThatNameNothingAreInvalidArguments) {
   DdpOptions bucket;
   bucket.testonly_fault = *ParseDdpTestFault("bucket_never_synced:1");
   DdpStrategy one_bucket(nullptr, bucket);
-  const absl::Status no_bucket = one_bucket.Setup({{"w", w}}, AdamWOptions{});
+  const absl::Status no_bucket = SetupOn(one_bucket, {{"w", w}});
   EXPECT_EQ(no_bucket.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(no_bucket.message().find("there are 1 buckets (0..0)"),
             std::string::npos)
@@ -357,7 +374,7 @@ TEST(Ddp, TestFaultsThatNameNothingAreInvalidArguments) {
   DdpOptions parameter;
   parameter.testonly_fault = *ParseDdpTestFault("parameter_unreduced:v");
   DdpStrategy no_v(nullptr, parameter);
-  const absl::Status unknown = no_v.Setup({{"w", w}}, AdamWOptions{});
+  const absl::Status unknown = SetupOn(no_v, {{"w", w}});
   EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.message().find("no parameter of that name"),
             std::string::npos)
@@ -407,7 +424,7 @@ TEST(Ddp, SetupBroadcastsRankZerosParameters) {
         const at::Tensor w = at::full({4, 3}, mine).requires_grad_();
         const at::Tensor b = at::full({7}, -mine).requires_grad_();
         DdpStrategy strategy(&communicator, DdpOptions{});
-        ASSERT_TRUE(strategy.Setup({{"w", w}, {"b", b}}, AdamWOptions{}).ok());
+        ASSERT_TRUE(SetupOn(strategy, {{"w", w}, {"b", b}}).ok());
         EXPECT_TRUE(at::equal(w, at::full({4, 3}, 1.0f)));
         EXPECT_TRUE(at::equal(b, at::full({7}, -1.0f)));
       });
@@ -421,7 +438,7 @@ TEST(Ddp, RanksWithDifferentParametersFailSetupNamingTheRank) {
         const int64_t rows = communicator.rank() == 2 ? 5 : 4;
         const at::Tensor w = at::zeros({rows, 3}).requires_grad_();
         DdpStrategy strategy(&communicator, DdpOptions{});
-        const absl::Status setup = strategy.Setup({{"w", w}}, AdamWOptions{});
+        const absl::Status setup = SetupOn(strategy, {{"w", w}});
         EXPECT_EQ(setup.code(), absl::StatusCode::kFailedPrecondition);
         EXPECT_NE(setup.message().find("ddp: rank 2 has 1 parameters (15 "
                                        "elements"),
