@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/collective/communicator_internal.h"
 #include "common/collective/halving_doubling.h"
+#include "common/collective/point_to_point_collectives.h"
 #include "common/collective/store_impl.h"
 #include "common/libtorch/dtype.h"
 #include "common/base/status.h"
@@ -17,14 +18,7 @@
 
 namespace mtb::collective {
 
-// kAuto's choice. //common/collective:reduce_scatter_benchmark (docs/collective.md,
-// "Reduce-scatter") measured alltoall_base + local sum faster than Gloo's
-// halving-doubling from 1 MiB up in every run (1.3-4.1x at 2 ranks, 1.3-4.8x
-// at 3), with no consistent winner below 256 KiB (ratios 0.5-18 from run to
-// run on two shared cores). Halving-doubling also blocks the caller and skips
-// empty blocks, so alltoall runs at every size.
-constexpr ReduceScatterAlgorithm kDefaultReduceScatterAlgorithm =
-    ReduceScatterAlgorithm::kAllToAll;
+// kAuto's choice: see ChooseReduceScatter below.
 
 namespace {
 
@@ -74,6 +68,15 @@ void ReduceBlocks(const at::Tensor& blocks, at::Tensor out, ReduceOp op) {
         break;
     }
   }
+}
+
+// kAuto's choice for an input of `bytes` (S) at `world_size` ranks. Measured
+// with //common/collective:reduce_scatter_benchmark (docs/collective.md,
+// "Reduce-scatter"): TODO.
+ReduceScatterAlgorithm ChooseReduceScatter(int64_t bytes, int world_size) {
+  (void)bytes;
+  (void)world_size;
+  return ReduceScatterAlgorithm::kChunked;
 }
 
 absl::Status CheckReduceOp(absl::string_view what, ReduceOp op,
@@ -217,7 +220,7 @@ CollectiveHandle Communicator::Impl::IssueReduceScatter(
 
   ReduceScatterAlgorithm algorithm = reduce_scatter_algorithm_;
   if (algorithm == ReduceScatterAlgorithm::kAuto) {
-    algorithm = kDefaultReduceScatterAlgorithm;
+    algorithm = ChooseReduceScatter(flat_input.nbytes(), n);
   }
   // Why Gloo's algorithm cannot take this call, or "" when it can.
   std::string unfit;
@@ -243,6 +246,26 @@ CollectiveHandle Communicator::Impl::IssueReduceScatter(
                                    ToHalvingDoubling(op));
       result.tensor.copy_(buffer.narrow(0, 0, mine));
       if (finish_result) finish_result();
+    });
+  }
+  if (algorithm == ReduceScatterAlgorithm::kChunked) {
+    const int64_t chunk_elements =
+        std::max<int64_t>(1, reduce_scatter_chunk_bytes_ / element_size);
+    record.algorithm =
+        absl::StrCat("gloo_send_recv_chunked(", chunk_elements * element_size,
+                     " B/peer)+overlapped_reduce");
+    const int tag = NextReservedTag();
+    return Launch(std::move(record), [&] {
+      c10::intrusive_ptr<GlooProcessGroup> group = group_;
+      const at::Tensor reduced = result.tensor;
+      const int me = rank();
+      c10::intrusive_ptr<c10d::Work> work = RunInBackground(
+          [group, me, flat_input, block_elements, reduced, chunk_elements, op,
+           tag] {
+            ChunkedReduceScatter(*group, me, flat_input, block_elements,
+                                 reduced, chunk_elements, op, tag);
+          });
+      return Launched{work, finish_result};
     });
   }
   record.algorithm = "gloo_alltoall_base+local_reduce";
