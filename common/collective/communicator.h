@@ -45,8 +45,9 @@ absl::string_view ReduceOpName(ReduceOp op);
 // How ReduceScatter and ReduceScatterV run (docs/collective.md, "Reduce-scatter").
 // Every rank of a communicator must use the same one.
 enum class ReduceScatterAlgorithm {
-  // The measured default: kAllToAll at every size (docs/collective.md,
-  // "Reduce-scatter"; kDefaultReduceScatterAlgorithm in reduce_collectives.cc).
+  // The measured default: kAllToAll below an input of 16 MiB, kChunked from
+  // there up (docs/collective.md, "Reduce-scatter"; ChooseReduceScatter in
+  // reduce_collectives.cc).
   kAuto,
   // c10d alltoall_base (rank p receives every rank's p-th block) + a local
   // reduction over the n received blocks. Asynchronous like any c10d op.
@@ -72,7 +73,8 @@ absl::StatusOr<ReduceScatterAlgorithm> ParseReduceScatterAlgorithm(
 // How AllGather (the flat one) runs (docs/collective.md, "All-gather").
 // Every rank of a communicator must use the same one.
 enum class AllGatherAlgorithm {
-  // The measured default (kDefaultAllGatherAlgorithm in copy_collectives.cc).
+  // The measured default (docs/collective.md, "All-gather"; ChooseAllGather
+  // in copy_collectives.cc).
   kAuto,
   // c10d's list allgather on views of the output (stages the whole output in
   // a temporary inside c10d and copies it out).

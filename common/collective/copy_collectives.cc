@@ -18,13 +18,20 @@ std::vector<int64_t> ToVector(absl::Span<const int64_t> counts) {
   return std::vector<int64_t>(counts.begin(), counts.end());
 }
 
-// kAuto's choice for an output of `bytes` (S) at `world_size` ranks. Measured
+// kAuto's choice for an output of `bytes` (S) at `world_size` ranks, measured
 // with //common/collective:reduce_scatter_benchmark --op=all_gather
-// (docs/collective.md, "All-gather"): TODO.
+// (docs/collective.md, "All-gather", two sweeps at 2 and 3 ranks on two
+// shared cores): below 1 MiB the list all-gather won 7 of 8 points (direct
+// send/recv pays ~1-2 ms more per call there); from 1 to 16 MiB the winner
+// changed from sweep to sweep; at 64 MiB direct won 2.5-2.8x (c10d's list
+// all-gather collapses there). Direct from 4 MiB up, where the list's
+// S-byte temporary starts to matter, list below.
+constexpr int64_t kDirectAllGatherFromBytes = int64_t{4} << 20;
+
 AllGatherAlgorithm ChooseAllGather(int64_t bytes, int world_size) {
-  (void)bytes;
   (void)world_size;
-  return AllGatherAlgorithm::kDirect;
+  return bytes >= kDirectAllGatherFromBytes ? AllGatherAlgorithm::kDirect
+                                            : AllGatherAlgorithm::kList;
 }
 
 }  // namespace

@@ -18,8 +18,6 @@
 
 namespace mtb::collective {
 
-// kAuto's choice: see ChooseReduceScatter below.
-
 namespace {
 
 c10d::ReduceOp ToC10d(ReduceOp op) {
@@ -70,13 +68,22 @@ void ReduceBlocks(const at::Tensor& blocks, at::Tensor out, ReduceOp op) {
   }
 }
 
-// kAuto's choice for an input of `bytes` (S) at `world_size` ranks. Measured
+// kAuto's choice for an input of `bytes` (S) at `world_size` ranks, measured
 // with //common/collective:reduce_scatter_benchmark (docs/collective.md,
-// "Reduce-scatter"): TODO.
+// "Reduce-scatter", two sweeps at 2 and 3 ranks on two shared cores): alltoall
+// + local sum won at every S up to 8 MiB in both sweeps; at 16 MiB each won
+// one of the two sweeps at each world size; from 32 MiB up chunked send/recv
+// (1 MiB chunks) won every time, 1.7-2.5x. Halving-doubling lost everywhere
+// from 64 KiB up. So alltoall below 16 MiB, where its temporary (S bytes) is
+// small, and chunked from 16 MiB up, where it is faster and its staging stays
+// at 2(n-1)+1 chunks.
+constexpr int64_t kChunkedReduceScatterFromBytes = int64_t{16} << 20;
+
 ReduceScatterAlgorithm ChooseReduceScatter(int64_t bytes, int world_size) {
-  (void)bytes;
-  (void)world_size;
-  return ReduceScatterAlgorithm::kChunked;
+  if (world_size == 1) return ReduceScatterAlgorithm::kAllToAll;
+  return bytes >= kChunkedReduceScatterFromBytes
+             ? ReduceScatterAlgorithm::kChunked
+             : ReduceScatterAlgorithm::kAllToAll;
 }
 
 absl::Status CheckReduceOp(absl::string_view what, ReduceOp op,
