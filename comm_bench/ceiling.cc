@@ -252,4 +252,50 @@ absl::StatusOr<Ceiling> MeasureCeiling(const CeilingOptions& options) {
   return ceiling;
 }
 
+CommBenchCeiling CeilingProto(const Ceiling& ceiling,
+                              const CeilingOptions& options) {
+  constexpr double kGiga = 1e9;
+  CommBenchCeiling proto;
+  proto.set_schema_version(1);
+  proto.set_bytes(options.bytes);
+  proto.set_rounds(options.rounds);
+  proto.set_memcpy_gbps(ceiling.memcpy_bytes_per_second / kGiga);
+  proto.set_tcp_one_way_gbps(ceiling.tcp_one_way / kGiga);
+  proto.set_tcp_one_way_min_gbps(ceiling.tcp_one_way_min / kGiga);
+  proto.set_tcp_one_way_max_gbps(ceiling.tcp_one_way_max / kGiga);
+  proto.set_tcp_both_ways_gbps(ceiling.tcp_both_ways / kGiga);
+  proto.set_tcp_both_ways_min_gbps(ceiling.tcp_both_ways_min / kGiga);
+  proto.set_tcp_both_ways_max_gbps(ceiling.tcp_both_ways_max / kGiga);
+  proto.set_peers_world_size(ceiling.peers_world_size);
+  proto.set_tcp_peers_gbps(ceiling.tcp_peers / kGiga);
+  proto.set_tcp_peers_min_gbps(ceiling.tcp_peers_min / kGiga);
+  proto.set_tcp_peers_max_gbps(ceiling.tcp_peers_max / kGiga);
+  return proto;
+}
+
+void SetMatchingCeiling(const CommBenchCeiling& ceiling, int world_size,
+                        CommBenchRow* row) {
+  if (world_size < 2) return;
+  double gbps = 0;
+  std::string shape;
+  if (world_size == 2 && row->op() == "broadcast") {
+    gbps = ceiling.tcp_one_way_gbps();
+    shape = "tcp_one_way";
+  } else if (world_size == 2) {
+    gbps = ceiling.tcp_both_ways_gbps();
+    shape = "tcp_both_ways";
+  } else {
+    gbps = ceiling.tcp_peers_gbps();
+    shape = absl::StrCat("tcp_", ceiling.peers_world_size() - 1, "_peers");
+    if (ceiling.peers_world_size() != world_size) {
+      absl::StrAppend(&shape, " (measured at ", ceiling.peers_world_size(),
+                      " processes)");
+    }
+  }
+  if (gbps <= 0) return;
+  row->set_ceiling_gbps(gbps);
+  row->set_ceiling_shape(shape);
+  row->set_busbw_fraction_of_ceiling(row->busbw_gbps() / gbps);
+}
+
 }  // namespace mtb::comm_bench

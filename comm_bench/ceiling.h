@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "comm_bench/comm_bench.pb.h"
 
 namespace mtb::comm_bench {
 
@@ -40,6 +41,19 @@ struct Ceiling {
 
 // Forks the processes it needs; call before starting threads.
 absl::StatusOr<Ceiling> MeasureCeiling(const CeilingOptions& options);
+
+// The result file's figures (GB/s); the caller fills context.
+CommBenchCeiling CeilingProto(const Ceiling& ceiling,
+                              const CeilingOptions& options);
+
+// The ceiling a row of `op` at `world_size` ranks is compared with: at 2
+// ranks broadcast moves one way (tcp one way) and every other collective
+// sends and receives at once (tcp both ways); from 3 ranks every rank talks
+// to n-1 peers at once (tcp peers, measured at ceiling.peers_world_size
+// processes; the shape's name says so when that is not world_size). Sets
+// the row's ceiling fields; leaves them unset at 1 rank or without a figure.
+void SetMatchingCeiling(const CommBenchCeiling& ceiling, int world_size,
+                        CommBenchRow* row);
 
 }  // namespace mtb::comm_bench
 

@@ -9,10 +9,15 @@
 #include "comm_bench/ceiling.h"
 #include "common/base/byte_size.h"
 #include "common/base/flags.h"
+#include "common/results/json_io.h"
+#include "common/results/output_path.h"
+#include "common/results/run_context.h"
 
 ABSL_FLAG(std::string, bytes, "64M", "bytes per peer and direction per round");
 ABSL_FLAG(int, rounds, 5, "rounds per shape (median reported, min..max shown)");
 ABSL_FLAG(int, peers_world_size, 3, "processes in the n-1-peers shape (>= 3)");
+ABSL_FLAG(std::string, out, "",
+          "Also write the result JSON here (comm_bench --ceiling reads it).");
 
 int main(int argc, char** argv) {
   mtb::ParseCommandLineOrExit(argc, argv,
@@ -27,6 +32,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--rounds must be > 0 and --peers_world_size >= 3\n");
     return 2;
   }
+  mtb::RunContext context = mtb::NewRunContext("loopback_ceiling", argc, argv);
   mtb::comm_bench::CeilingOptions options;
   options.bytes = *bytes;
   options.rounds = absl::GetFlag(FLAGS_rounds);
@@ -47,5 +53,15 @@ int main(int argc, char** argv) {
               ceiling->peers_world_size - 1, ceiling->peers_world_size,
               ceiling->tcp_peers / g, ceiling->tcp_peers_min / g,
               ceiling->tcp_peers_max / g);
+  if (!absl::GetFlag(FLAGS_out).empty()) {
+    mtb::comm_bench::CommBenchCeiling proto =
+        mtb::comm_bench::CeilingProto(*ceiling, options);
+    mtb::FinishRunContext(&context);
+    *proto.mutable_context() = context;
+    const std::string path = mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
+    const absl::Status written = mtb::WriteJsonFile(proto, path);
+    if (!written.ok()) return mtb::ReportAndExitCode(argv[0], written);
+    std::printf("# result: %s\n", path.c_str());
+  }
   return 0;
 }
