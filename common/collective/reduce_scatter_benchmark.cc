@@ -33,7 +33,9 @@
 #include "common/base/status.h"
 #include "glog/logging.h"
 
-ABSL_FLAG(std::string, op, "reduce_scatter", "reduce_scatter or all_gather");
+ABSL_FLAG(std::string, op, "reduce_scatter",
+          "reduce_scatter, all_gather or all_reduce (c10d's Gloo all-reduce "
+          "against our reduce_scatter + all_gather)");
 ABSL_FLAG(std::string, world_sizes, "2,3", "comma-separated rank counts");
 ABSL_FLAG(int64_t, min_bytes, 1024, "smallest size S (float32 bytes)");
 ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest size S");
@@ -56,10 +58,22 @@ struct Variant {
   ReduceScatterAlgorithm reduce_scatter = ReduceScatterAlgorithm::kAuto;
   int64_t chunk_bytes = 0;  // kChunked only
   AllGatherAlgorithm all_gather = AllGatherAlgorithm::kAuto;
+  // all_reduce: ReduceScatter then AllGather (kAuto each) instead of
+  // AllReduce.
+  bool composite = false;
 };
+
+bool AllReduceMode() { return absl::GetFlag(FLAGS_op) == "all_reduce"; }
 
 std::vector<Variant> Variants(bool reduce_scatter) {
   std::vector<Variant> variants;
+  if (AllReduceMode()) {
+    variants.push_back({"gloo_allreduce"});
+    Variant composite{"reduce_scatter+all_gather"};
+    composite.composite = true;
+    variants.push_back(composite);
+    return variants;
+  }
   if (!reduce_scatter) {
     variants.push_back({"list", {}, 0, AllGatherAlgorithm::kList});
     variants.push_back({"direct", {}, 0, AllGatherAlgorithm::kDirect});
@@ -112,6 +126,15 @@ absl::Status MeasureWorldSize(int n, bool reduce_scatter,
   options.timeout = absl::Minutes(2);
   auto run = [&](Communicator& comm, int v, const at::Tensor& input,
                  const at::Tensor& output) {
+    if (AllReduceMode()) {
+      // In place on `output`, which holds the input (see below).
+      if (!variants[v].composite) return comm.AllReduce(output);
+      const int64_t k = output.numel() / comm.world_size();
+      const at::Tensor shard = output.narrow(0, comm.rank() * k, k);
+      absl::Status status = comm.ReduceScatter(output, shard);
+      if (!status.ok()) return status;
+      return comm.AllGather(shard, output);
+    }
     if (reduce_scatter) return comm.ReduceScatter(input, output);
     return comm.AllGather(input, output);
   };
@@ -144,12 +167,16 @@ absl::Status MeasureWorldSize(int n, bool reduce_scatter,
             const int64_t elements = sizes[i] / 4 / n * n;
             const int64_t k = elements / n;
             const at::Tensor pattern = at::arange(elements, at::kFloat).fmod_(1000);
+            const bool all_reduce = AllReduceMode();
             const at::Tensor input =
-                reduce_scatter ? pattern * (comm.rank() + 1)
-                               : pattern.narrow(0, comm.rank() * k, k).clone();
-            at::Tensor output = at::empty({reduce_scatter ? k : elements});
+                reduce_scatter || all_reduce
+                    ? pattern * (comm.rank() + 1)
+                    : pattern.narrow(0, comm.rank() * k, k).clone();
+            at::Tensor output =
+                at::empty({reduce_scatter && !all_reduce ? k : elements});
             const at::Tensor expected =
-                reduce_scatter
+                all_reduce ? pattern * (n * (n + 1) / 2)
+                : reduce_scatter
                     ? (pattern * (n * (n + 1) / 2)).narrow(0, comm.rank() * k, k)
                     : pattern;
             const int iters = static_cast<int>(std::clamp<int64_t>(
@@ -158,7 +185,11 @@ absl::Status MeasureWorldSize(int n, bool reduce_scatter,
             for (int v : mine) {
               comm.SetReduceScatterAlgorithm(variants[v].reduce_scatter);
               comm.SetAllGatherAlgorithm(variants[v].all_gather);
-              output.fill_(-1);
+              if (all_reduce) {
+                output.copy_(input);
+              } else {
+                output.fill_(-1);
+              }
               absl::Status status = run(comm, v, input, output);
               const bool ok = status.ok() && at::equal(output, expected);
               absl::MutexLock lock(&mutex);
@@ -208,8 +239,9 @@ int Main(int argc, char** argv) {
       "reduce_scatter_benchmark: reduce-scatter and all-gather algorithms");
   InitLogging(argv[0]);
   const std::string op = absl::GetFlag(FLAGS_op);
-  if (op != "reduce_scatter" && op != "all_gather") {
-    std::fprintf(stderr, "--op=%s: expected reduce_scatter or all_gather\n",
+  if (op != "reduce_scatter" && op != "all_gather" && op != "all_reduce") {
+    std::fprintf(stderr,
+                 "--op=%s: expected reduce_scatter, all_gather or all_reduce\n",
                  op.c_str());
     return 2;
   }
@@ -232,7 +264,8 @@ int Main(int argc, char** argv) {
   std::printf("---|---|\n");
   bool all_correct = true;
   for (const Row& row : rows) {
-    const double factor = (row.world_size - 1.0) / row.world_size;
+    const double factor = (AllReduceMode() ? 2.0 : 1.0) *
+                          (row.world_size - 1.0) / row.world_size;
     std::printf("| %d | %lld |", row.world_size, static_cast<long long>(row.bytes));
     size_t fastest = 0;
     for (size_t v = 0; v < variants.size(); ++v) {
