@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "comm_bench/ceiling.h"
 #include "absl/strings/str_join.h"
 #include "common/report/report.h"
 #include "common/base/stats.h"
@@ -208,6 +209,7 @@ class RowRunner {
     row.set_busbw_factor(op_.BusBandwidthFactor(n));
     row.set_algbw_gbps(algbw);
     row.set_busbw_gbps(algbw * op_.BusBandwidthFactor(n));
+    if (options_.has_ceiling) SetMatchingCeiling(options_.ceiling, n, &row);
     row.set_checked(options_.check);
     row.set_wrong(wrong);
     for (int64_t bytes : shape_.send_bytes_per_rank) row.add_send_bytes_per_rank(bytes);
@@ -284,6 +286,7 @@ absl::StatusOr<CommBenchResult> RunSweep(
   context.root = options.root;
 
   CommBenchResult result;
+  if (options.has_ceiling) *result.mutable_ceiling() = options.ceiling;
   result.set_schema_version(kSchemaVersion);
   for (const std::string& note : options.notes) {
     result.add_notes(note);

@@ -38,6 +38,10 @@ struct SweepOptions {
   // Remarks on how the flags were read (e.g. which of two settings wins),
   // added to the result's notes and shown before the first row.
   std::vector<std::string> notes;
+  // --ceiling's figures: every row gets its matching ceiling and busbw as a
+  // fraction of it (SetMatchingCeiling). Ignored when has_ceiling is false.
+  CommBenchCeiling ceiling;
+  bool has_ceiling = false;
 
   // Testing only: in every check pass of `corrupt_op`, rank `corrupt_rank`
   // subtracts 1 from one element of its copied-back output before comparing, as a

@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "common/base/byte_size.h"
 #include "common/base/flags.h"
+#include "common/results/json_io.h"
 #include "common/results/output_path.h"
 #include "common/base/skew.h"
 #include "common/base/status.h"
@@ -49,6 +50,9 @@ ABSL_FLAG(std::string, out, "",
           "Result JSON (default results/<tool>_<UTC time>.json in the checkout).");
 ABSL_FLAG(std::string, markdown, "", "Also write a Markdown summary here.");
 ABSL_FLAG(std::string, plot, "", "Also write an SVG of busbw vs size here.");
+ABSL_FLAG(std::string, ceiling, "",
+          "A loopback_ceiling result JSON: every row also reports busbw as a "
+          "fraction of the matching ceiling (docs/comm_bench.md, \"Ceiling\").");
 ABSL_FLAG(std::string, testonly_corrupt, "",
           "Testing only: OP:RANK makes RANK corrupt one element of OP's output "
           "before every check, to prove the check and the exit code.");
@@ -85,6 +89,7 @@ FlagValues ReadFlags() {
   flags.out = absl::GetFlag(FLAGS_out);
   flags.markdown = absl::GetFlag(FLAGS_markdown);
   flags.plot = absl::GetFlag(FLAGS_plot);
+  flags.ceiling = absl::GetFlag(FLAGS_ceiling);
   flags.testonly_corrupt = absl::GetFlag(FLAGS_testonly_corrupt);
   return flags;
 }
@@ -192,6 +197,21 @@ absl::StatusOr<SweepOptions> ResolveOptions(const FlagValues& flags,
     }
     options.corrupt_op = parts[0];
     options.corrupt_rank = rank;
+  }
+  if (!flags.ceiling.empty()) {
+    const absl::Status read =
+        ReadJsonFile(ResolveUserPath(flags.ceiling), &options.ceiling);
+    if (!read.ok()) {
+      return Invalid("ceiling", flags.ceiling,
+                     absl::StrCat("expected a loopback_ceiling result JSON: ",
+                                  read.message()));
+    }
+    if (options.ceiling.tcp_both_ways_gbps() <= 0) {
+      return Invalid("ceiling", flags.ceiling,
+                     "has no tcp_both_ways_gbps; write it with "
+                     "//comm_bench:loopback_ceiling --out=PATH");
+    }
+    options.has_ceiling = true;
   }
   // Outputs that cannot be written fail now, before any rank starts.
   for (const auto& [flag, path] :

@@ -36,6 +36,7 @@ struct FlagValues {
   std::string out;
   std::string markdown;
   std::string plot;
+  std::string ceiling;  // a loopback_ceiling result JSON, or ""
   std::string testonly_corrupt;  // "OP:RANK"
 };
 

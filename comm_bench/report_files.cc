@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
@@ -50,6 +51,11 @@ std::string RenderMarkdown(const CommBenchResult& result) {
                    Align::kRight, Align::kRight, Align::kLeft};
     bool alltoallv = false;
     bool emulated = false;
+    const bool ceiling = result.has_ceiling();
+    if (ceiling) {
+      table.headers.push_back("busbw / ceiling");
+      table.align.push_back(Align::kRight);
+    }
     for (const CommBenchRow& row : result.rows()) {
       if (row.op() != summary.op()) continue;
       emulated |= row.emulated();
@@ -66,6 +72,16 @@ std::string RenderMarkdown(const CommBenchResult& result) {
           FormatSignificant(row.busbw_gbps()),
           row.checked() ? absl::StrCat(row.wrong()) : "N/A",
           row.algorithm()};
+      if (ceiling) {
+        cells.push_back(
+            row.ceiling_gbps() > 0
+                ? absl::StrCat(
+                      absl::StrFormat("%.0f%%",
+                                      100 * row.busbw_fraction_of_ceiling()),
+                      " of ", row.ceiling_shape(), " ",
+                      FormatSignificant(row.ceiling_gbps()), " GB/s")
+                : "-");
+      }
       if (row.bottleneck_rank() >= 0) {
         alltoallv = true;
         const int rank = row.bottleneck_rank();

@@ -94,6 +94,16 @@ void TablePrinter::SizeFinished(const Collective& op,
       first.redop().empty() ? "none" : first.redop(), first.root());
   line += NcclTestsColumns(out_of_place) + NcclTestsColumns(in_place);
   line += ExtraColumns(out_of_place) + ExtraColumns(in_place);
+  if (first.ceiling_gbps() > 0) {
+    // busbw as a share of the matching ceiling, out of place | in place.
+    auto percent = [](const CommBenchRow* row) -> std::string {
+      if (row == nullptr) return "-";
+      return absl::StrFormat("%.0f%%", 100 * row->busbw_fraction_of_ceiling());
+    };
+    line += absl::StrFormat(" |%5s %5s of %s %.2f", percent(out_of_place),
+                            percent(in_place), first.ceiling_shape(),
+                            first.ceiling_gbps());
+  }
   if (first.emulated()) line += "  emulated";
   if (first.bottleneck_rank() >= 0) {
     const int rank = first.bottleneck_rank();

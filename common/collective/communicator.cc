@@ -38,6 +38,8 @@ absl::string_view ReduceScatterAlgorithmName(ReduceScatterAlgorithm algorithm) {
       return "alltoall";
     case ReduceScatterAlgorithm::kHalvingDoubling:
       return "halving_doubling";
+    case ReduceScatterAlgorithm::kChunked:
+      return "chunked";
   }
   return "unknown";
 }
@@ -46,12 +48,36 @@ absl::StatusOr<ReduceScatterAlgorithm> ParseReduceScatterAlgorithm(
     absl::string_view name) {
   for (ReduceScatterAlgorithm algorithm :
        {ReduceScatterAlgorithm::kAuto, ReduceScatterAlgorithm::kAllToAll,
-        ReduceScatterAlgorithm::kHalvingDoubling}) {
+        ReduceScatterAlgorithm::kHalvingDoubling,
+        ReduceScatterAlgorithm::kChunked}) {
     if (ReduceScatterAlgorithmName(algorithm) == name) return algorithm;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown reduce-scatter algorithm '", name,
-                   "'; expected auto, alltoall or halving_doubling"));
+                   "'; expected auto, alltoall, halving_doubling or chunked"));
+}
+
+absl::string_view AllGatherAlgorithmName(AllGatherAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllGatherAlgorithm::kAuto:
+      return "auto";
+    case AllGatherAlgorithm::kList:
+      return "list";
+    case AllGatherAlgorithm::kDirect:
+      return "direct";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<AllGatherAlgorithm> ParseAllGatherAlgorithm(
+    absl::string_view name) {
+  for (AllGatherAlgorithm algorithm :
+       {AllGatherAlgorithm::kAuto, AllGatherAlgorithm::kList,
+        AllGatherAlgorithm::kDirect}) {
+    if (AllGatherAlgorithmName(algorithm) == name) return algorithm;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown all-gather algorithm '", name, "'; expected auto, list or direct"));
 }
 
 // ---------------------------------------------------------------------------
@@ -66,7 +92,9 @@ Communicator::Impl::Impl(std::shared_ptr<CommState> state, Store store,
       devices_(std::move(devices)),
       group_(std::move(group)),
       timeout_(options.timeout),
-      reduce_scatter_algorithm_(options.reduce_scatter_algorithm) {}
+      reduce_scatter_algorithm_(options.reduce_scatter_algorithm),
+      reduce_scatter_chunk_bytes_(options.reduce_scatter_chunk_bytes),
+      all_gather_algorithm_(options.all_gather_algorithm) {}
 
 Communicator::Impl::~Impl() {
   if (!state_->abandoned()) return;
@@ -123,6 +151,22 @@ void Communicator::Impl::SetReduceScatterAlgorithm(
 ReduceScatterAlgorithm Communicator::Impl::reduce_scatter_algorithm() const {
   absl::MutexLock lock(&issue_mutex_);
   return reduce_scatter_algorithm_;
+}
+
+void Communicator::Impl::SetAllGatherAlgorithm(AllGatherAlgorithm algorithm) {
+  absl::MutexLock lock(&issue_mutex_);
+  all_gather_algorithm_ = algorithm;
+}
+
+AllGatherAlgorithm Communicator::Impl::all_gather_algorithm() const {
+  absl::MutexLock lock(&issue_mutex_);
+  return all_gather_algorithm_;
+}
+
+int Communicator::Impl::NextReservedTag() {
+  const int tag = kFirstReservedTag + reserved_tag_counter_;
+  reserved_tag_counter_ = (reserved_tag_counter_ + 1) % kFirstReservedTag;
+  return tag;
 }
 
 std::string Communicator::Impl::What(CollectiveOp kind) const {
@@ -223,6 +267,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
         absl::StrCat("Communicator: timeout must be positive, got ",
                      absl::FormatDuration(options.timeout)));
   }
+  if (options.reduce_scatter_chunk_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Communicator: reduce_scatter_chunk_bytes must be "
+                     "positive, got ",
+                     options.reduce_scatter_chunk_bytes));
+  }
   ASSIGN_OR_RETURN(GlooDevices devices,
                    MakeGlooDevices(GlooDeviceSpec{options.gloo_interface,
                                                   options.gloo_hostname}));
@@ -260,6 +310,12 @@ void Communicator::SetReduceScatterAlgorithm(ReduceScatterAlgorithm algorithm) {
 }
 ReduceScatterAlgorithm Communicator::reduce_scatter_algorithm() const {
   return impl_->reduce_scatter_algorithm();
+}
+void Communicator::SetAllGatherAlgorithm(AllGatherAlgorithm algorithm) {
+  impl_->SetAllGatherAlgorithm(algorithm);
+}
+AllGatherAlgorithm Communicator::all_gather_algorithm() const {
+  return impl_->all_gather_algorithm();
 }
 CollectiveLog& Communicator::log() { return impl_->state().log; }
 const CollectiveLog& Communicator::log() const { return impl_->state().log; }

@@ -45,8 +45,9 @@ absl::string_view ReduceOpName(ReduceOp op);
 // How ReduceScatter and ReduceScatterV run (docs/collective.md, "Reduce-scatter").
 // Every rank of a communicator must use the same one.
 enum class ReduceScatterAlgorithm {
-  // The measured default: kAllToAll at every size (docs/collective.md,
-  // "Reduce-scatter"; kDefaultReduceScatterAlgorithm in reduce_collectives.cc).
+  // The measured default: kAllToAll below an input of 16 MiB, kChunked from
+  // there up (docs/collective.md, "Reduce-scatter"; ChooseReduceScatter in
+  // reduce_collectives.cc).
   kAuto,
   // c10d alltoall_base (rank p receives every rank's p-th block) + a local
   // reduction over the n received blocks. Asynchronous like any c10d op.
@@ -57,11 +58,40 @@ enum class ReduceScatterAlgorithm {
   // when it returns. float32/float64/int32/int64 only; other dtypes, and calls
   // with an empty block, use kAllToAll (the record says which ran).
   kHalvingDoubling,
+  // c10d send/recv straight from views of the input, in chunks of
+  // CommunicatorOptions::reduce_scatter_chunk_bytes per peer, two chunks in
+  // flight: chunk c+1 moves while chunk c is reduced, so staging stays at
+  // 2 (n-1) + 1 chunks whatever the size (no full-size temporary). Runs on a
+  // thread of its own per call; asynchronous like any c10d op.
+  kChunked,
 };
 absl::string_view ReduceScatterAlgorithmName(ReduceScatterAlgorithm algorithm);
-// "auto", "alltoall", "halving_doubling" (flag values).
+// "auto", "alltoall", "halving_doubling", "chunked" (flag values).
 absl::StatusOr<ReduceScatterAlgorithm> ParseReduceScatterAlgorithm(
     absl::string_view name);
+
+// How AllGather (the flat one) runs (docs/collective.md, "All-gather").
+// Every rank of a communicator must use the same one.
+enum class AllGatherAlgorithm {
+  // The measured default (docs/collective.md, "All-gather"; ChooseAllGather
+  // in copy_collectives.cc).
+  kAuto,
+  // c10d's list allgather on views of the output (stages the whole output in
+  // a temporary inside c10d and copies it out).
+  kList,
+  // c10d send/recv: the input goes to every peer at once and each peer's
+  // block is received straight into its view of the output; no temporary.
+  // Runs on a thread of its own per call; asynchronous like any c10d op.
+  kDirect,
+};
+absl::string_view AllGatherAlgorithmName(AllGatherAlgorithm algorithm);
+// "auto", "list", "direct" (flag values).
+absl::StatusOr<AllGatherAlgorithm> ParseAllGatherAlgorithm(
+    absl::string_view name);
+
+// Point-to-point tags from this value up belong to the communicator's own
+// send/recv collectives (kChunked, kDirect); Send and Recv refuse them.
+inline constexpr int kFirstReservedTag = 1 << 30;
 
 struct CommunicatorOptions {
   int rank = 0;
@@ -76,6 +106,10 @@ struct CommunicatorOptions {
   std::string gloo_hostname;
   ReduceScatterAlgorithm reduce_scatter_algorithm =
       ReduceScatterAlgorithm::kAuto;
+  // kChunked's chunk: bytes of one peer's block moved per step (the last
+  // chunk may be shorter). Positive.
+  int64_t reduce_scatter_chunk_bytes = 1 << 20;
+  AllGatherAlgorithm all_gather_algorithm = AllGatherAlgorithm::kAuto;
   // Keep every CollectiveRecord (log().Records()); false keeps totals only.
   bool keep_records = true;
 };
@@ -173,6 +207,8 @@ class Communicator {
   // switches at the same point.
   void SetReduceScatterAlgorithm(ReduceScatterAlgorithm algorithm);
   ReduceScatterAlgorithm reduce_scatter_algorithm() const;
+  void SetAllGatherAlgorithm(AllGatherAlgorithm algorithm);
+  AllGatherAlgorithm all_gather_algorithm() const;
 
   // Records of completed collectives, totals and the observer hook.
   CollectiveLog& log();

@@ -226,8 +226,32 @@ TEST(CommunicatorErrors, ReduceScatterAlgorithmNamesParse) {
             ReduceScatterAlgorithm::kAllToAll);
   EXPECT_EQ(*ParseReduceScatterAlgorithm("halving_doubling"),
             ReduceScatterAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(*ParseReduceScatterAlgorithm("chunked"),
+            ReduceScatterAlgorithm::kChunked);
   EXPECT_EQ(ParseReduceScatterAlgorithm("ring").status().code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ParseAllGatherAlgorithm("direct"), AllGatherAlgorithm::kDirect);
+  EXPECT_EQ(*ParseAllGatherAlgorithm("list"), AllGatherAlgorithm::kList);
+  EXPECT_EQ(ParseAllGatherAlgorithm("ring").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CommunicatorErrors, SendWithAReservedTagIsRejected) {
+  ExpectInvalid(
+      2,
+      [](Communicator& comm) {
+        return comm.Send(at::ones({2}), 1 - comm.rank(), kFirstReservedTag);
+      },
+      "tag 1073741824 is reserved");
+}
+
+TEST(CommunicatorErrors, CreateRejectsANonPositiveChunk) {
+  CommunicatorOptions options;
+  options.reduce_scatter_chunk_bytes = 0;
+  const auto communicator = Communicator::Create(Store::InProcess(), options);
+  EXPECT_EQ(communicator.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(communicator.status().message()),
+              HasSubstr("reduce_scatter_chunk_bytes must be positive, got 0"));
 }
 
 }  // namespace

@@ -129,6 +129,8 @@ class Communicator::Impl {
   absl::Status SetTimeout(absl::Duration timeout);
   void SetReduceScatterAlgorithm(ReduceScatterAlgorithm algorithm);
   ReduceScatterAlgorithm reduce_scatter_algorithm() const;
+  void SetAllGatherAlgorithm(AllGatherAlgorithm algorithm);
+  AllGatherAlgorithm all_gather_algorithm() const;
 
   // reduce_collectives.cc
   CollectiveHandle AllReduce(const at::Tensor& tensor, ReduceOp op);
@@ -200,6 +202,10 @@ class Communicator::Impl {
                                       std::vector<int64_t> block_elements,
                                       ReduceOp op)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mutex_);
+  // A tag from kFirstReservedTag up for one send/recv collective: every rank
+  // draws them in the same (issue) order, so a collective's messages never
+  // match another's, even when two run at once.
+  int NextReservedTag() ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mutex_);
   // The second gloo context, built at first use (collective; throws).
   std::shared_ptr<::gloo::Context> HalvingDoublingContext()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mutex_);
@@ -222,6 +228,9 @@ class Communicator::Impl {
   absl::Duration timeout_ ABSL_GUARDED_BY(issue_mutex_);
   ReduceScatterAlgorithm reduce_scatter_algorithm_
       ABSL_GUARDED_BY(issue_mutex_);
+  const int64_t reduce_scatter_chunk_bytes_;
+  AllGatherAlgorithm all_gather_algorithm_ ABSL_GUARDED_BY(issue_mutex_);
+  int reserved_tag_counter_ ABSL_GUARDED_BY(issue_mutex_) = 0;
   std::shared_ptr<::gloo::rendezvous::Context> halving_doubling_context_
       ABSL_GUARDED_BY(issue_mutex_);
   int halving_doubling_generation_ ABSL_GUARDED_BY(issue_mutex_) = 0;

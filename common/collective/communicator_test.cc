@@ -169,33 +169,74 @@ TEST_P(CommunicatorTest, Int16AndBoolMoveThroughCopyCollectives) {
   });
 }
 
+// Every flat all-gather algorithm: the explicit ones, then kAuto.
+constexpr AllGatherAlgorithm kAllGatherAlgorithms[] = {
+    AllGatherAlgorithm::kList, AllGatherAlgorithm::kDirect,
+    AllGatherAlgorithm::kAuto};
+
 TEST_P(CommunicatorTest, AllGatherFlatPlacesRankPInputAtBlockP) {
   Run([&](Communicator& comm) {
-    // 5 elements per rank, flat output.
-    at::Tensor output = at::empty({n() * 5}, at::kFloat);
-    ASSERT_TRUE(comm.AllGather(Ramp(5, comm.rank() + 1), output).ok());
-    for (int p = 0; p < n(); ++p) {
-      ExpectEqual(output.narrow(0, p * 5, 5), Ramp(5, p + 1));
-    }
-    // (2, 3) per rank into (2n, 3): a concatenation along dim 0.
-    const at::Tensor input = Ramp(6, comm.rank() + 1).view({2, 3});
-    at::Tensor stacked = at::empty({2 * n(), 3}, at::kFloat);
-    ASSERT_TRUE(comm.AllGather(input, stacked).ok());
-    for (int p = 0; p < n(); ++p) {
-      ExpectEqual(stacked.narrow(0, 2 * p, 2), Ramp(6, p + 1).view({2, 3}));
+    for (AllGatherAlgorithm algorithm : kAllGatherAlgorithms) {
+      SCOPED_TRACE(std::string(AllGatherAlgorithmName(algorithm)));
+      comm.SetAllGatherAlgorithm(algorithm);
+      // 5 elements per rank (no multiple of n), flat output.
+      at::Tensor output = at::empty({n() * 5}, at::kFloat);
+      ASSERT_TRUE(comm.AllGather(Ramp(5, comm.rank() + 1), output).ok());
+      for (int p = 0; p < n(); ++p) {
+        ExpectEqual(output.narrow(0, p * 5, 5), Ramp(5, p + 1));
+      }
+      // (2, 3) per rank into (2n, 3): a concatenation along dim 0.
+      const at::Tensor input = Ramp(6, comm.rank() + 1).view({2, 3});
+      at::Tensor stacked = at::empty({2 * n(), 3}, at::kFloat);
+      ASSERT_TRUE(comm.AllGather(input, stacked).ok());
+      for (int p = 0; p < n(); ++p) {
+        ExpectEqual(stacked.narrow(0, 2 * p, 2), Ramp(6, p + 1).view({2, 3}));
+      }
+      // bfloat16 moves as float16 bits: NaN payloads and -0 survive.
+      const at::Tensor odd =
+          at::tensor({-0.0, 1e-40, 3.0 + comm.rank()}, at::kFloat)
+              .to(at::kBFloat16);
+      at::Tensor gathered = at::empty({3 * n()}, at::kBFloat16);
+      ASSERT_TRUE(comm.AllGather(odd, gathered).ok());
+      for (int p = 0; p < n(); ++p) {
+        ExpectSameBits(gathered.narrow(0, 3 * p, 3),
+                       at::tensor({-0.0, 1e-40, 3.0 + p}, at::kFloat)
+                           .to(at::kBFloat16));
+      }
     }
   });
 }
 
 TEST_P(CommunicatorTest, AllGatherInPlaceFromOwnBlockOfOutput) {
   Run([&](Communicator& comm) {
-    at::Tensor output = at::zeros({n() * 3}, at::kLong);
-    at::Tensor mine = output.narrow(0, comm.rank() * 3, 3);
-    mine.copy_(Ramp(3, comm.rank() + 1, at::kLong));
-    ASSERT_TRUE(comm.AllGather(mine, output).ok());
-    for (int p = 0; p < n(); ++p) {
-      ExpectEqual(output.narrow(0, p * 3, 3), Ramp(3, p + 1, at::kLong));
+    for (AllGatherAlgorithm algorithm : kAllGatherAlgorithms) {
+      SCOPED_TRACE(std::string(AllGatherAlgorithmName(algorithm)));
+      comm.SetAllGatherAlgorithm(algorithm);
+      at::Tensor output = at::zeros({n() * 3}, at::kLong);
+      at::Tensor mine = output.narrow(0, comm.rank() * 3, 3);
+      mine.copy_(Ramp(3, comm.rank() + 1, at::kLong));
+      ASSERT_TRUE(comm.AllGather(mine, output).ok());
+      for (int p = 0; p < n(); ++p) {
+        ExpectEqual(output.narrow(0, p * 3, 3), Ramp(3, p + 1, at::kLong));
+      }
     }
+  });
+}
+
+TEST_P(CommunicatorTest, AllGatherRecordNamesTheAlgorithmThatRan) {
+  Run([&](Communicator& comm) {
+    at::Tensor output = at::empty({2 * n()});
+    comm.SetAllGatherAlgorithm(AllGatherAlgorithm::kList);
+    ASSERT_TRUE(comm.AllGather(at::ones({2}), output).ok());
+    comm.SetAllGatherAlgorithm(AllGatherAlgorithm::kDirect);
+    ASSERT_TRUE(comm.AllGather(at::ones({2}), output).ok());
+    const std::vector<CollectiveRecord> records = comm.log().Records();
+    ASSERT_EQ(records.size(), 2u);
+    EXPECT_EQ(records[0].algorithm, "gloo_allgather_list");
+    EXPECT_EQ(records[1].algorithm, "gloo_send_recv_direct");
+    // The byte model does not depend on the algorithm.
+    EXPECT_EQ(records[0].bytes_sent, records[1].bytes_sent);
+    EXPECT_EQ(records[0].bytes_received, records[1].bytes_received);
   });
 }
 
@@ -243,6 +284,20 @@ TEST_P(CommunicatorTest, AllGatherVConcatenatesUnevenRowCounts) {
   });
 }
 
+constexpr int64_t kChunkBytes = 12;
+
+// The record's name for `algorithm` on a call Gloo's halving-doubling takes.
+std::string ReduceScatterRecordName(ReduceScatterAlgorithm algorithm) {
+  switch (algorithm) {
+    case ReduceScatterAlgorithm::kHalvingDoubling:
+      return "gloo_reduce_scatter_halving_doubling";
+    case ReduceScatterAlgorithm::kChunked:
+      return "gloo_send_recv_chunked(12 B/peer)+overlapped_reduce";
+    default:
+      return "gloo_alltoall_base+local_reduce";
+  }
+}
+
 class ReduceScatterTest
     : public ::testing::TestWithParam<std::tuple<int, ReduceScatterAlgorithm>> {
  protected:
@@ -250,6 +305,10 @@ class ReduceScatterTest
   void Run(const std::function<void(Communicator&)>& body) {
     ThreadRanksOptions options;
     options.reduce_scatter_algorithm = std::get<1>(GetParam());
+    // kChunked's chunk: 3 float32 (1 float64, 6 float16) per peer and step,
+    // a size no block here is a multiple of, so every call runs several
+    // steps with a shorter last one.
+    options.reduce_scatter_chunk_bytes = kChunkBytes;
     const absl::Status status = RunRanksAsThreads(n(), body, options);
     ASSERT_TRUE(status.ok()) << status;
   }
@@ -261,7 +320,8 @@ INSTANTIATE_TEST_SUITE_P(
         ::testing::Values(1, 2, 3, 4),
         ::testing::Values(ReduceScatterAlgorithm::kAuto,
                           ReduceScatterAlgorithm::kAllToAll,
-                          ReduceScatterAlgorithm::kHalvingDoubling)),
+                          ReduceScatterAlgorithm::kHalvingDoubling,
+                          ReduceScatterAlgorithm::kChunked)),
     [](const auto& info) {
       return "n" + std::to_string(std::get<0>(info.param)) + "_" +
              std::string(ReduceScatterAlgorithmName(std::get<1>(info.param)));
@@ -341,6 +401,47 @@ TEST_P(ReduceScatterTest, ReduceScatterVSumsUnevenRowBlocks) {
   });
 }
 
+TEST_P(ReduceScatterTest, ManyStepsOfUnevenBlocksSumExactly) {
+  Run([&](Communicator& comm) {
+    // Blocks of 37, 0, 101, 64 rows (the first n of them) with 12-byte chunks:
+    // up to 34 steps, each block ending in a partial chunk, one block empty.
+    const std::vector<int64_t> all_counts = {37, 0, 101, 64};
+    const std::vector<int64_t> counts(all_counts.begin(),
+                                      all_counts.begin() + n());
+    int64_t total = 0, offset = 0;
+    for (int p = 0; p < n(); ++p) {
+      if (p < comm.rank()) offset += counts[p];
+      total += counts[p];
+    }
+    const at::Tensor input = Ramp(total, comm.rank() + 1);
+    at::Tensor output = at::empty({counts[comm.rank()]});
+    ASSERT_TRUE(comm.ReduceScatterV(input, output, counts).ok());
+    ExpectEqual(output,
+                Ramp(total, Triangle(n())).narrow(0, offset, counts[comm.rank()]));
+  });
+}
+
+TEST_P(ReduceScatterTest, TwoInFlightAtOnceKeepTheirMessagesApart) {
+  Run([&](Communicator& comm) {
+    // Same shapes, different values, both in flight with an all-reduce
+    // between them: a message matched to the wrong collective shows.
+    const at::Tensor first_input = Ramp(7 * n(), comm.rank() + 1);
+    const at::Tensor second_input = Ramp(7 * n(), 100 * (comm.rank() + 1));
+    at::Tensor first = at::empty({7}), second = at::empty({7});
+    at::Tensor ones = at::ones({3});
+    CollectiveHandle a = comm.ReduceScatterAsync(first_input, first);
+    CollectiveHandle b = comm.AllReduceAsync(ones);
+    CollectiveHandle c = comm.ReduceScatterAsync(second_input, second);
+    ASSERT_TRUE(c.Wait().ok());
+    ASSERT_TRUE(a.Wait().ok());
+    ASSERT_TRUE(b.Wait().ok());
+    ExpectEqual(first, Ramp(7 * n(), Triangle(n())).narrow(0, 7 * comm.rank(), 7));
+    ExpectEqual(second,
+                Ramp(7 * n(), 100 * Triangle(n())).narrow(0, 7 * comm.rank(), 7));
+    ExpectEqual(ones, at::full({3}, n(), at::kFloat));
+  });
+}
+
 TEST_P(ReduceScatterTest, RecordNamesTheAlgorithmThatRan) {
   Run([&](Communicator& comm) {
     at::Tensor output = at::empty({2});
@@ -356,10 +457,15 @@ TEST_P(ReduceScatterTest, RecordNamesTheAlgorithmThatRan) {
       // float16 is not instantiated for Gloo's algorithm: the fallback says so.
       EXPECT_THAT(records[1].algorithm,
                   HasSubstr("halving_doubling does not take float16"));
+      EXPECT_THAT(records[1].algorithm, HasSubstr("gloo_alltoall_base"));
     } else if (chosen == ReduceScatterAlgorithm::kAllToAll) {
       EXPECT_EQ(records[0].algorithm, "gloo_alltoall_base+local_reduce");
+      EXPECT_EQ(records[1].algorithm, "gloo_alltoall_base+local_reduce");
+    } else if (chosen == ReduceScatterAlgorithm::kChunked) {
+      EXPECT_EQ(records[0].algorithm, ReduceScatterRecordName(chosen));
+      // 12 bytes of float16 are 6 elements: the chunk is the same in bytes.
+      EXPECT_EQ(records[1].algorithm, ReduceScatterRecordName(chosen));
     }
-    EXPECT_THAT(records[1].algorithm, HasSubstr("gloo_alltoall_base"));
   });
 }
 
@@ -375,12 +481,13 @@ TEST_P(ReduceScatterTest, HalvingDoublingFallsBackForEmptyBlocks) {
     ASSERT_TRUE(comm.ReduceScatterV(at::ones({total}), output, counts).ok());
     ExpectEqual(output, at::full({counts[comm.rank()]}, n(), at::kFloat));
     const CollectiveRecord record = comm.log().Records().back();
-    if (std::get<1>(GetParam()) == ReduceScatterAlgorithm::kHalvingDoubling) {
+    const ReduceScatterAlgorithm chosen = std::get<1>(GetParam());
+    if (chosen == ReduceScatterAlgorithm::kHalvingDoubling) {
       EXPECT_EQ(record.algorithm,
                 "gloo_alltoall_base+local_reduce (halving_doubling skipped for "
                 "empty blocks)");
-    } else {
-      EXPECT_EQ(record.algorithm, "gloo_alltoall_base+local_reduce");
+    } else if (chosen != ReduceScatterAlgorithm::kAuto) {
+      EXPECT_EQ(record.algorithm, ReduceScatterRecordName(chosen));
     }
   });
 }

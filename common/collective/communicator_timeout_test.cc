@@ -104,6 +104,40 @@ TEST(CommunicatorTimeout, HungPeerInAsyncAllReduceFailsAtWait) {
   ASSERT_TRUE(run.ok()) << run;
 }
 
+// The send/recv algorithms run on threads of their own: a hung peer must
+// still surface at Wait() as the collective's timeout.
+TEST(CommunicatorTimeout, HungPeerInChunkedReduceScatterAndDirectAllGather) {
+  for (const bool reduce_scatter : {true, false}) {
+    SCOPED_TRACE(reduce_scatter ? "chunked reduce_scatter" : "direct all_gather");
+    ThreadRanksOptions options;
+    options.timeout = kTimeout;
+    options.reduce_scatter_algorithm = ReduceScatterAlgorithm::kChunked;
+    options.reduce_scatter_chunk_bytes = 16;
+    options.all_gather_algorithm = AllGatherAlgorithm::kDirect;
+    absl::BlockingCounter waiting_ranks(1);
+    const absl::Status run = RunRanksAsThreads(
+        2,
+        [&](Communicator& comm) {
+          if (comm.rank() == 1) {
+            waiting_ranks.Wait();
+            return;
+          }
+          CountDownOnExit done(waiting_ranks);
+          const absl::Time start = absl::Now();
+          at::Tensor output = at::empty({reduce_scatter ? 8 : 32});
+          const absl::Status status =
+              reduce_scatter ? comm.ReduceScatter(at::ones({16}), output)
+                             : comm.AllGather(at::ones({16}), output);
+          ExpectTimeoutThenRefusal(
+              comm, status, absl::Now() - start,
+              reduce_scatter ? "reduce_scatter #0 (float32, 16 elements)"
+                             : "all_gather #0 (float32, 32 elements)");
+        },
+        options);
+    ASSERT_TRUE(run.ok()) << run;
+  }
+}
+
 TEST(CommunicatorTimeout, SetTimeoutTightensLaterCollectives) {
   ThreadRanksOptions options;
   options.timeout = absl::Minutes(2);  // generous for the "first step"

@@ -8,6 +8,7 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "common/collective/communicator_internal.h"
+#include "common/collective/point_to_point_collectives.h"
 #include "common/base/status.h"
 
 namespace mtb::collective {
@@ -15,6 +16,22 @@ namespace {
 
 std::vector<int64_t> ToVector(absl::Span<const int64_t> counts) {
   return std::vector<int64_t>(counts.begin(), counts.end());
+}
+
+// kAuto's choice for an output of `bytes` (S) at `world_size` ranks, measured
+// with //common/collective:reduce_scatter_benchmark --op=all_gather
+// (docs/collective.md, "All-gather", two sweeps at 2 and 3 ranks on two
+// shared cores): below 1 MiB the list all-gather won 7 of 8 points (direct
+// send/recv pays ~1-2 ms more per call there); from 1 to 16 MiB the winner
+// changed from sweep to sweep; at 64 MiB direct won 2.5-2.8x (c10d's list
+// all-gather collapses there). Direct from 4 MiB up, where the list's
+// S-byte temporary starts to matter, list below.
+constexpr int64_t kDirectAllGatherFromBytes = int64_t{4} << 20;
+
+AllGatherAlgorithm ChooseAllGather(int64_t bytes, int world_size) {
+  (void)world_size;
+  return bytes >= kDirectAllGatherFromBytes ? AllGatherAlgorithm::kDirect
+                                            : AllGatherAlgorithm::kList;
 }
 
 }  // namespace
@@ -65,6 +82,28 @@ CollectiveHandle Communicator::Impl::AllGather(const at::Tensor& input,
   }();
   if (!valid.ok()) return Refuse(valid);
   const at::Tensor flat_output = BitsView(output).view({-1});
+  AllGatherAlgorithm algorithm = all_gather_algorithm_;
+  if (algorithm == AllGatherAlgorithm::kAuto) {
+    algorithm = ChooseAllGather(output.nbytes(), world_size());
+  }
+  if (algorithm == AllGatherAlgorithm::kDirect) {
+    const at::Tensor flat_input = BitsView(input).view({-1});
+    CollectiveRecord record = NewRecord(kind, input, flat_input, output);
+    SetTraffic(record, AllGatherTraffic(record.size_bytes, world_size()));
+    record.algorithm = "gloo_send_recv_direct";
+    const int tag = NextReservedTag();
+    return Launch(std::move(record), [&] {
+      c10::intrusive_ptr<GlooProcessGroup> group = group_;
+      const int me = rank();
+      const int n = world_size();
+      return Launched{RunInBackground([group, me, n, flat_input, flat_output,
+                                       tag] {
+                        DirectAllGather(*group, me, n, flat_input, flat_output,
+                                        tag);
+                      }),
+                      nullptr};
+    });
+  }
   std::vector<at::Tensor> blocks;
   for (int p = 0; p < world_size(); ++p) {
     blocks.push_back(flat_output.narrow(0, p * k, k));
@@ -255,6 +294,11 @@ CollectiveHandle Communicator::Impl::PointToPoint(CollectiveOp kind,
     if (tag < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": tag ", tag, " is negative"));
+    }
+    if (tag >= kFirstReservedTag) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": tag ", tag, " is reserved (tags from ", kFirstReservedTag,
+          " up carry the communicator's own send/recv collectives)"));
     }
     return CheckTensor(what, "tensor", tensor, TensorUse::kCopy);
   }();

@@ -10,21 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/collective/communicator_internal.h"
 #include "common/collective/halving_doubling.h"
+#include "common/collective/point_to_point_collectives.h"
 #include "common/collective/store_impl.h"
 #include "common/libtorch/dtype.h"
 #include "common/base/status.h"
 #include "glog/logging.h"
 
 namespace mtb::collective {
-
-// kAuto's choice. //common/collective:reduce_scatter_benchmark (docs/collective.md,
-// "Reduce-scatter") measured alltoall_base + local sum faster than Gloo's
-// halving-doubling from 1 MiB up in every run (1.3-4.1x at 2 ranks, 1.3-4.8x
-// at 3), with no consistent winner below 256 KiB (ratios 0.5-18 from run to
-// run on two shared cores). Halving-doubling also blocks the caller and skips
-// empty blocks, so alltoall runs at every size.
-constexpr ReduceScatterAlgorithm kDefaultReduceScatterAlgorithm =
-    ReduceScatterAlgorithm::kAllToAll;
 
 namespace {
 
@@ -74,6 +66,24 @@ void ReduceBlocks(const at::Tensor& blocks, at::Tensor out, ReduceOp op) {
         break;
     }
   }
+}
+
+// kAuto's choice for an input of `bytes` (S) at `world_size` ranks, measured
+// with //common/collective:reduce_scatter_benchmark (docs/collective.md,
+// "Reduce-scatter", two sweeps at 2 and 3 ranks on two shared cores): alltoall
+// + local sum won at every S up to 8 MiB in both sweeps; at 16 MiB each won
+// one of the two sweeps at each world size; from 32 MiB up chunked send/recv
+// (1 MiB chunks) won every time, 1.7-2.5x. Halving-doubling lost everywhere
+// from 64 KiB up. So alltoall below 16 MiB, where its temporary (S bytes) is
+// small, and chunked from 16 MiB up, where it is faster and its staging stays
+// at 2(n-1)+1 chunks.
+constexpr int64_t kChunkedReduceScatterFromBytes = int64_t{16} << 20;
+
+ReduceScatterAlgorithm ChooseReduceScatter(int64_t bytes, int world_size) {
+  if (world_size == 1) return ReduceScatterAlgorithm::kAllToAll;
+  return bytes >= kChunkedReduceScatterFromBytes
+             ? ReduceScatterAlgorithm::kChunked
+             : ReduceScatterAlgorithm::kAllToAll;
 }
 
 absl::Status CheckReduceOp(absl::string_view what, ReduceOp op,
@@ -217,7 +227,7 @@ CollectiveHandle Communicator::Impl::IssueReduceScatter(
 
   ReduceScatterAlgorithm algorithm = reduce_scatter_algorithm_;
   if (algorithm == ReduceScatterAlgorithm::kAuto) {
-    algorithm = kDefaultReduceScatterAlgorithm;
+    algorithm = ChooseReduceScatter(flat_input.nbytes(), n);
   }
   // Why Gloo's algorithm cannot take this call, or "" when it can.
   std::string unfit;
@@ -243,6 +253,26 @@ CollectiveHandle Communicator::Impl::IssueReduceScatter(
                                    ToHalvingDoubling(op));
       result.tensor.copy_(buffer.narrow(0, 0, mine));
       if (finish_result) finish_result();
+    });
+  }
+  if (algorithm == ReduceScatterAlgorithm::kChunked) {
+    const int64_t chunk_elements =
+        std::max<int64_t>(1, reduce_scatter_chunk_bytes_ / element_size);
+    record.algorithm =
+        absl::StrCat("gloo_send_recv_chunked(", chunk_elements * element_size,
+                     " B/peer)+overlapped_reduce");
+    const int tag = NextReservedTag();
+    return Launch(std::move(record), [&] {
+      c10::intrusive_ptr<GlooProcessGroup> group = group_;
+      const at::Tensor reduced = result.tensor;
+      const int me = rank();
+      c10::intrusive_ptr<c10d::Work> work = RunInBackground(
+          [group, me, flat_input, block_elements, reduced, chunk_elements, op,
+           tag] {
+            ChunkedReduceScatter(*group, me, flat_input, block_elements,
+                                 reduced, chunk_elements, op, tag);
+          });
+      return Launched{work, finish_result};
     });
   }
   record.algorithm = "gloo_alltoall_base+local_reduce";

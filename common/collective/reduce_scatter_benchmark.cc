@@ -1,9 +1,13 @@
-// Measures the two reduce-scatter algorithms of the Communicator against each
-// other (docs/collective.md, "Reduce-scatter"): c10d alltoall_base + local sum, and
-// gloo::ReduceScatterHalvingDoubling on a second gloo context.
+// Measures the Communicator's reduce-scatter and flat all-gather algorithms
+// against each other (docs/collective.md, "Reduce-scatter" and "All-gather"):
+// reduce-scatter as c10d alltoall_base + local sum, Gloo's halving-doubling on
+// a second gloo context, and chunked send/recv (one entry per chunk size);
+// all-gather as c10d's list allgather and direct send/recv.
 //
-//   bazel run -c opt //common/collective:reduce_scatter_benchmark --
-//       --world_sizes=2,3 --min_bytes=1024 --max_bytes=67108864
+//   bazel run --config=bench //common/collective:reduce_scatter_benchmark --
+//       --op=reduce_scatter --world_sizes=2,3 --chunk_bytes=262144,1048576
+//   bazel run --config=bench //common/collective:reduce_scatter_benchmark --
+//       --op=all_gather --world_sizes=2,3
 //
 // Ranks are threads of this process (test_util.h) with one intra-op thread
 // each. Every size is first checked against the closed form, then each
@@ -18,6 +22,7 @@
 #include "ATen/ATen.h"
 #include "ATen/Parallel.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -26,32 +31,81 @@
 #include "common/base/logging.h"
 #include "common/base/stats.h"
 #include "common/base/status.h"
+#include "glog/logging.h"
 
+ABSL_FLAG(std::string, op, "reduce_scatter",
+          "reduce_scatter, all_gather or all_reduce (c10d's Gloo all-reduce "
+          "against our reduce_scatter + all_gather)");
 ABSL_FLAG(std::string, world_sizes, "2,3", "comma-separated rank counts");
-ABSL_FLAG(int64_t, min_bytes, 1024, "smallest input size S (float32 bytes)");
-ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest input size S");
+ABSL_FLAG(int64_t, min_bytes, 1024, "smallest size S (float32 bytes)");
+ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest size S");
 ABSL_FLAG(int, step_factor, 4, "multiply S by this between sizes");
 ABSL_FLAG(int, reps, 5, "alternating rounds per algorithm (median reported)");
 ABSL_FLAG(int64_t, bytes_per_round, 64 << 20,
           "iterations per round = this / S, clamped to [3, max_iters]");
 ABSL_FLAG(int, max_iters, 100, "most timed calls per round");
+ABSL_FLAG(bool, halving_doubling, true,
+          "reduce_scatter: include Gloo's halving-doubling (slow at large S)");
+ABSL_FLAG(std::string, chunk_bytes, "262144,1048576,4194304",
+          "reduce_scatter: the chunked algorithm's chunk sizes, one column each");
 
 namespace mtb::collective {
 namespace {
 
-constexpr ReduceScatterAlgorithm kAlgorithms[] = {
-    ReduceScatterAlgorithm::kAllToAll,
-    ReduceScatterAlgorithm::kHalvingDoubling};
+// One column of the table.
+struct Variant {
+  std::string label;
+  ReduceScatterAlgorithm reduce_scatter = ReduceScatterAlgorithm::kAuto;
+  int64_t chunk_bytes = 0;  // kChunked only
+  AllGatherAlgorithm all_gather = AllGatherAlgorithm::kAuto;
+  // all_reduce: ReduceScatter then AllGather (kAuto each) instead of
+  // AllReduce.
+  bool composite = false;
+};
+
+bool AllReduceMode() { return absl::GetFlag(FLAGS_op) == "all_reduce"; }
+
+std::vector<Variant> Variants(bool reduce_scatter) {
+  std::vector<Variant> variants;
+  if (AllReduceMode()) {
+    variants.push_back({"gloo_allreduce"});
+    Variant composite{"reduce_scatter+all_gather"};
+    composite.composite = true;
+    variants.push_back(composite);
+    return variants;
+  }
+  if (!reduce_scatter) {
+    variants.push_back({"list", {}, 0, AllGatherAlgorithm::kList});
+    variants.push_back({"direct", {}, 0, AllGatherAlgorithm::kDirect});
+    variants.push_back({"auto", {}, 0, AllGatherAlgorithm::kAuto});
+    return variants;
+  }
+  variants.push_back({"alltoall", ReduceScatterAlgorithm::kAllToAll});
+  if (absl::GetFlag(FLAGS_halving_doubling)) {
+    variants.push_back({"halving_doubling",
+                        ReduceScatterAlgorithm::kHalvingDoubling});
+  }
+  for (absl::string_view text :
+       absl::StrSplit(absl::GetFlag(FLAGS_chunk_bytes), ',')) {
+    const int64_t chunk = std::stoll(std::string(text));
+    variants.push_back({absl::StrCat("chunked ", chunk / 1024, " KiB"),
+                        ReduceScatterAlgorithm::kChunked, chunk});
+  }
+  variants.push_back({"auto", ReduceScatterAlgorithm::kAuto});
+  return variants;
+}
 
 struct Row {
   int world_size = 0;
   int64_t bytes = 0;
-  double seconds[2] = {0, 0};  // per call, median round, slowest rank
-  std::string algorithm[2];
+  std::vector<double> seconds;  // per variant: per call, median round, slowest rank
+  std::vector<std::string> algorithm;
   bool correct = true;
 };
 
-absl::Status MeasureWorldSize(int n, std::vector<Row>& rows) {
+absl::Status MeasureWorldSize(int n, bool reduce_scatter,
+                              const std::vector<Variant>& variants,
+                              std::vector<Row>& rows) {
   std::vector<int64_t> sizes;
   for (int64_t s = absl::GetFlag(FLAGS_min_bytes);
        s <= absl::GetFlag(FLAGS_max_bytes);
@@ -59,65 +113,120 @@ absl::Status MeasureWorldSize(int n, std::vector<Row>& rows) {
     sizes.push_back(s);
   }
   const int reps = absl::GetFlag(FLAGS_reps);
-  // seconds[size][algorithm][rep][rank]
+  const int v_count = static_cast<int>(variants.size());
+  // seconds[size][variant][rep][rank]
   std::vector<std::vector<std::vector<std::vector<double>>>> seconds(
       sizes.size(), std::vector<std::vector<std::vector<double>>>(
-                        2, std::vector<std::vector<double>>(
-                               reps, std::vector<double>(n, 0))));
+                        v_count, std::vector<std::vector<double>>(
+                                     reps, std::vector<double>(n, 0))));
   std::vector<Row> measured(sizes.size());
+  for (Row& row : measured) row.algorithm.resize(v_count);
   absl::Mutex mutex;
   ThreadRanksOptions options;
   options.timeout = absl::Minutes(2);
-  RETURN_IF_ERROR(RunRanksAsThreads(
-      n,
-      [&](Communicator& comm) {
-        at::set_num_threads(1);
-        for (size_t i = 0; i < sizes.size(); ++i) {
-          // Elements divisible by n: S/4 rounded down to a multiple of n.
-          const int64_t elements = sizes[i] / 4 / n * n;
-          const int64_t k = elements / n;
-          const at::Tensor input =
-              at::arange(elements, at::kFloat).fmod_(1000) * (comm.rank() + 1);
-          at::Tensor output = at::empty({k});
-          const at::Tensor expected =
-              (at::arange(elements, at::kFloat).fmod_(1000) * (n * (n + 1) / 2))
-                  .narrow(0, comm.rank() * k, k);
-          const int iters = static_cast<int>(std::clamp<int64_t>(
-              absl::GetFlag(FLAGS_bytes_per_round) / sizes[i], 3,
-              absl::GetFlag(FLAGS_max_iters)));
-          for (int a = 0; a < 2; ++a) {
-            comm.SetReduceScatterAlgorithm(kAlgorithms[a]);
-            absl::Status status = comm.ReduceScatter(input, output);
-            const bool ok = status.ok() && at::equal(output, expected);
-            absl::MutexLock lock(&mutex);
-            if (!ok) measured[i].correct = false;
-            measured[i].algorithm[a] = comm.log().Records().back().algorithm;
-          }
-          for (int rep = 0; rep < reps; ++rep) {
-            for (int a = 0; a < 2; ++a) {
-              comm.SetReduceScatterAlgorithm(kAlgorithms[a]);
-              (void)comm.Barrier();
-              const absl::Time start = absl::Now();
-              for (int it = 0; it < iters; ++it)
-                (void)comm.ReduceScatter(input, output);
-              seconds[i][a][rep][comm.rank()] =
-                  absl::ToDoubleSeconds(absl::Now() - start) / iters;
+  auto run = [&](Communicator& comm, int v, const at::Tensor& input,
+                 const at::Tensor& output) {
+    if (AllReduceMode()) {
+      // In place on `output`, which holds the input (see below).
+      if (!variants[v].composite) return comm.AllReduce(output);
+      const int64_t k = output.numel() / comm.world_size();
+      const at::Tensor shard = output.narrow(0, comm.rank() * k, k);
+      absl::Status status = comm.ReduceScatter(output, shard);
+      if (!status.ok()) return status;
+      return comm.AllGather(shard, output);
+    }
+    if (reduce_scatter) return comm.ReduceScatter(input, output);
+    return comm.AllGather(input, output);
+  };
+  // Variants of one communicator: those without a chunk size share one, each
+  // chunk size has its own (the chunk is fixed at creation).
+  std::vector<int64_t> chunk_sizes = {CommunicatorOptions().reduce_scatter_chunk_bytes};
+  for (const Variant& variant : variants) {
+    if (variant.chunk_bytes > 0) chunk_sizes.push_back(variant.chunk_bytes);
+  }
+  std::sort(chunk_sizes.begin(), chunk_sizes.end());
+  chunk_sizes.erase(std::unique(chunk_sizes.begin(), chunk_sizes.end()),
+                    chunk_sizes.end());
+  for (int64_t chunk : chunk_sizes) {
+    std::vector<int> mine;
+    for (int v = 0; v < v_count; ++v) {
+      const bool chunked = variants[v].chunk_bytes > 0;
+      if (chunked ? variants[v].chunk_bytes == chunk
+                  : chunk == CommunicatorOptions().reduce_scatter_chunk_bytes) {
+        mine.push_back(v);
+      }
+    }
+    if (mine.empty()) continue;
+    options.reduce_scatter_chunk_bytes = chunk;
+    RETURN_IF_ERROR(RunRanksAsThreads(
+        n,
+        [&](Communicator& comm) {
+          at::set_num_threads(1);
+          for (size_t i = 0; i < sizes.size(); ++i) {
+            // Elements divisible by n: S/4 rounded down to a multiple of n.
+            const int64_t elements = sizes[i] / 4 / n * n;
+            const int64_t k = elements / n;
+            const at::Tensor pattern = at::arange(elements, at::kFloat).fmod_(1000);
+            const bool all_reduce = AllReduceMode();
+            const at::Tensor input =
+                reduce_scatter || all_reduce
+                    ? pattern * (comm.rank() + 1)
+                    : pattern.narrow(0, comm.rank() * k, k).clone();
+            at::Tensor output =
+                at::empty({reduce_scatter && !all_reduce ? k : elements});
+            const at::Tensor expected =
+                all_reduce ? pattern * (n * (n + 1) / 2)
+                : reduce_scatter
+                    ? (pattern * (n * (n + 1) / 2)).narrow(0, comm.rank() * k, k)
+                    : pattern;
+            const int iters = static_cast<int>(std::clamp<int64_t>(
+                absl::GetFlag(FLAGS_bytes_per_round) / sizes[i], 3,
+                absl::GetFlag(FLAGS_max_iters)));
+            for (int v : mine) {
+              comm.SetReduceScatterAlgorithm(variants[v].reduce_scatter);
+              comm.SetAllGatherAlgorithm(variants[v].all_gather);
+              if (all_reduce) {
+                output.copy_(input);
+              } else {
+                output.fill_(-1);
+              }
+              absl::Status status = run(comm, v, input, output);
+              const bool ok = status.ok() && at::equal(output, expected);
+              absl::MutexLock lock(&mutex);
+              if (!ok) measured[i].correct = false;
+              measured[i].algorithm[v] = comm.log().Records().back().algorithm;
+            }
+            for (int rep = 0; rep < reps; ++rep) {
+              for (int v : mine) {
+                comm.SetReduceScatterAlgorithm(variants[v].reduce_scatter);
+                comm.SetAllGatherAlgorithm(variants[v].all_gather);
+                (void)comm.Barrier();
+                const absl::Time start = absl::Now();
+                for (int it = 0; it < iters; ++it)
+                  (void)run(comm, v, input, output);
+                seconds[i][v][rep][comm.rank()] =
+                    absl::ToDoubleSeconds(absl::Now() - start) / iters;
+              }
+            }
+            (void)comm.log().TakeRecords();
+            if (comm.rank() == 0) {
+              LOG(INFO) << "n=" << n << " chunk " << chunk << ": size "
+                        << (i + 1) << "/" << sizes.size() << " done";
             }
           }
-          (void)comm.log().TakeRecords();
-        }
-      },
-      options));
+        },
+        options));
+  }
   for (size_t i = 0; i < sizes.size(); ++i) {
     Row row = measured[i];
     row.world_size = n;
     row.bytes = sizes[i] / 4 / n * n * 4;
-    for (int a = 0; a < 2; ++a) {
+    for (int v = 0; v < v_count; ++v) {
       std::vector<double> slowest;
       for (int rep = 0; rep < reps; ++rep) {
-        slowest.push_back(Max(seconds[i][a][rep]));
+        slowest.push_back(Max(seconds[i][v][rep]));
       }
-      row.seconds[a] = Median(slowest);
+      row.seconds.push_back(Median(slowest));
     }
     rows.push_back(row);
   }
@@ -126,33 +235,56 @@ absl::Status MeasureWorldSize(int n, std::vector<Row>& rows) {
 
 int Main(int argc, char** argv) {
   ParseCommandLineOrExit(
-      argc, argv, "reduce_scatter_benchmark: alltoall vs halving-doubling");
+      argc, argv,
+      "reduce_scatter_benchmark: reduce-scatter and all-gather algorithms");
   InitLogging(argv[0]);
+  const std::string op = absl::GetFlag(FLAGS_op);
+  if (op != "reduce_scatter" && op != "all_gather" && op != "all_reduce") {
+    std::fprintf(stderr,
+                 "--op=%s: expected reduce_scatter, all_gather or all_reduce\n",
+                 op.c_str());
+    return 2;
+  }
+  const bool reduce_scatter = op == "reduce_scatter";
+  const std::vector<Variant> variants = Variants(reduce_scatter);
   std::vector<Row> rows;
   for (absl::string_view text :
        absl::StrSplit(absl::GetFlag(FLAGS_world_sizes), ',')) {
     const int n = std::stoi(std::string(text));
-    const absl::Status status = MeasureWorldSize(n, rows);
+    const absl::Status status =
+        MeasureWorldSize(n, reduce_scatter, variants, rows);
     if (!status.ok()) return ReportAndExitCode(argv[0], status);
   }
-  std::printf(
-      "| n | S (bytes) | alltoall+sum (us) | halving-doubling (us) | "
-      "hd / alltoall | alltoall busbw (GB/s) | hd busbw (GB/s) | ok |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+  std::printf("%s: time per call in us (busbw GB/s), median of %d rounds\n",
+              op.c_str(), absl::GetFlag(FLAGS_reps));
+  std::printf("| n | S (bytes) |");
+  for (const Variant& variant : variants) std::printf(" %s |", variant.label.c_str());
+  std::printf(" fastest | ok |\n|---|---|");
+  for (size_t v = 0; v < variants.size(); ++v) std::printf("---|");
+  std::printf("---|---|\n");
   bool all_correct = true;
   for (const Row& row : rows) {
-    const double factor = (row.world_size - 1.0) / row.world_size;
-    std::printf("| %d | %lld | %.1f | %.1f | %.2f | %.2f | %.2f | %s |\n",
-                row.world_size, static_cast<long long>(row.bytes),
-                row.seconds[0] * 1e6, row.seconds[1] * 1e6,
-                row.seconds[1] / row.seconds[0],
-                row.bytes * factor / row.seconds[0] / 1e9,
-                row.bytes * factor / row.seconds[1] / 1e9,
+    const double factor = (AllReduceMode() ? 2.0 : 1.0) *
+                          (row.world_size - 1.0) / row.world_size;
+    std::printf("| %d | %lld |", row.world_size, static_cast<long long>(row.bytes));
+    size_t fastest = 0;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      std::printf(" %.0f (%.2f) |", row.seconds[v] * 1e6,
+                  row.bytes * factor / row.seconds[v] / 1e9);
+      // "auto" is the default, not a contender.
+      if (variants[v].label != "auto" && row.seconds[v] < row.seconds[fastest]) {
+        fastest = v;
+      }
+    }
+    std::printf(" %s | %s |\n", variants[fastest].label.c_str(),
                 row.correct ? "yes" : "WRONG");
     all_correct = all_correct && row.correct;
   }
-  std::printf("algorithms: %s | %s\n", rows.front().algorithm[0].c_str(),
-              rows.front().algorithm[1].c_str());
+  std::printf("algorithms at the largest size:");
+  for (const std::string& name : rows.back().algorithm) {
+    std::printf(" [%s]", name.c_str());
+  }
+  std::printf("\n");
   return all_correct ? kExitOk : kExitFailure;
 }
 

@@ -166,6 +166,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(
   communicator_options.gloo_interface = options.gloo_interface;
   communicator_options.gloo_hostname = options.gloo_hostname;
   communicator_options.keep_records = options.keep_records;
+  communicator_options.reduce_scatter_chunk_bytes =
+      options.reduce_scatter_chunk_bytes;
   if (communicator_options.gloo_interface.empty() &&
       communicator_options.gloo_hostname.empty() &&
       IsLoopback(options.master_addr)) {

@@ -51,6 +51,9 @@ struct RendezvousOptions {
   // tools that issue many collectives and never read the records (a
   // benchmark sweep, a long training run); the observer still sees each one.
   bool keep_records = true;
+  // CommunicatorOptions::reduce_scatter_chunk_bytes.
+  int64_t reduce_scatter_chunk_bytes =
+      CommunicatorOptions().reduce_scatter_chunk_bytes;
 };
 
 // Checks the fields (ranks, port, timeouts) without touching the network:

@@ -36,6 +36,9 @@ absl::Status RunRanksAsThreads(int world_size,
       communicator_options.gloo_hostname = "127.0.0.1";
       communicator_options.reduce_scatter_algorithm =
           options.reduce_scatter_algorithm;
+      communicator_options.reduce_scatter_chunk_bytes =
+          options.reduce_scatter_chunk_bytes;
+      communicator_options.all_gather_algorithm = options.all_gather_algorithm;
       absl::StatusOr<std::unique_ptr<Communicator>> communicator =
           Communicator::Create(store, communicator_options);
       if (!communicator.ok()) {

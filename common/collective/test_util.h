@@ -24,6 +24,9 @@ struct ThreadRanksOptions {
   absl::Duration timeout = absl::Seconds(30);
   ReduceScatterAlgorithm reduce_scatter_algorithm =
       ReduceScatterAlgorithm::kAuto;
+  int64_t reduce_scatter_chunk_bytes =
+      CommunicatorOptions().reduce_scatter_chunk_bytes;
+  AllGatherAlgorithm all_gather_algorithm = AllGatherAlgorithm::kAuto;
 };
 
 // Runs body(communicator) on world_size threads, one per rank, and returns
