@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/base/flags.h"
 #include "common/launch/launch.h"
@@ -28,6 +31,12 @@ ABSL_FLAG(std::string, out, "",
           "checkout); the .md and .svg go beside it");
 ABSL_FLAG(bool, markdown, true,
           "also write a Markdown summary and a loss-curve SVG beside --out");
+ABSL_FLAG(std::string, trace_dir, "",
+          "each rank writes a Chrome trace-event file DIR/rank_<r>.trace.json "
+          "(Perfetto, chrome://tracing; bazel run //profiler_agg -- DIR): step, "
+          "data, forward, backward, optimizer and every collective");
+ABSL_FLAG(std::string, trace_steps, "",
+          "A:B: trace only steps A..B of the first run (default: all)");
 ABSL_FLAG(std::string, dump_parameters, "",
           "test aid: every rank writes its final parameters as raw fp32 to "
           "DIR/rank_<r>.f32, rank 0 a DIR/manifest.txt");
@@ -109,6 +118,30 @@ int main(int argc, char** argv) {
       return mtb::ReportAndExitCode(kProgram, writable);
     }
   }
+  int64_t trace_first = 1, trace_last = config.steps();
+  if (const std::string window = absl::GetFlag(FLAGS_trace_steps); !window.empty()) {
+    const std::vector<std::string> parts = absl::StrSplit(window, ':');
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &trace_first) ||
+        !absl::SimpleAtoi(parts[1], &trace_last) || trace_first < 1 ||
+        trace_last < trace_first || trace_last > config.steps()) {
+      return mtb::ReportAndExitCode(
+          kProgram, absl::InvalidArgumentError(absl::StrCat(
+                        "--trace_steps=", window, " must be A:B with 1 <= A <= B <= --steps=",
+                        config.steps())));
+    }
+    if (absl::GetFlag(FLAGS_trace_dir).empty()) {
+      return mtb::ReportAndExitCode(
+          kProgram, absl::InvalidArgumentError("--trace_steps needs --trace_dir"));
+    }
+  }
+  if (!absl::GetFlag(FLAGS_trace_dir).empty()) {
+    if (absl::Status writable = mtb::CheckOutputWritable(
+            "trace_dir",
+            mtb::ResolveUserPath(absl::GetFlag(FLAGS_trace_dir)) + "/rank_0.trace.json");
+        !writable.ok()) {
+      return mtb::ReportAndExitCode(kProgram, writable);
+    }
+  }
   // A missing or corrupt input file is a usage error: nothing starts.
   if (absl::Status data = mtb::OpenDataFor(config).status(); !data.ok()) {
     std::cerr << kProgram << ": --data: " << data.message() << "\n";
@@ -124,6 +157,9 @@ int main(int argc, char** argv) {
   options.out = mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
   options.markdown = absl::GetFlag(FLAGS_markdown);
   options.dump_parameters = absl::GetFlag(FLAGS_dump_parameters);
+  options.trace_dir = mtb::ResolveUserPath(absl::GetFlag(FLAGS_trace_dir));
+  options.trace_first_step = trace_first;
+  options.trace_last_step = trace_last;
   options.ddp_fault = *ddp_fault;
   options.timeouts = timeouts;
   options.notes = notes;

@@ -1,6 +1,7 @@
 #include "trainer/trainer.h"
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -10,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/libtorch/counting_allocator.h"
 #include "common/nn/autocast.h"
 #include "common/report/report.h"
@@ -117,14 +120,17 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   double local_loss = 0;  // mean over this rank's micro-batches
   for (int micro = 0; micro < micro_batches; ++micro) {
     Stopwatch watch;
+    std::optional<trace::ScopedSpan> data_span(std::in_place, trace_, "data", "data");
     const Batch batch =
         data_->Get(step, FirstSampleOf(micro, rank_, config_.batch_size()),
                    config_.batch_size());
+    data_span.reset();
     record.set_data_ms(record.data_ms() + watch.ElapsedMs());
 
     watch = Stopwatch();
     at::Tensor loss;
     RETURN_IF_ERROR(CallGuarded("forward", [&] {
+      const trace::ScopedSpan span(trace_, "forward", "compute");
       nn::AutocastGuard autocast(bf16);
       const at::Tensor logits = model_.Forward(
           batch.inputs, ForwardOptionsOf(config_, step, batch.sample_indices));
@@ -141,6 +147,7 @@ absl::StatusOr<StepRecord> Trainer::Step() {
     watch = Stopwatch();
     RETURN_IF_ERROR(strategy_->BeforeBackward(micro, micro_batches));
     RETURN_IF_ERROR(CallGuarded("backward", [&] {
+      const trace::ScopedSpan span(trace_, "backward", "compute");
       (loss / static_cast<double>(micro_batches)).backward();
     }));
     record.set_backward_ms(record.backward_ms() + watch.ElapsedMs());
@@ -184,7 +191,10 @@ absl::StatusOr<StepRecord> Trainer::Step() {
     RETURN_IF_ERROR(strategy_->ScaleGradients(max_norm / (grad_norm + 1e-6)));
     record.set_clipped(true);
   }
-  RETURN_IF_ERROR(strategy_->OptimizerStep(record.lr()));
+  {
+    const trace::ScopedSpan span(trace_, "optimizer", "compute");
+    RETURN_IF_ERROR(strategy_->OptimizerStep(record.lr()));
+  }
   const StepCommunication communication = strategy_->TakeStepCommunication();
   record.set_comm_wait_ms(communication.wait_ms);
   record.set_grad_bytes_sent(communication.bytes_sent);
@@ -418,11 +428,23 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
     for (int step = 1; step <= config.steps(); ++step) {
       // Anything LibTorch throws inside the step (a failed allocation
       // included) is one line naming the step and the operation, exit 1.
+      // Traced steps: --trace_steps' window of the first run.
+      const bool traced = hooks.trace != nullptr && repeat == 0 &&
+                          step >= hooks.trace_first_step &&
+                          step <= hooks.trace_last_step;
+      if (hooks.trace != nullptr) hooks.trace->set_enabled(traced);
+      trainer->set_trace(traced ? hooks.trace : nullptr);
+      const absl::Time step_begin = absl::Now();
       ASSIGN_OR_RETURN(
           StepRecord record,
           WithMemoryAdvice(CallGuarded(absl::StrCat("step ", step),
                                        [&] { return trainer->Step(); }),
                            rank, absl::StrCat("step ", step, ": ")));
+      if (traced) {
+        hooks.trace->AddSpan(absl::StrCat("ProfilerStep#", step), "step",
+                             trace::kComputeTrack, step_begin, absl::Now(),
+                             {{"step", absl::StrCat(step)}});
+      }
       record.set_mfu(record.tokens_per_second() *
                      result.model().flops_per_token() /
                      result.peak_flops().job_flops_per_second());

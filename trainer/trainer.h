@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "trainer/lr_schedule.h"
 #include "trainer/model.h"
 #include "trainer/strategy.h"
+#include "common/trace/recorder.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -67,6 +69,9 @@ class Trainer {
   absl::StatusOr<StepRecord> Step();
 
   int64_t completed_steps() const { return completed_steps_; }
+  // Phase spans (data, forward, backward, optimizer) of every step go to
+  // `trace` (nullptr: none; the default).
+  void set_trace(trace::TraceRecorder* trace) { trace_ = trace; }
   const GptModel& model() const { return model_; }
   // Global tokens per optimizer step.
   int64_t tokens_per_step() const;
@@ -85,6 +90,7 @@ class Trainer {
   GptModel model_;
   LrSchedule schedule_;
   int64_t completed_steps_ = 0;
+  trace::TraceRecorder* trace_ = nullptr;
 };
 
 struct RunHooks {
@@ -94,6 +100,11 @@ struct RunHooks {
   // Called on every rank with the final model of the last run (e.g. to dump
   // its parameters); an error fails the run.
   std::function<absl::Status(const GptModel&)> after_last_run;
+  // --trace_dir: spans of the steps in [trace_first_step, trace_last_step]
+  // (ProfilerStep#N and its phases) go here; nullptr: no tracing.
+  trace::TraceRecorder* trace = nullptr;
+  int64_t trace_first_step = 1;
+  int64_t trace_last_step = std::numeric_limits<int64_t>::max();
 };
 
 // Runs config.repeat() runs of config.steps() steps each, logging a progress

@@ -8,7 +8,7 @@ set -euo pipefail
 source trainer/cli_test_lib.sh
 
 # The default: 2 ranks under the launcher, ddp over Gloo.
-expect 0 "step 3/3 | loss" "${tiny[@]}" --dropout=0.1 --out="$out/run.json"
+expect 0 "step 3/3 | loss" "${tiny[@]}" --dropout=0.1 --trace_dir="$out/traces" --out="$out/run.json"
 grep -q '^\[rank 1\] ' "$out/stderr" || fail "no rank 1 output"
 grep -q '"world_size": 2' "$out/run.json" || fail "not 2 ranks"
 grep -q '"backend": "gloo"' "$out/run.json" || fail "not gloo"
@@ -33,6 +33,26 @@ for m in r["memory"]:
     print(f"rank {m.get('rank', 0)}: estimate {estimate} B, measured peak {peak} B, ratio {ratio:.2f}")
     assert 1.0 <= ratio <= 1.6, ratio
 PY
+
+# Its traces: one trace-event file per rank with the PyTorch step names,
+# phases and collectives, which profiler_agg reads as one run.
+/usr/bin/python3 - "$out/traces" <<'PY' || fail "trace files"
+import json, sys
+for rank in (0, 1):
+    t = json.load(open(f"{sys.argv[1]}/rank_{rank}.trace.json"))
+    names = {e["name"] for e in t["traceEvents"] if e["ph"] == "X"}
+    assert {"ProfilerStep#1", "ProfilerStep#3", "forward", "backward", "optimizer", "data"} <= names, names
+    cats = {e["cat"] for e in t["traceEvents"] if e["ph"] == "X"}
+    assert "collective" in cats, cats
+    assert t["otherData"]["world_size"] == 2 and t["otherData"]["rank"] == rank
+    for e in t["traceEvents"]:
+        if e["ph"] == "X":
+            assert e["dur"] >= 0 and e["pid"] == rank and e["tid"] in (0, 1, 2), e
+PY
+"$(pwd)/profiler_agg/profiler_agg" "$out/traces" --out="$out/agg.json" > "$out/agg.stdout" 2>&1 \
+  || { cat "$out/agg.stdout" >&2; fail "profiler_agg on the run's traces"; }
+grep -q '"world_size": 2' "$out/agg.json" || fail "profiler_agg: not 2 ranks"
+grep -q '"steps": 3' "$out/agg.json" || fail "profiler_agg: not 3 steps"
 
 # Ranks started by hand with torchrun's variables (as torchrun or Slurm would):
 # each process is one rank; rank 0 hosts the store.

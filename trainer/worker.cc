@@ -1,5 +1,7 @@
 #include "trainer/worker.h"
 
+#include <unistd.h>
+
 #include <malloc.h>
 
 #include <cstdlib>
@@ -20,6 +22,8 @@
 #include "common/base/status.h"
 #include "common/libtorch/torch_info.h"
 #include "glog/logging.h"
+#include "common/collective/clock_sync.h"
+#include "common/trace/recorder.h"
 #include "trainer/data.h"
 #include "trainer/memory_estimate.h"
 #include "trainer/metrics.h"
@@ -117,6 +121,43 @@ absl::Status DumpParameters(const std::vector<NamedParameter>& parameters,
 }
 
 
+namespace {
+
+// The same run id on every rank (rank 0's, through the store) and this
+// rank's clock offset to rank 0's (min-RTT round trips through the store).
+absl::StatusOr<trace::TraceRunInfo> TraceRunInfoFor(
+    const RankEnv& env, collective::Communicator* communicator,
+    const WorkerOptions& options) {
+  trace::TraceRunInfo info;
+  info.set_rank(env.rank);
+  info.set_world_size(env.world_size);
+  info.set_tool("trainer");
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  info.set_hostname(host);
+  std::string run_id = absl::StrCat(
+      host, "-", ::getpid(), "-",
+      absl::FormatTime("%Y%m%dT%H%M%S", absl::Now(), absl::UTCTimeZone()));
+  if (communicator != nullptr) {
+    collective::Store store = communicator->store();
+    const absl::Duration timeout = options.timeouts.connect_timeout;
+    if (env.rank == 0) {
+      RETURN_IF_ERROR(store.Set("trace/run_id", run_id));
+    } else {
+      ASSIGN_OR_RETURN(run_id, store.Get("trace/run_id", timeout));
+    }
+    ASSIGN_OR_RETURN(const collective::ClockOffset offset,
+                     collective::EstimateClockOffset(store, env.rank, env.world_size,
+                                                     /*rounds=*/8, timeout));
+    info.set_clock_offset_us(offset.offset_us);
+    info.set_clock_sync_rtt_us(offset.rtt_us);
+  }
+  info.set_run_id(run_id);
+  return info;
+}
+
+}  // namespace
+
 int RunWorker(const TrainConfig& config, const RankEnv& env,
               const WorkerOptions& options) {
   KeepFreedMemoryInTheProcess();
@@ -167,9 +208,49 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
                             ResolveUserPath(options.dump_parameters));
     };
   }
+  // --trace_dir: one recorder per rank; collectives come from the log's
+  // observer (issued -> transfer done on the comm track, the caller's wait
+  // on the comm-wait track), phases from the trainer.
+  std::unique_ptr<trace::TraceRecorder> recorder;
+  collective::CollectiveLog::ObserverId trace_observer = -1;
+  if (!options.trace_dir.empty()) {
+    absl::StatusOr<trace::TraceRunInfo> info = TraceRunInfoFor(env, communicator.get(), options);
+    if (!info.ok()) return Fail(info.status());
+    recorder = std::make_unique<trace::TraceRecorder>(*info);
+    hooks.trace = recorder.get();
+    hooks.trace_first_step = options.trace_first_step;
+    hooks.trace_last_step = options.trace_last_step;
+    if (communicator) {
+      trace::TraceRecorder* traced = recorder.get();
+      trace_observer = communicator->log().AddObserver(
+          [traced](collective::CollectiveEvent event, const collective::CollectiveRecord& r) {
+            if (event != collective::CollectiveEvent::kCompleted) return;
+            const std::string op(collective::CollectiveOpName(r.op));
+            traced->AddSpan(op, "collective", trace::kCommTrack, r.issue_time,
+                            r.transfer_done_time,
+                            {{"op", op}, {"bytes", absl::StrCat(r.size_bytes)},
+                             {"seq", absl::StrCat(r.sequence)}, {"algorithm", r.algorithm}});
+            if (r.wait_time > absl::ZeroDuration()) {
+              traced->AddSpan(absl::StrCat("wait ", op), "wait", trace::kWaitTrack,
+                              r.wait_return_time - r.wait_time, r.wait_return_time,
+                              {{"seq", absl::StrCat(r.sequence)}});
+            }
+          });
+    }
+  }
   absl::StatusOr<TrainResult> result =
       RunTraining(config, RankInfo{env.rank, env.world_size}, **strategy,
                   **data, hooks);
+  if (recorder != nullptr) {
+    if (communicator) communicator->log().RemoveObserver(trace_observer);
+    if (absl::Status written = recorder->WriteTo(options.trace_dir); !written.ok()) {
+      return Fail(written);
+    }
+    if (env.rank == 0) {
+      LOG(INFO) << "traces: " << options.trace_dir << "/rank_<r>.trace.json (bazel run "
+                << "//profiler_agg -- " << options.trace_dir << ")";
+    }
+  }
   if (!result.ok()) {
     const int code = ExitCodeFor(result.status());
     std::cerr << kProgram << ": " << result.status().message() << std::endl;

@@ -7,6 +7,8 @@
 #define MTB_TRAINER_WORKER_H_
 
 #include <memory>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,10 @@ struct WorkerOptions {
   // model order) and rank 0 writes <dir>/manifest.txt ("<name> <offset>
   // <numel> <dims...>" per line, offsets in elements). Empty: none.
   std::string dump_parameters;
+  // --trace_dir (resolved; empty: no tracing) and --trace_steps' window.
+  std::string trace_dir;
+  int64_t trace_first_step = 1;
+  int64_t trace_last_step = std::numeric_limits<int64_t>::max();
   // Test aid (--testonly_ddp_fault): a broken ddp synchronisation for tests
   // that prove their checks catch one. kNone otherwise.
   DdpTestFault ddp_fault;

@@ -29,6 +29,7 @@ TraceRecorder::TraceRecorder(TraceRunInfo info, absl::Time start)
 void TraceRecorder::AddSpan(const std::string& name, const std::string& cat,
                             int track, absl::Time begin, absl::Time end,
                             const std::map<std::string, std::string>& args) {
+  if (!enabled()) return;
   TraceEvent event;
   event.set_name(name);
   event.set_cat(cat);
@@ -65,7 +66,7 @@ absl::Status TraceRecorder::WriteTo(const std::string& directory) const {
 
 ScopedSpan::ScopedSpan(TraceRecorder* recorder, std::string name, std::string cat,
                        std::map<std::string, std::string> args)
-    : recorder_(recorder) {
+    : recorder_(recorder != nullptr && recorder->enabled() ? recorder : nullptr) {
   if (recorder_ == nullptr) return;
   name_ = std::move(name);
   cat_ = std::move(cat);

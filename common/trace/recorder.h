@@ -6,6 +6,7 @@
 #ifndef MTB_COMMON_TRACE_RECORDER_H_
 #define MTB_COMMON_TRACE_RECORDER_H_
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -40,7 +41,12 @@ class TraceRecorder {
 
   const TraceRunInfo& info() const { return info_; }
 
+  // Spans are kept only while enabled (--trace_steps' window); thread-safe.
+  void set_enabled(bool enabled) { enabled_.store(enabled); }
+  bool enabled() const { return enabled_.load(); }
+
  private:
+  std::atomic<bool> enabled_{true};
   const TraceRunInfo info_;
   const absl::Time start_;
   mutable std::mutex mutex_;
