@@ -175,6 +175,10 @@ absl::Status ValidateConfig(const TrainConfig& c) {
     return Invalid(absl::StrCat("--inject_nan_rank=", c.inject_nan_rank(),
                                 " must be non-negative"));
   }
+  if (c.ddp_launch_after_backward() && c.strategy() != "ddp") {
+    return Invalid(absl::StrCat("--ddp_overlap=false applies to --strategy=ddp, not ",
+                                c.strategy()));
+  }
   if (!(c.peak_flops() >= 0)) {
     return Invalid(absl::StrCat("--peak_flops=", c.peak_flops(),
                                 " must be non-negative (0: measure)"));
@@ -207,6 +211,7 @@ std::string ConfigFingerprint(const TrainConfig& config) {
   canonical.clear_log_every();
   canonical.clear_activation_checkpointing();
   canonical.clear_peak_flops();
+  canonical.clear_ddp_launch_after_backward();
   return Sha256Hex(ToJson(canonical));
 }
 

@@ -78,6 +78,9 @@ ABSL_FLAG(std::string, grad_sync, "auto",
           "with --grad_accum > 1: every (all-reduce after every micro-batch), "
           "last (no_sync for all but the last), auto (ddp, zero1: last; "
           "zero2: every)");
+ABSL_FLAG(bool, ddp_overlap, true,
+          "ddp: launch each bucket's all-reduce from backward as soon as it is "
+          "complete (false: all after backward, the no-overlap baseline)");
 ABSL_FLAG(double, peak_flops, 0,
           "peak FLOP/s of one rank for MFU (0: measure a matmul at start in "
           "the run's precision)");
@@ -119,6 +122,7 @@ TrainConfig TrainConfigFromFlags() {
   c.set_grad_sync(absl::GetFlag(FLAGS_grad_sync));
   c.set_inject_nan_rank(absl::GetFlag(FLAGS_inject_nan_rank));
   c.set_peak_flops(absl::GetFlag(FLAGS_peak_flops));
+  c.set_ddp_launch_after_backward(!absl::GetFlag(FLAGS_ddp_overlap));
   return c;
 }
 

@@ -54,6 +54,29 @@ PY
 grep -q '"world_size": 2' "$out/agg.json" || fail "profiler_agg: not 2 ranks"
 grep -q '"steps": 3' "$out/agg.json" || fail "profiler_agg: not 3 steps"
 
+# Measured overlap: a model of 1.6 MB of gradients has two buckets (the
+# first is capped at 1 MiB), so with overlap the first bucket's all-reduce
+# runs during the rest of backward; with --ddp_overlap=false every bucket is
+# launched after backward and nothing but a sub-millisecond edge can overlap.
+two_buckets=(--vocab_size=64 --d_model=128 --n_layers=2 --n_heads=4 --seq_len=16
+             --batch_size=4 --steps=3 --timing_warmup_steps=1 --intra_op_threads=1
+             --data=synthetic --nomarkdown)
+overlap() {  # DIR -> the overlap ratio profiler_agg measures
+  "$(pwd)/profiler_agg/profiler_agg" "$1" --out="$1.json" > /dev/null 2>&1 || fail "profiler_agg $1"
+  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["overlap_ratio"])' "$1.json"
+}
+expect 0 "in reverse layout order" "${two_buckets[@]}" --trace_dir="$out/overlap_on" --out="$out/on.json"
+grep -q '"buckets"' "$out/on.json" || fail "no buckets in the result"
+expect 0 "after backward (--ddp_overlap=false: no overlap)" "${two_buckets[@]}" --ddp_overlap=false \
+  --trace_dir="$out/overlap_off" --out="$out/off.json"
+# Launching later changes when, not what: the same losses bit for bit.
+/usr/bin/python3 -c 'import json,sys; l=[[s["loss"] for s in json.load(open(f))["runs"][0]["steps"]] for f in sys.argv[1:]]; sys.exit(0 if l[0]==l[1] else 1)' \
+  "$out/on.json" "$out/off.json" || fail "--ddp_overlap=false changed the losses"
+on=$(overlap "$out/overlap_on"); off=$(overlap "$out/overlap_off")
+echo "overlap ratio: $on with overlap, $off with --ddp_overlap=false"
+/usr/bin/python3 -c "import sys; on, off = $on, $off; sys.exit(0 if on > 0.02 and off < 0.02 and on > off else 1)" \
+  || fail "overlap $on (want > 0.02) vs $off with --ddp_overlap=false (want < 0.02)"
+
 # Ranks started by hand with torchrun's variables (as torchrun or Slurm would):
 # each process is one rank; rank 0 hosts the store.
 # The by-hand run's --out has a Markdown file of the user's beside it: kept.

@@ -82,6 +82,7 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
       DdpOptions options =
           DdpOptionsFromConfig(config.bucket_cap_mb(), config.grad_sync());
       options.testonly_fault = ddp_fault;
+      options.overlap = !config.ddp_launch_after_backward();
       return std::unique_ptr<Strategy>(new DdpStrategy(communicator, options));
     }
     case StrategyKind::kZero1:

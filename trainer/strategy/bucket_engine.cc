@@ -102,10 +102,18 @@ void BucketEngine::OnGradientReady(int index) {
   if (!armed_ || ready_[index]) return;
   ready_[index] = true;
   if (--pending_[bucket_of_[index]] != 0) return;
+  if (!deferred_) LaunchCompleteBuckets();
+}
+
+void BucketEngine::LaunchCompleteBuckets() {
   while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == 0) {
     const int bucket = static_cast<int>(next_bucket_++);
     launch_(bucket);
   }
+}
+
+void BucketEngine::LaunchDeferred() {
+  if (armed_ && deferred_) LaunchCompleteBuckets();
 }
 
 absl::Status BucketEngine::CheckAllLaunched(absl::string_view who) const {

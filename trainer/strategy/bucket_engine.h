@@ -73,6 +73,11 @@ class BucketEngine {
              LaunchFn launch);
   // The next backward launches every bucket.
   void Arm();
+  // Deferred: complete buckets are not launched from backward but by
+  // LaunchDeferred (DDP's --ddp_overlap=false baseline).
+  void set_deferred(bool deferred) { deferred_ = deferred; }
+  // Launches, in index order, every complete bucket not launched yet.
+  void LaunchDeferred();
   // Stops launching (after the armed backward, or for a no_sync one).
   void Disarm() { armed_ = false; }
   bool armed() const { return armed_; }
@@ -90,6 +95,9 @@ class BucketEngine {
   void RemoveHooks();
   void OnGradientReady(int index);
 
+  void LaunchCompleteBuckets();
+
+  bool deferred_ = false;
   const ParameterStore* store_ = nullptr;
   std::vector<GradientBucket> buckets_;
   std::vector<int> bucket_of_;  // per parameter

@@ -150,9 +150,10 @@ std::string DdpStrategy::Describe() const {
       "ddp: ", engine_.buckets().size(), " gradient bucket(s) of ", Mib(gradient_bytes_),
       " (first ", Mib(options_.first_bucket_cap_bytes), ", then ",
       Mib(options_.bucket_cap_bytes),
-      ") in reverse layout order; each bucket's all-reduce (avg) launched "
-      "from gradient-accumulator hooks as soon as it is complete, in bucket "
-      "order, all waited before the optimizer; grad_sync=",
+      ") in reverse layout order; each bucket's all-reduce (avg) launched ",
+      options_.overlap ? "from gradient-accumulator hooks as soon as it is complete"
+                       : "after backward (--ddp_overlap=false: no overlap)",
+      ", in bucket order, all waited before the optimizer; grad_sync=",
       options_.grad_sync == GradSync::kEvery ? "every" : "last",
       communicating() ? "" : "; one rank: no communication",
       " (own bucketing, not c10d::Reducer; buckets are views of the flat "
@@ -176,6 +177,7 @@ absl::Status DdpStrategy::Setup(ParameterStore& store,
   handles_.assign(buckets.size(), collective::CollectiveHandle());
   engine_.Setup(store, std::move(buckets),
                 [this](int bucket) { LaunchBucket(bucket); });
+  engine_.set_deferred(!options_.overlap);
   RETURN_IF_ERROR(ResolveTestFault());
   if (communicating()) {
     RETURN_IF_ERROR(CheckSameParametersOnEveryRank(*communicator_, store, "ddp"));
@@ -261,6 +263,7 @@ void DdpStrategy::LaunchBucket(int index) {
 absl::Status DdpStrategy::FinishSync() {
   if (!sync_in_flight_) return absl::OkStatus();
   sync_in_flight_ = false;
+  engine_.LaunchDeferred();  // --ddp_overlap=false: now, in bucket order
   engine_.Disarm();
   RETURN_IF_ERROR(engine_.CheckAllLaunched("ddp"));
   ++syncs_;

@@ -58,6 +58,8 @@ struct DdpOptions {
   int64_t bucket_cap_bytes = int64_t{25} << 20;
   int64_t first_bucket_cap_bytes = int64_t{1} << 20;
   GradSync grad_sync = GradSync::kLast;
+  // false: every bucket is launched after backward (--ddp_overlap=false).
+  bool overlap = true;
   DdpTestFault testonly_fault;  // tests only: kNone everywhere else
 };
 
