@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/base/flags.h"
+#include "common/faults/fault_spec.h"
 #include "common/launch/launch.h"
 #include "common/launch/launch_options.h"
 #include "common/base/logging.h"
@@ -31,6 +33,11 @@ ABSL_FLAG(std::string, out, "",
           "checkout); the .md and .svg go beside it");
 ABSL_FLAG(bool, markdown, true,
           "also write a Markdown summary and a loss-curve SVG beside --out");
+ABSL_FLAG(std::string, fault, "",
+          "inject faults (docs/faults.md): kill:rank=R,step=S,phase=P; "
+          "nan:rank=R,step=S; hang:rank=R,step=S[,phase=P]; "
+          "slow:rank=R,ms=M[,every=K]; exit:rank=R,step=S,code=C; "
+          "several separated by ';'");
 ABSL_FLAG(std::string, trace_dir, "",
           "each rank writes a Chrome trace-event file DIR/rank_<r>.trace.json "
           "(Perfetto, chrome://tracing; bazel run //profiler_agg -- DIR): step, "
@@ -118,6 +125,23 @@ int main(int argc, char** argv) {
       return mtb::ReportAndExitCode(kProgram, writable);
     }
   }
+  absl::StatusOr<std::vector<mtb::Fault>> faults =
+      mtb::ParseFaults(absl::GetFlag(FLAGS_fault), mtb::TrainerFaultGrammar());
+  if (!faults.ok()) return mtb::ReportAndExitCode(kProgram, faults.status());
+  if (absl::Status valid =
+          mtb::ValidateFaults(*faults, world->world_size, config.steps());
+      !valid.ok()) {
+    return mtb::ReportAndExitCode(kProgram, valid);
+  }
+  for (const mtb::Fault& fault : *faults) {
+    if (absl::StartsWith(fault.phase, "checkpoint")) {
+      return mtb::ReportAndExitCode(
+          kProgram, absl::InvalidArgumentError(absl::StrCat(
+                        "--fault=", mtb::FaultToString(fault),
+                        ": the trainer does not save checkpoints yet, so a "
+                        "checkpoint phase never comes")));
+    }
+  }
   int64_t trace_first = 1, trace_last = config.steps();
   if (const std::string window = absl::GetFlag(FLAGS_trace_steps); !window.empty()) {
     const std::vector<std::string> parts = absl::StrSplit(window, ':');
@@ -159,6 +183,7 @@ int main(int argc, char** argv) {
   options.dump_parameters = absl::GetFlag(FLAGS_dump_parameters);
   options.trace_dir = mtb::ResolveUserPath(absl::GetFlag(FLAGS_trace_dir));
   options.trace_first_step = trace_first;
+  options.faults = *faults;
   options.trace_last_step = trace_last;
   options.ddp_fault = *ddp_fault;
   options.timeouts = timeouts;

@@ -1,5 +1,10 @@
 #include "trainer/trainer.h"
 
+#include <unistd.h>
+#include <csignal>
+#include <chrono>
+#include <thread>
+#include <cstdio>
 #include <algorithm>
 #include <optional>
 #include <cmath>
@@ -104,6 +109,32 @@ int64_t Trainer::tokens_per_step() const {
          config_.batch_size() * config_.seq_len();
 }
 
+bool Trainer::InjectFaults(int64_t step, const char* phase) const {
+  if (faults_.empty()) return false;
+  const int rank = rank_.rank;
+  if (const Fault* slow = FindFault(faults_, FaultKind::kSlow, rank, step, phase);
+      slow != nullptr && std::string(phase) == "data") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(slow->ms));
+  }
+  if (const Fault* kill = FindFault(faults_, FaultKind::kKill, rank, step, phase)) {
+    LOG(ERROR) << "--fault=" << FaultToString(*kill) << ": killing this rank";
+    google::FlushLogFiles(google::GLOG_INFO);
+    std::fflush(nullptr);
+    ::raise(SIGKILL);
+  }
+  if (const Fault* exit = FindFault(faults_, FaultKind::kExit, rank, step, phase)) {
+    LOG(ERROR) << "--fault=" << FaultToString(*exit) << ": exiting with code "
+               << exit->code;
+    std::fflush(nullptr);
+    ::_exit(exit->code);
+  }
+  if (const Fault* hang = FindFault(faults_, FaultKind::kHang, rank, step, phase)) {
+    LOG(ERROR) << "--fault=" << FaultToString(*hang) << ": this rank stops making progress";
+    while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+  return FindFault(faults_, FaultKind::kNan, rank, step, phase) != nullptr;
+}
+
 absl::StatusOr<StepRecord> Trainer::Step() {
   const int64_t step = completed_steps_ + 1;
   const int micro_batches = config_.grad_accum();
@@ -120,6 +151,7 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   double local_loss = 0;  // mean over this rank's micro-batches
   for (int micro = 0; micro < micro_batches; ++micro) {
     Stopwatch watch;
+    (void)InjectFaults(step, "data");
     std::optional<trace::ScopedSpan> data_span(std::in_place, trace_, "data", "data");
     const Batch batch =
         data_->Get(step, FirstSampleOf(micro, rank_, config_.batch_size()),
@@ -129,14 +161,15 @@ absl::StatusOr<StepRecord> Trainer::Step() {
 
     watch = Stopwatch();
     at::Tensor loss;
+    const bool nan_fault = InjectFaults(step, "forward");
     RETURN_IF_ERROR(CallGuarded("forward", [&] {
       const trace::ScopedSpan span(trace_, "forward", "compute");
       nn::AutocastGuard autocast(bf16);
       const at::Tensor logits = model_.Forward(
           batch.inputs, ForwardOptionsOf(config_, step, batch.sample_indices));
       loss = nn::CrossEntropy(logits, batch.targets);
-      if (step == config_.inject_nan_step() &&
-          rank_.rank == config_.inject_nan_rank()) {
+      if (nan_fault || (step == config_.inject_nan_step() &&
+                        rank_.rank == config_.inject_nan_rank())) {
         // A multiplication, so that the gradients are NaN too.
         loss = loss * std::numeric_limits<double>::quiet_NaN();
       }
@@ -146,6 +179,7 @@ absl::StatusOr<StepRecord> Trainer::Step() {
 
     watch = Stopwatch();
     RETURN_IF_ERROR(strategy_->BeforeBackward(micro, micro_batches));
+    (void)InjectFaults(step, "backward");
     RETURN_IF_ERROR(CallGuarded("backward", [&] {
       const trace::ScopedSpan span(trace_, "backward", "compute");
       (loss / static_cast<double>(micro_batches)).backward();
@@ -191,6 +225,7 @@ absl::StatusOr<StepRecord> Trainer::Step() {
     RETURN_IF_ERROR(strategy_->ScaleGradients(max_norm / (grad_norm + 1e-6)));
     record.set_clipped(true);
   }
+  (void)InjectFaults(step, "optimizer");
   {
     const trace::ScopedSpan span(trace_, "optimizer", "compute");
     RETURN_IF_ERROR(strategy_->OptimizerStep(record.lr()));
@@ -434,6 +469,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                           step <= hooks.trace_last_step;
       if (hooks.trace != nullptr) hooks.trace->set_enabled(traced);
       trainer->set_trace(traced ? hooks.trace : nullptr);
+      if (step == 1) trainer->set_faults(hooks.faults);
       const absl::Time step_begin = absl::Now();
       ASSIGN_OR_RETURN(
           StepRecord record,

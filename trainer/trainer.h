@@ -28,6 +28,7 @@
 #include "trainer/lr_schedule.h"
 #include "trainer/model.h"
 #include "trainer/strategy.h"
+#include "common/faults/fault_spec.h"
 #include "common/trace/recorder.h"
 #include "trainer/train_result.pb.h"
 
@@ -72,6 +73,9 @@ class Trainer {
   // Phase spans (data, forward, backward, optimizer) of every step go to
   // `trace` (nullptr: none; the default).
   void set_trace(trace::TraceRecorder* trace) { trace_ = trace; }
+  // --fault=: injected at the start of each phase of the steps they name
+  // (common/faults/fault_spec.h).
+  void set_faults(std::vector<Fault> faults) { faults_ = std::move(faults); }
   const GptModel& model() const { return model_; }
   // Global tokens per optimizer step.
   int64_t tokens_per_step() const;
@@ -91,6 +95,11 @@ class Trainer {
   LrSchedule schedule_;
   int64_t completed_steps_ = 0;
   trace::TraceRecorder* trace_ = nullptr;
+  std::vector<Fault> faults_;
+
+  // Acts on a fault of this rank at (step, phase): kill, exit and hang do
+  // not return; slow sleeps; returns whether a nan fault fires here.
+  bool InjectFaults(int64_t step, const char* phase) const;
 };
 
 struct RunHooks {
@@ -105,6 +114,8 @@ struct RunHooks {
   trace::TraceRecorder* trace = nullptr;
   int64_t trace_first_step = 1;
   int64_t trace_last_step = std::numeric_limits<int64_t>::max();
+  // --fault=, validated against the world size and steps.
+  std::vector<Fault> faults;
 };
 
 // Runs config.repeat() runs of config.steps() steps each, logging a progress

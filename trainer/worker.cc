@@ -195,6 +195,7 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
   if (!strategy.ok()) return Fail(strategy.status());
 
   RunHooks hooks;
+  hooks.faults = options.faults;
   if (communicator) {
     hooks.after_first_step = [&] {
       // Start-up is over: from here on a hung peer fails the run after the

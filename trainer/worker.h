@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "common/collective/communicator.h"
 #include "common/launch/rank_env.h"
+#include "common/faults/fault_spec.h"
 #include "common/launch/timeouts.h"
 #include "trainer/strategy.h"
 #include "trainer/strategy/ddp.h"
@@ -34,6 +35,8 @@ struct WorkerOptions {
   std::string dump_parameters;
   // --trace_dir (resolved; empty: no tracing) and --trace_steps' window.
   std::string trace_dir;
+  // --fault=, validated.
+  std::vector<Fault> faults;
   int64_t trace_first_step = 1;
   int64_t trace_last_step = std::numeric_limits<int64_t>::max();
   // Test aid (--testonly_ddp_fault): a broken ddp synchronisation for tests
