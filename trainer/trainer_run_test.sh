@@ -45,9 +45,20 @@ for rank in (0, 1):
     cats = {e["cat"] for e in t["traceEvents"] if e["ph"] == "X"}
     assert "collective" in cats, cats
     assert t["otherData"]["world_size"] == 2 and t["otherData"]["rank"] == rank
+    tracks = {}
     for e in t["traceEvents"]:
         if e["ph"] == "X":
-            assert e["dur"] >= 0 and e["pid"] == rank and e["tid"] in (0, 1, 2), e
+            assert e["dur"] >= 0 and e["pid"] == rank and (e["tid"] in (0, 1, 2) or e["tid"] >= 10), e
+            tracks.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"], e["name"]))
+    # Spans on one track nest or are disjoint (what trace viewers draw).
+    for tid, spans in tracks.items():
+        spans.sort(key=lambda s: (s[0], -s[1]))
+        open_ends = []
+        for begin, end, name in spans:
+            while open_ends and open_ends[-1] <= begin:
+                open_ends.pop()
+            assert not open_ends or end <= open_ends[-1] + 1e-3, (tid, name, begin, end, open_ends)
+            open_ends.append(end)
 PY
 "$(pwd)/profiler_agg/profiler_agg" "$out/traces" --out="$out/agg.json" > "$out/agg.stdout" 2>&1 \
   || { cat "$out/agg.stdout" >&2; fail "profiler_agg on the run's traces"; }

@@ -1,6 +1,8 @@
 #include "common/trace/recorder.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status.h"
@@ -53,8 +55,34 @@ TraceFile TraceRecorder::Build() const {
   *file.add_traceevents() = Metadata("thread_name", pid, kComputeTrack, "compute");
   *file.add_traceevents() = Metadata("thread_name", pid, kCommTrack, "comm");
   *file.add_traceevents() = Metadata("thread_name", pid, kWaitTrack, "comm wait");
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const TraceEvent& event : events_) *file.add_traceevents() = event;
+  std::vector<TraceEvent> events;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    events = events_;
+  }
+  // Collectives in flight at once (two buckets, say) would overlap on one
+  // track, which trace viewers cannot nest: each goes to the first comm lane
+  // free at its start (lane 0 is the comm track, lane k > 0 track
+  // kExtraCommTrackBase + k), so spans on every track nest or are disjoint.
+  std::stable_sort(events.begin(), events.end(),
+                   [](const TraceEvent& a, const TraceEvent& b) { return a.ts() < b.ts(); });
+  std::vector<double> lane_free_at;
+  for (TraceEvent& event : events) {
+    if (event.tid() != kCommTrack) continue;
+    size_t lane = 0;
+    while (lane < lane_free_at.size() && lane_free_at[lane] > event.ts()) ++lane;
+    if (lane == lane_free_at.size()) {
+      lane_free_at.push_back(0);
+      if (lane > 0) {
+        *file.add_traceevents() =
+            Metadata("thread_name", pid, kExtraCommTrackBase + static_cast<int>(lane),
+                     absl::StrCat("comm (", lane + 1, ")"));
+      }
+    }
+    lane_free_at[lane] = event.ts() + event.dur();
+    if (lane > 0) event.set_tid(kExtraCommTrackBase + static_cast<int>(lane));
+  }
+  for (TraceEvent& event : events) *file.add_traceevents() = std::move(event);
   return file;
 }
 

@@ -21,6 +21,8 @@ namespace mtb::trace {
 inline constexpr int kComputeTrack = 0;
 inline constexpr int kCommTrack = 1;
 inline constexpr int kWaitTrack = 2;
+// Collectives overlapping in time get extra comm tracks 10, 11, ...
+inline constexpr int kExtraCommTrackBase = 9;
 
 class TraceRecorder {
  public:

@@ -1,6 +1,7 @@
 #include "common/trace/recorder.h"
 
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "common/results/json_io.h"
@@ -38,6 +39,24 @@ TEST(TraceRecorder, SpansLandOnTheirTracksAndTheFileParsesBack) {
   EXPECT_EQ(collective.tid(), kCommTrack);
   EXPECT_DOUBLE_EQ(collective.ts(), 2000);
   EXPECT_DOUBLE_EQ(collective.dur(), 3000);
+}
+
+TEST(TraceRecorder, CollectivesInFlightAtOnceGetTheirOwnCommTracks) {
+  TraceRunInfo info;
+  const absl::Time t = absl::FromUnixSeconds(1000);
+  TraceRecorder recorder(info, t);
+  auto ms = [&](int v) { return t + absl::Milliseconds(v); };
+  recorder.AddSpan("a", "collective", kCommTrack, ms(0), ms(10));
+  recorder.AddSpan("b", "collective", kCommTrack, ms(5), ms(15));   // overlaps a
+  recorder.AddSpan("c", "collective", kCommTrack, ms(12), ms(20));  // a's lane is free
+  std::map<std::string, int> track;
+  const TraceFile built = recorder.Build();
+  for (const TraceEvent& e : built.traceevents()) {
+    if (e.ph() == "X") track[e.name()] = e.tid();
+  }
+  EXPECT_EQ(track["a"], kCommTrack);
+  EXPECT_EQ(track["b"], kExtraCommTrackBase + 1);
+  EXPECT_EQ(track["c"], kCommTrack);
 }
 
 TEST(TraceRecorder, AScopedSpanOnNoRecorderDoesNothingAndOnOneRecordsItself) {
