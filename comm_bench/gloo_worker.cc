@@ -4,10 +4,15 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "comm_bench/gloo_backend.h"
 #include "comm_bench/report_files.h"
 #include "comm_bench/table.h"
 #include "common/collective/rendezvous.h"
+#include "common/collective/trace_collectives.h"
+#include "common/results/output_path.h"
+#include "common/trace/recorder.h"
 #include "common/base/flags.h"
 #include "common/launch/rendezvous_env.h"
 #include "common/results/run_context.h"
@@ -17,6 +22,43 @@
 
 namespace mtb::comm_bench {
 namespace {
+
+// Forwards to the table printer (rank 0) and records each sweep point as a
+// "ProfilerStep#N" span (N counts points from 1, args: op and size), so a
+// trace's steps are the sweep's points.
+class TracingListener : public SweepListener {
+ public:
+  TracingListener(SweepListener* inner, trace::TraceRecorder* recorder)
+      : inner_(inner), recorder_(recorder) {}
+  void OpStarted(const Collective& op, const SweepOptions& options, int world_size,
+                 const Support& support) override {
+    point_begin_ = absl::Now();
+    if (inner_ != nullptr) inner_->OpStarted(op, options, world_size, support);
+  }
+  void SizeFinished(const Collective& op, const std::vector<CommBenchRow>& rows) override {
+    const absl::Time now = absl::Now();
+    ++point_;
+    recorder_->AddSpan(absl::StrCat("ProfilerStep#", point_), "step", trace::kComputeTrack,
+                       point_begin_, now,
+                       {{"step", absl::StrCat(point_)},
+                        {"op", rows.empty() ? "" : rows[0].op()},
+                        {"bytes", rows.empty() ? "" : absl::StrCat(rows[0].bytes())}});
+    point_begin_ = now;
+    if (inner_ != nullptr) inner_->SizeFinished(op, rows);
+  }
+  void Note(const std::string& note) override {
+    if (inner_ != nullptr) inner_->Note(note);
+  }
+  void OpFinished(const CommBenchOpSummary& summary) override {
+    if (inner_ != nullptr) inner_->OpFinished(summary);
+  }
+
+ private:
+  SweepListener* inner_;
+  trace::TraceRecorder* recorder_;
+  absl::Time point_begin_ = absl::Now();
+  int point_ = 0;
+};
 
 absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
   collective::RendezvousOptions rendezvous =
@@ -29,11 +71,30 @@ absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
 
   std::unique_ptr<TablePrinter> printer;
   if (backend->rank() == 0) printer = std::make_unique<TablePrinter>(std::cout, "gloo");
+  SweepListener* listener = printer.get();
+  std::unique_ptr<trace::TraceRecorder> recorder;
+  std::unique_ptr<TracingListener> tracing;
+  collective::CollectiveLog::ObserverId observer = -1;
+  if (!options.flags.trace_dir.empty()) {
+    ASSIGN_OR_RETURN(trace::TraceRunInfo info,
+                     collective::SharedTraceRunInfo(
+                         communicator.get(), options.rank_env.rank,
+                         options.rank_env.world_size, "comm_bench",
+                         options.timeouts.connect_timeout));
+    recorder = std::make_unique<trace::TraceRecorder>(info);
+    tracing = std::make_unique<TracingListener>(printer.get(), recorder.get());
+    listener = tracing.get();
+    observer = collective::TraceCollectives(*communicator, recorder.get());
+  }
   ASSIGN_OR_RETURN(CommBenchResult result,
-                   RunSweep(*backend, options.sweep, printer.get(), [&] {
+                   RunSweep(*backend, options.sweep, listener, [&] {
                      return communicator->SetTimeout(
                          options.timeouts.collective_timeout);
                    }));
+  if (recorder != nullptr) {
+    communicator->log().RemoveObserver(observer);
+    RETURN_IF_ERROR(recorder->WriteTo(ResolveUserPath(options.flags.trace_dir)));
+  }
   // Everyone is done with the group before rank 0 (which may host the store)
   // writes files and leaves.
   RETURN_IF_ERROR(communicator->Barrier());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/status/status.h"
 #include "comm_bench/nccl_backend.h"
 #include "comm_bench/nccl_bootstrap.h"
 #include "comm_bench/nccl_worker.h"
@@ -38,6 +39,13 @@ int main(int argc, char** argv) {
   NcclWorkerOptions worker;
   worker.context = mtb::NewRunContext("comm_bench_nccl", argc, argv);
   worker.flags = ReadFlags();
+  if (!worker.flags.trace_dir.empty()) {
+    return mtb::ReportAndExitCode(
+        "comm_bench_nccl",
+        absl::InvalidArgumentError(
+            "--trace_dir is not supported by comm_bench_nccl yet (only the "
+            "Gloo comm_bench writes traces)"));
+  }
 
   // Every flag is checked before the launcher starts a rank (exit 2).
   const mtb::LaunchDefaults launch_defaults{/*nproc=*/1};

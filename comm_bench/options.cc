@@ -53,6 +53,10 @@ ABSL_FLAG(std::string, plot, "", "Also write an SVG of busbw vs size here.");
 ABSL_FLAG(std::string, ceiling, "",
           "A loopback_ceiling result JSON: every row also reports busbw as a "
           "fraction of the matching ceiling (docs/comm_bench.md, \"Ceiling\").");
+ABSL_FLAG(std::string, trace_dir, "",
+          "each rank writes DIR/rank_<r>.trace.json (Perfetto; bazel run "
+          "//profiler_agg -- DIR): a ProfilerStep#N span per sweep point and "
+          "every collective");
 ABSL_FLAG(std::string, testonly_corrupt, "",
           "Testing only: OP:RANK makes RANK corrupt one element of OP's output "
           "before every check, to prove the check and the exit code.");
@@ -91,6 +95,7 @@ FlagValues ReadFlags() {
   flags.plot = absl::GetFlag(FLAGS_plot);
   flags.ceiling = absl::GetFlag(FLAGS_ceiling);
   flags.testonly_corrupt = absl::GetFlag(FLAGS_testonly_corrupt);
+  flags.trace_dir = absl::GetFlag(FLAGS_trace_dir);
   return flags;
 }
 
@@ -212,6 +217,10 @@ absl::StatusOr<SweepOptions> ResolveOptions(const FlagValues& flags,
                      "//comm_bench:loopback_ceiling --out=PATH");
     }
     options.has_ceiling = true;
+  }
+  if (!flags.trace_dir.empty()) {
+    RETURN_IF_ERROR(CheckOutputWritable(
+        "trace_dir", ResolveUserPath(flags.trace_dir) + "/rank_0.trace.json"));
   }
   // Outputs that cannot be written fail now, before any rank starts.
   for (const auto& [flag, path] :

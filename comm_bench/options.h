@@ -38,6 +38,8 @@ struct FlagValues {
   std::string plot;
   std::string ceiling;  // a loopback_ceiling result JSON, or ""
   std::string testonly_corrupt;  // "OP:RANK"
+  // --trace_dir: each rank's Chrome trace (docs/traces.md); "" none.
+  std::string trace_dir;
 };
 
 // The values of the flags defined in options.cc (after ParseCommandLine).

@@ -22,7 +22,7 @@
 #include "common/base/status.h"
 #include "common/libtorch/torch_info.h"
 #include "glog/logging.h"
-#include "common/collective/clock_sync.h"
+#include "common/collective/trace_collectives.h"
 #include "common/trace/recorder.h"
 #include "trainer/data.h"
 #include "trainer/memory_estimate.h"
@@ -122,43 +122,6 @@ absl::Status DumpParameters(const std::vector<NamedParameter>& parameters,
 }
 
 
-namespace {
-
-// The same run id on every rank (rank 0's, through the store) and this
-// rank's clock offset to rank 0's (min-RTT round trips through the store).
-absl::StatusOr<trace::TraceRunInfo> TraceRunInfoFor(
-    const RankEnv& env, collective::Communicator* communicator,
-    const WorkerOptions& options) {
-  trace::TraceRunInfo info;
-  info.set_rank(env.rank);
-  info.set_world_size(env.world_size);
-  info.set_tool("trainer");
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  info.set_hostname(host);
-  std::string run_id = absl::StrCat(
-      host, "-", ::getpid(), "-",
-      absl::FormatTime("%Y%m%dT%H%M%S", absl::Now(), absl::UTCTimeZone()));
-  if (communicator != nullptr) {
-    collective::Store store = communicator->store();
-    const absl::Duration timeout = options.timeouts.connect_timeout;
-    if (env.rank == 0) {
-      RETURN_IF_ERROR(store.Set("trace/run_id", run_id));
-    } else {
-      ASSIGN_OR_RETURN(run_id, store.Get("trace/run_id", timeout));
-    }
-    ASSIGN_OR_RETURN(const collective::ClockOffset offset,
-                     collective::EstimateClockOffset(store, env.rank, env.world_size,
-                                                     /*rounds=*/8, timeout));
-    info.set_clock_offset_us(offset.offset_us);
-    info.set_clock_sync_rtt_us(offset.rtt_us);
-  }
-  info.set_run_id(run_id);
-  return info;
-}
-
-}  // namespace
-
 int RunWorker(const TrainConfig& config, const RankEnv& env,
               const WorkerOptions& options) {
   KeepFreedMemoryInTheProcess();
@@ -216,28 +179,16 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
   std::unique_ptr<trace::TraceRecorder> recorder;
   collective::CollectiveLog::ObserverId trace_observer = -1;
   if (!options.trace_dir.empty()) {
-    absl::StatusOr<trace::TraceRunInfo> info = TraceRunInfoFor(env, communicator.get(), options);
+    absl::StatusOr<trace::TraceRunInfo> info = collective::SharedTraceRunInfo(
+        communicator.get(), env.rank, env.world_size, "trainer",
+        options.timeouts.connect_timeout);
     if (!info.ok()) return Fail(info.status());
     recorder = std::make_unique<trace::TraceRecorder>(*info);
     hooks.trace = recorder.get();
     hooks.trace_first_step = options.trace_first_step;
     hooks.trace_last_step = options.trace_last_step;
     if (communicator) {
-      trace::TraceRecorder* traced = recorder.get();
-      trace_observer = communicator->log().AddObserver(
-          [traced](collective::CollectiveEvent event, const collective::CollectiveRecord& r) {
-            if (event != collective::CollectiveEvent::kCompleted) return;
-            const std::string op(collective::CollectiveOpName(r.op));
-            traced->AddSpan(op, "collective", trace::kCommTrack, r.issue_time,
-                            r.transfer_done_time,
-                            {{"op", op}, {"bytes", absl::StrCat(r.size_bytes)},
-                             {"seq", absl::StrCat(r.sequence)}, {"algorithm", r.algorithm}});
-            if (r.wait_time > absl::ZeroDuration()) {
-              traced->AddSpan(absl::StrCat("wait ", op), "wait", trace::kWaitTrack,
-                              r.wait_return_time - r.wait_time, r.wait_return_time,
-                              {{"seq", absl::StrCat(r.sequence)}});
-            }
-          });
+      trace_observer = collective::TraceCollectives(*communicator, recorder.get());
     }
   }
   absl::StatusOr<TrainResult> result =

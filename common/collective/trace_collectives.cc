@@ -1,0 +1,64 @@
+#include "common/collective/trace_collectives.h"
+
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/base/status.h"
+#include "common/collective/clock_sync.h"
+#include "common/collective/traffic.h"
+
+namespace mtb::collective {
+
+CollectiveLog::ObserverId TraceCollectives(Communicator& communicator,
+                                           trace::TraceRecorder* recorder) {
+  return communicator.log().AddObserver(
+      [recorder](CollectiveEvent event, const CollectiveRecord& r) {
+        if (event != CollectiveEvent::kCompleted) return;
+        const std::string op(CollectiveOpName(r.op));
+        recorder->AddSpan(op, "collective", trace::kCommTrack, r.issue_time,
+                          r.transfer_done_time,
+                          {{"op", op},
+                           {"bytes", absl::StrCat(r.size_bytes)},
+                           {"seq", absl::StrCat(r.sequence)},
+                           {"algorithm", r.algorithm}});
+        if (r.wait_time > absl::ZeroDuration()) {
+          recorder->AddSpan(absl::StrCat("wait ", op), "wait", trace::kWaitTrack,
+                            r.wait_return_time - r.wait_time, r.wait_return_time,
+                            {{"seq", absl::StrCat(r.sequence)}});
+        }
+      });
+}
+
+absl::StatusOr<trace::TraceRunInfo> SharedTraceRunInfo(
+    const Communicator* communicator, int rank, int world_size,
+    const std::string& tool, absl::Duration timeout) {
+  trace::TraceRunInfo info;
+  info.set_rank(rank);
+  info.set_world_size(world_size);
+  info.set_tool(tool);
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  info.set_hostname(host);
+  std::string run_id = absl::StrCat(
+      host, "-", ::getpid(), "-",
+      absl::FormatTime("%Y%m%dT%H%M%S", absl::Now(), absl::UTCTimeZone()));
+  if (communicator != nullptr && world_size > 1) {
+    Store store = communicator->store();
+    if (rank == 0) {
+      RETURN_IF_ERROR(store.Set("trace/run_id", run_id));
+    } else {
+      ASSIGN_OR_RETURN(run_id, store.Get("trace/run_id", timeout));
+    }
+    ASSIGN_OR_RETURN(const ClockOffset offset,
+                     EstimateClockOffset(store, rank, world_size, /*rounds=*/8, timeout));
+    info.set_clock_offset_us(offset.offset_us);
+    info.set_clock_sync_rtt_us(offset.rtt_us);
+  }
+  info.set_run_id(run_id);
+  return info;
+}
+
+}  // namespace mtb::collective

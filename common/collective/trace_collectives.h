@@ -1,0 +1,32 @@
+// A rank's collectives in its trace (common/trace): every completed
+// collective as a span from issued to transfer completed on the comm track,
+// the caller's blocked time on the comm-wait track; and the run's shared
+// identity (rank 0's run id, each rank's clock offset) for the trace's
+// otherData. Used by every tool with --trace_dir.
+#ifndef MTB_COMMON_COLLECTIVE_TRACE_COLLECTIVES_H_
+#define MTB_COMMON_COLLECTIVE_TRACE_COLLECTIVES_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/collective/communicator.h"
+#include "common/trace/recorder.h"
+
+namespace mtb::collective {
+
+// Adds the observer; remove it (communicator.log().RemoveObserver) before
+// `recorder` goes away.
+CollectiveLog::ObserverId TraceCollectives(Communicator& communicator,
+                                           trace::TraceRecorder* recorder);
+
+// rank, world size, tool, host, the run id rank 0 makes (host-pid-UTC time)
+// shared through the store, and this rank's clock offset to rank 0's
+// (EstimateClockOffset, 8 round trips). `communicator` nullptr: one rank.
+absl::StatusOr<trace::TraceRunInfo> SharedTraceRunInfo(
+    const Communicator* communicator, int rank, int world_size,
+    const std::string& tool, absl::Duration timeout);
+
+}  // namespace mtb::collective
+
+#endif  // MTB_COMMON_COLLECTIVE_TRACE_COLLECTIVES_H_
