@@ -1,6 +1,5 @@
 #include "ckpt_tool/tool.h"
 
-#include <sys/stat.h>
 
 #include <map>
 #include <string>
@@ -10,22 +9,18 @@
 #include "absl/strings/str_join.h"
 #include "common/base/status.h"
 #include "common/report/report.h"
+#include "common/results/atomic_file.h"
 #include "trainer/checkpoint/checkpoint.h"
 
 namespace mtb::ckpt_tool {
 namespace {
 
-bool Exists(const std::string& path) {
-  struct stat info;
-  return ::stat(path.c_str(), &info) == 0;
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> CheckpointDirOf(const std::string& path,
                                             std::vector<std::string>* notes) {
-  if (!Exists(path)) return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
-  if (Exists(path + "/manifest.json") || Exists(path + "/READY")) return path;
+  if (!PathExists(path)) return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
+  if (PathExists(path + "/manifest.json") || PathExists(path + "/READY")) return path;
   ASSIGN_OR_RETURN(checkpoint::Resolved resolved, checkpoint::ResolveLatest(path));
   for (const std::string& note : resolved.notes) notes->push_back(note);
   return resolved.dir;

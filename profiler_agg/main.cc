@@ -61,8 +61,7 @@ int main(int argc, char** argv) {
       mtb::ReplaceExtension(out, absl::StrCat("step", step, ".svg"));
   const std::string md_path = mtb::ReplaceExtension(out, "md");
   const std::string merged_path = mtb::ReplaceExtension(out, "merged.trace.json");
-  const size_t slash = svg_path.rfind('/');
-  const std::string svg_name = slash == std::string::npos ? svg_path : svg_path.substr(slash + 1);
+  const std::string svg_name = mtb::BaseName(svg_path);
   if (absl::Status written = mtb::WriteJsonFile(result, out); !written.ok()) {
     return mtb::ReportAndExitCode(kProgram, written);
   }

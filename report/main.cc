@@ -31,16 +31,10 @@ namespace {
 constexpr char kProgram[] = "report";
 
 std::string Stem(const std::string& path) {
-  const std::string md = mtb::ReplaceExtension(path, "md");
-  const size_t slash = md.rfind('/');
-  const std::string name = slash == std::string::npos ? md : md.substr(slash + 1);
+  const std::string name = mtb::BaseName(mtb::ReplaceExtension(path, "md"));
   return name.substr(0, name.size() - 3);
 }
 
-std::string DirectoryOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
 
 }  // namespace
 
@@ -80,7 +74,7 @@ int main(int argc, char** argv) {
   }
   std::cout << report.markdown << "\nreport: " << out << "\n";
   for (const auto& [name, svg] : report.svgs) {
-    const std::string path = absl::StrCat(DirectoryOf(out), "/", name);
+    const std::string path = absl::StrCat(mtb::DirectoryOf(out), "/", name);
     absl::StatusOr<std::string> kept = mtb::WriteCompanionFile(path, out, svg);
     if (!kept.ok()) return mtb::ReportAndExitCode(kProgram, kept.status());
     std::cout << (kept->empty() ? absl::StrCat("plot: ", path) : *kept) << "\n";

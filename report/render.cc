@@ -10,14 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/report/report.h"
+#include "common/results/atomic_file.h"
 
 namespace mtb::report {
 namespace {
-
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 std::string ShortCommit(const RunContext& c) {
   return absl::StrCat(c.git_commit().substr(0, 10), c.git_dirty() ? " (dirty)" : "");

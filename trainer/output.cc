@@ -34,11 +34,6 @@ std::string PeakMemory(const TrainResult& result) {
   return absl::StrJoin(parts, ", ");
 }
 
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 }  // namespace
 
 std::string RenderSummaryTable(const TrainResult& result) {

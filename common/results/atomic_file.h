@@ -31,6 +31,13 @@ absl::Status WriteFileAtomically(const std::string& path,
 // it cannot be opened, kDataLoss when reading fails part-way.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
+// Path helpers shared by every tool: the part after the last '/' (the whole
+// path when there is none), the part before it ("." when there is none, "/"
+// for a file at the root), and whether anything exists at `path` (stat).
+std::string BaseName(const std::string& path);
+std::string DirectoryOf(const std::string& path);
+bool PathExists(const std::string& path);
+
 // Creates `directory` and its missing parents.
 absl::Status CreateDirectories(const std::string& directory);
 

@@ -19,11 +19,6 @@
 namespace mtb {
 namespace {
 
-bool Exists(const std::string& path) {
-  struct stat info;
-  return ::stat(path.c_str(), &info) == 0;
-}
-
 }  // namespace
 
 std::string ResolveUserPath(absl::string_view path) {
@@ -40,7 +35,7 @@ std::string DefaultResultPath(absl::string_view tool,
   const std::string stem =
       ResolveUserPath(absl::StrCat("results/", tool, "_", stamp));
   std::string candidate = absl::StrCat(stem, ".", extension);
-  for (int suffix = 2; Exists(candidate); ++suffix) {
+  for (int suffix = 2; PathExists(candidate); ++suffix) {
     candidate = absl::StrCat(stem, "_", suffix, ".", extension);
   }
   return candidate;
@@ -69,10 +64,7 @@ absl::Status CheckOutputWritable(absl::string_view flag,
   if (::stat(resolved_path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
     return refuse("it is a directory");
   }
-  const size_t slash = resolved_path.rfind('/');
-  const std::string directory =
-      slash == std::string::npos ? "."
-                                 : (slash == 0 ? "/" : resolved_path.substr(0, slash));
+  const std::string directory = DirectoryOf(resolved_path);
   if (absl::Status created = CreateDirectories(directory); !created.ok()) {
     return refuse(created.message());
   }
@@ -88,11 +80,8 @@ absl::Status CheckOutputWritable(absl::string_view flag,
 }
 
 std::string CompanionMarker(absl::string_view result_path) {
-  const size_t slash = result_path.rfind('/');
-  const absl::string_view name = slash == absl::string_view::npos
-                                     ? result_path
-                                     : result_path.substr(slash + 1);
-  return absl::StrCat("<!-- mtb companion of ", name, " -->");
+  return absl::StrCat("<!-- mtb companion of ", BaseName(std::string(result_path)),
+                      " -->");
 }
 
 std::string WithCompanionMarker(absl::string_view content,
@@ -111,7 +100,7 @@ std::string WithCompanionMarker(absl::string_view content,
 absl::StatusOr<std::string> WriteCompanionFile(
     const std::string& companion_path, const std::string& result_path,
     absl::string_view content) {
-  if (Exists(companion_path)) {
+  if (PathExists(companion_path)) {
     std::ifstream in(companion_path, std::ios::binary);
     std::string head(4096, '\0');
     in.read(head.data(), static_cast<std::streamsize>(head.size()));

@@ -40,11 +40,6 @@ std::string Join(const std::string& dir, const std::string& name) {
   return absl::StrCat(dir, "/", name);
 }
 
-bool Exists(const std::string& path) {
-  struct stat info;
-  return ::stat(path.c_str(), &info) == 0;
-}
-
 absl::Status Errno(const std::string& what, const std::string& path) {
   return absl::InternalError(absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
 }
@@ -275,7 +270,7 @@ absl::Status Publish(const std::string& root, CheckpointManifest manifest,
   RETURN_IF_ERROR(FsyncPath(staging, /*directory=*/true));
   const std::string final_dir = Join(root, StepDirName(manifest.step()));
   std::string aside;
-  if (Exists(final_dir)) {
+  if (PathExists(final_dir)) {
     // An orphan of this step (READY, never named by `latest`) or a failed
     // earlier attempt: move it aside first, delete it only once published.
     aside = Join(root, absl::StrCat(".", StepDirName(manifest.step()), ".replaced"));
@@ -305,7 +300,7 @@ absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir) {
 }
 
 absl::Status Verify(const std::string& dir) {
-  if (!Exists(Join(dir, kReady))) {
+  if (!PathExists(Join(dir, kReady))) {
     return absl::FailedPreconditionError(absl::StrCat(dir, ": no READY: the save never completed"));
   }
   ASSIGN_OR_RETURN(const CheckpointManifest manifest, ReadManifest(dir));
@@ -381,13 +376,13 @@ absl::StatusOr<Resolved> ResolveLatest(const std::string& root) {
   const std::string named = ReadLatestName(root, &problem);
   if (!named.empty()) {
     const std::string dir = Join(root, named);
-    const absl::Status verified = Exists(dir) ? Verify(dir)
+    const absl::Status verified = PathExists(dir) ? Verify(dir)
                                               : absl::NotFoundError(absl::StrCat(dir, ": missing"));
     if (verified.ok()) {
       ASSIGN_OR_RETURN(resolved.manifest, ReadManifest(dir));
       resolved.dir = dir;
       for (const auto& [step, name] : StepDirs(root)) {
-        if (step > resolved.manifest.step() && Exists(Join(Join(root, name), kReady))) {
+        if (step > resolved.manifest.step() && PathExists(Join(Join(root, name), kReady))) {
           resolved.notes.push_back(absl::StrCat(
               "ignoring ", name, ": READY but never named by `latest` (an orphan of a save "
               "interrupted before its pointer; a later save of that step replaces it)"));
@@ -452,7 +447,7 @@ absl::StatusOr<std::vector<std::string>> Prune(const std::string& root,
   for (size_t i = 0; i < dirs.size(); ++i) {
     const std::string& name = dirs[i].second;
     const std::string dir = Join(root, name);
-    if (!Exists(Join(dir, kReady))) continue;
+    if (!PathExists(Join(dir, kReady))) continue;
     absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
     if (!manifest.ok() || manifest->run_id() != run_id) continue;  // not ours
     if (kept < keep_last || name == latest || i == 0) {
