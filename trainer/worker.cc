@@ -29,6 +29,7 @@
 #include "trainer/metrics.h"
 #include "trainer/output.h"
 #include "trainer/strategy/ddp.h"
+#include "trainer/strategy/fsdp.h"
 #include "trainer/strategy/zero.h"
 #include "trainer/strategy_name.h"
 #include "trainer/trainer.h"
@@ -71,6 +72,12 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     const TrainConfig& config, collective::Communicator* communicator,
     const DdpTestFault& ddp_fault) {
   ASSIGN_OR_RETURN(const StrategyKind kind, ParseStrategy(config.strategy()));
+  if (kind != StrategyKind::kDdp &&
+      ddp_fault.kind != DdpTestFault::Kind::kNone) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--testonly_ddp_fault applies to --strategy=ddp only, not ",
+                     config.strategy()));
+  }
   switch (kind) {
     case StrategyKind::kSingle:
       if (communicator != nullptr && communicator->world_size() != 1) {
@@ -87,15 +94,15 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     }
     case StrategyKind::kZero1:
     case StrategyKind::kZero2:
-      if (ddp_fault.kind != DdpTestFault::Kind::kNone) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--testonly_ddp_fault applies to --strategy=ddp only, not ",
-            config.strategy()));
-      }
       return std::unique_ptr<Strategy>(new ZeroStrategy(
           communicator,
           ZeroOptionsFromConfig(kind == StrategyKind::kZero1 ? 1 : 2,
                                 config.bucket_cap_mb(), config.grad_sync())));
+    case StrategyKind::kFsdp:
+      return std::unique_ptr<Strategy>(new FsdpStrategy(
+          communicator,
+          FsdpOptionsFromConfig(!config.fsdp_keep_gathered_until_backward(),
+                                config.fsdp_prefetch(), config.grad_sync())));
   }
   return absl::InternalError("unreachable");
 }

@@ -48,6 +48,7 @@
 #include "trainer/metrics.h"
 #include "trainer/strategy/replicas.h"
 #include "trainer/strategy/scalars.h"
+#include "trainer/strategy/shards.h"
 
 namespace mtb {
 namespace {
@@ -57,13 +58,6 @@ constexpr int64_t kFp32Bytes = 4;
 // backward, all-gather after AdamW): enough to overlap one bucket's
 // communication with the next one's computation.
 constexpr size_t kInFlightBuckets = 2;
-
-// n shards of `numel` elements, the first numel % n one element longer.
-std::vector<int64_t> ShardCounts(int64_t numel, int n) {
-  std::vector<int64_t> counts(n, numel / n);
-  for (int p = 0; p < numel % n; ++p) ++counts[p];
-  return counts;
-}
 
 std::string Mib(int64_t bytes) {
   return absl::StrFormat("%.3g MiB", static_cast<double>(bytes) / (1 << 20));
@@ -150,7 +144,7 @@ absl::Status ZeroStrategy::Setup(ParameterStore& store,
   for (size_t b = 0; b < buckets.size(); ++b) {
     Piece& piece = pieces_[b];
     piece.counts = ShardCounts(buckets[b].numel, n);
-    for (int p = 0; p < rank; ++p) piece.shard_offset += piece.counts[p];
+    piece.shard_offset = ShardOffset(piece.counts, rank);
     piece.shard_numel = piece.counts[rank];
     const int64_t flat_offset = buckets[b].offset + piece.shard_offset;
     piece.grad_shard =
