@@ -66,9 +66,10 @@ ParameterStore::ParameterStore(
 void ParameterStore::SplitUnitStorage() {
   CHECK(!split_) << "SplitUnitStorage twice";
   at::NoGradGuard no_grad;
+  split_ = true;
   for (size_t u = 0; u < units_.size(); ++u) {
     const ParameterUnit& unit = units_[u];
-    at::Tensor buffer = unit_parameters_[u].clone();
+    at::Tensor buffer = at::empty({unit.numel}, at::kFloat);
     for (int index : unit.parameters) {
       at::Tensor& tensor = parameters_[index].tensor;
       tensor.set_data(buffer.narrow(0, offsets_[index] - unit.offset,
@@ -76,9 +77,10 @@ void ParameterStore::SplitUnitStorage() {
                           .view(tensor.sizes()));
     }
     unit_parameters_[u] = std::move(buffer);
+    // Freed at once: at most one unit more than the flat buffer exists.
+    FreeUnit(static_cast<int>(u));
   }
   flat_parameters_ = at::Tensor();
-  split_ = true;
 }
 
 void ParameterStore::FreeUnit(int unit) {

@@ -90,12 +90,13 @@ class ParameterStore {
   }
 
   // For strategies that free and refill units one at a time (fsdp): gives
-  // every unit a storage of its own holding the same values, rebinds each
-  // parameter to a view of its unit's buffer, and releases the flat
-  // allocation (flat_parameters() is undefined from then on). A unit's
-  // storage can then be resized to 0 bytes and back (FreeUnit, AllocateUnit)
-  // while the parameters, and every view autograd saved of them, keep
-  // pointing at it. Once per store.
+  // every unit a storage of its own, rebinds each parameter to a view of its
+  // unit's buffer, and releases the flat allocation (flat_parameters() is
+  // undefined from then on). Every unit starts freed: the values are gone,
+  // so copy out what is needed first (fsdp keeps its shards). A unit's
+  // storage can then be resized to its size and back to 0 bytes
+  // (AllocateUnit, FreeUnit) while the parameters, and every view autograd
+  // saved of them, keep pointing at it. Once per store.
   void SplitUnitStorage();
   bool split() const { return split_; }
   // After SplitUnitStorage: unit u's storage is resized to 0 bytes (its

@@ -188,7 +188,6 @@ absl::Status FsdpStrategy::Setup(ParameterStore& store,
     RETURN_IF_ERROR(
         BroadcastParametersFromRankZero(*communicator_, store, buckets, name()));
   }
-  store.SplitUnitStorage();
   units_ = std::vector<Unit>(store.units().size());
   std::vector<FlatAdamW::Range> ranges;
   at::NoGradGuard no_grad;
@@ -202,9 +201,10 @@ absl::Status FsdpStrategy::Setup(ParameterStore& store,
                      .narrow(0, mine.shard_offset, mine.shard_numel)
                      .clone();
     mine.grad_shard = at::zeros({mine.shard_numel}, at::kFloat);
-    store.FreeUnit(u);
     ranges.push_back({unit.offset + mine.shard_offset, mine.shard_numel});
   }
+  // Every unit freed from here on: this rank keeps only its shards.
+  store.SplitUnitStorage();
   optimizer_ = std::make_unique<FlatAdamW>(store, std::move(ranges), optimizer,
                                            kOptimizerPieceElements);
   engine_.Setup(store, std::move(buckets),
