@@ -17,7 +17,13 @@ bucketed all-reduce overlaps it) -> clip -> AdamW -> the mean loss over ranks;
 the step time is then max-reduced over ranks, and tokens/s over the timed
 steps is global tokens x steps / the sum of the slowest rank's step times.
 
-Usage: /usr/bin/python3 ddp_peer.py --world_size=2 --vocab_size=512 ...
+--zero wraps the same AdamW in torch.distributed.optim.ZeroRedundancyOptimizer
+(PyTorch 1.13's ZeRO-1: DDP all-reduces full gradients, each rank updates its
+shard of the AdamW state, the updated parameters are broadcast): the peer of
+//trainer:strategy_matrix's zero1 rows. PyTorch 1.13's own FSDP cannot be a
+peer here: `import torch.distributed.fsdp` fails under Debian's Python 3.11.
+
+Usage: /usr/bin/python3 ddp_peer.py --world_size=2 --vocab_size=512 ... [--zero]
 Prints one JSON line: {"tokens_per_second": ..., ...}.
 """
 
@@ -141,9 +147,14 @@ def rank_main(rank, args, port, results):
     decay_ids = {id(p) for p in model.decay}
     no_decay = [p for p in model.parameters() if id(p) not in decay_ids]
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=25)
-    optimizer = torch.optim.AdamW(
-        [{"params": model.decay, "weight_decay": args.weight_decay},
-         {"params": no_decay, "weight_decay": 0.0}], lr=args.lr)
+    groups = [{"params": model.decay, "weight_decay": args.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    if args.zero:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        optimizer = ZeroRedundancyOptimizer(
+            groups, optimizer_class=torch.optim.AdamW, lr=args.lr)
+    else:
+        optimizer = torch.optim.AdamW(groups, lr=args.lr)
     generator = torch.Generator().manual_seed(args.seed * 1000 + rank)
     bf16 = args.precision == "bf16"
     tokens_per_step = args.world_size * args.batch_size * args.seq_len
@@ -182,7 +193,8 @@ def rank_main(rank, args, port, results):
             "parameters": sum(p.numel() for p in model.parameters()),
             "torch": torch.__version__, "blas": blas_library(),
             "intra_op_threads": torch.get_num_threads(),
-            "adamw_foreach": optimizer.defaults["foreach"],
+            "adamw_foreach": optimizer.defaults.get("foreach"),
+            "optimizer": type(optimizer).__name__,
         })
     dist.destroy_process_group()
 
@@ -206,6 +218,8 @@ def main():
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--min_lr", type=float, default=1e-4)
     parser.add_argument("--weight_decay", type=float, default=0.01)
+    parser.add_argument("--zero", action="store_true",
+                        help="ZeroRedundancyOptimizer around AdamW (ZeRO-1)")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     context = mp.get_context("spawn")
