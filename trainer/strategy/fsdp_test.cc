@@ -19,10 +19,14 @@
 #include "common/libtorch/allclose.h"
 #include "common/nn/layers.h"
 #include "gtest/gtest.h"
+#include "ATen/Parallel.h"
+#include "common/collective/test_util.h"
+#include "trainer/data.h"
 #include "trainer/model.h"
 #include "trainer/strategy/rank_runs.h"
 #include "trainer/strategy/zero.h"
 #include "trainer/test_config.h"
+#include "trainer/trainer.h"
 
 namespace mtb {
 namespace {
@@ -278,6 +282,51 @@ TEST(Fsdp, Bf16WithCheckpointingStaysFiniteAndNearFp32After20Steps) {
   EXPECT_NEAR(bf16_loss, fp32_loss, 0.02 * fp32_loss);
   // The run learned: a bound that a frozen model would also pass is no test.
   EXPECT_LT(fp32_loss, 0.95 * fp32[0].steps.front().loss());
+}
+
+// A NaN loss on rank 1 makes the (sharded) gradient norm NaN on every rank:
+// all stop at that step with the loop's one error, and no shard is updated.
+TEST(Fsdp, NonFiniteLossOnOneRankStopsEveryRankBeforeTheUpdate) {
+  TrainConfig config = UnevenConfig();
+  config.set_strategy("fsdp");
+  config.set_grad_sync("every");
+  config.set_inject_nan_step(2);
+  config.set_inject_nan_rank(1);
+  at::set_num_threads(1);
+  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
+                                      config.seq_len());
+  std::vector<std::vector<at::Tensor>> before(2), after(2);
+  const absl::Status status = collective::RunRanksAsThreads(
+      2, [&](collective::Communicator& communicator) {
+        const int rank = communicator.rank();
+        FsdpStrategy fsdp(&communicator, FsdpOptions());
+        auto trainer =
+            Trainer::Create(config, RankInfo{rank, 2}, &fsdp, data.get());
+        ASSERT_TRUE(trainer.ok()) << trainer.status();
+        ASSERT_TRUE((*trainer)->Step().ok());
+        auto parameters = [&] {
+          EXPECT_TRUE(fsdp.GatherFullParameters().ok());
+          std::vector<at::Tensor> values;
+          for (const NamedParameter& p : (*trainer)->model().parameters()) {
+            values.push_back(p.tensor.detach().clone());
+          }
+          return values;
+        };
+        before[rank] = parameters();
+        const absl::StatusOr<StepRecord> stopped = (*trainer)->Step();
+        ASSERT_FALSE(stopped.ok());
+        EXPECT_EQ(stopped.status().code(), absl::StatusCode::kAborted);
+        EXPECT_NE(stopped.status().message().find(
+                      "step 2 of 3: the loss is not finite on rank 1 (nan)"),
+                  std::string::npos)
+            << stopped.status();
+        after[rank] = parameters();
+      });
+  ASSERT_TRUE(status.ok()) << status;
+  for (int rank = 0; rank < 2; ++rank) {
+    ExpectAllEqual(after[rank], before[rank], "no update");
+  }
+  ExpectAllEqual(after[0], after[1], "rank 0 vs rank 1");
 }
 
 TEST(Fsdp, GradSyncLastSaysItKeepsFullGradientsAndWhatThatCosts) {
