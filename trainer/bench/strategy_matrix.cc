@@ -34,9 +34,10 @@ const std::vector<StrategyMatrixModel>& StrategyMatrixModels() {
 
 const std::vector<std::string>& MatrixStrategies() {
   static const std::vector<std::string> kStrategies = {
-      "ddp", "zero1", "zero2", "fsdp", "fsdp_no_reshard"};
+      "ddp", "zero1", "zero2", "fsdp", "fsdp_no_reshard", "fsdp_prefetch"};
   return kStrategies;
 }
+
 
 std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
                                             const std::string& precision,
@@ -62,6 +63,9 @@ std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
   if (strategy == "fsdp_no_reshard") {
     flags.push_back("--strategy=fsdp");
     flags.push_back("--reshard_after_forward=false");
+  } else if (strategy == "fsdp_prefetch") {
+    flags.push_back("--strategy=fsdp");
+    flags.push_back("--fsdp_prefetch");
   } else {
     flags.push_back(absl::StrCat("--strategy=", strategy));
   }
@@ -98,6 +102,8 @@ MatrixRun MatrixRunFromResult(const TrainResult& result) {
   }
   run.memory_estimate_bytes = result.memory_estimate().total();
   run.parameters = result.model().parameter_count();
+  run.gather_in_flight_ms = result.summary().param_gather_in_flight_ms();
+  run.gather_hidden_ms = result.summary().param_gather_hidden_ms();
   int steps = 0;
   for (const StepRecord& step : result.runs(0).steps()) {
     if (!step.timed()) continue;
@@ -128,13 +134,17 @@ StrategyMatrixRow MatrixRow(const std::string& model,
   row.set_strategy(strategy);
   row.set_rounds(static_cast<int32_t>(runs.size()));
   row.set_parameters(runs[0].parameters);
-  std::vector<double> tokens, step_ms, wait, peak;
+  std::vector<double> tokens, step_ms, wait, peak, in_flight, hidden;
   for (const MatrixRun& run : runs) {
     tokens.push_back(run.tokens_per_second);
     step_ms.push_back(run.step_ms);
     wait.push_back(run.comm_wait_ms);
     peak.push_back(static_cast<double>(run.peak_memory_bytes));
+    in_flight.push_back(run.gather_in_flight_ms);
+    hidden.push_back(run.gather_hidden_ms);
   }
+  row.set_param_gather_in_flight_ms(MedianOf(in_flight));
+  row.set_param_gather_hidden_ms(MedianOf(hidden));
   row.set_tokens_per_second(MedianOf(tokens));
   row.set_tokens_per_second_min(*std::min_element(tokens.begin(), tokens.end()));
   row.set_tokens_per_second_max(*std::max_element(tokens.begin(), tokens.end()));
@@ -171,10 +181,11 @@ std::string RenderStrategyMatrixMarkdown(const StrategyMatrixResult& result) {
   for (const auto& [model, precision] : cells) {
     MarkdownTable table;
     table.headers = {"strategy", "ranks", "tokens/s (range)", "ms/step",
-                     "comm wait ms", "peak MiB/rank (formula)",
-                     "MiB sent/step (closed form)", "vs PyTorch peer"};
+                     "comm wait ms", "gather ms hidden / in flight",
+                     "peak MiB/rank (formula)", "MiB sent/step (closed form)",
+                     "vs PyTorch peer"};
     table.align = {Align::kLeft};
-    for (int i = 1; i < 8; ++i) table.align.push_back(Align::kRight);
+    for (int i = 1; i < 9; ++i) table.align.push_back(Align::kRight);
     int64_t parameters = 0;
     for (const StrategyMatrixRow& row : result.rows()) {
       if (row.model() != model || row.precision() != precision) continue;
@@ -187,6 +198,11 @@ std::string RenderStrategyMatrixMarkdown(const StrategyMatrixResult& result) {
                         FormatSignificant(row.tokens_per_second_max(), 3), ")"),
            FormatSignificant(row.step_ms(), 3),
            peer ? "-" : FormatSignificant(row.comm_wait_ms(), 3),
+           row.param_gather_in_flight_ms() > 0
+               ? absl::StrCat(FormatSignificant(row.param_gather_hidden_ms(), 3),
+                              " / ",
+                              FormatSignificant(row.param_gather_in_flight_ms(), 3))
+               : std::string("-"),
            peer ? "-"
                 : absl::StrCat(mib(static_cast<double>(row.peak_memory_bytes())),
                                " (", mib(static_cast<double>(

@@ -31,7 +31,7 @@ const std::vector<StrategyMatrixModel>& StrategyMatrixModels();
 inline constexpr int kStrategyMatrixBatch = 8;
 
 // Ours, in the order every cell runs them: ddp, zero1, zero2, fsdp,
-// fsdp_no_reshard.
+// fsdp_no_reshard (--strategies' default) and fsdp_prefetch.
 const std::vector<std::string>& MatrixStrategies();
 
 // The trainer's flags for one run (without --out): the model, synthetic
@@ -59,6 +59,8 @@ struct MatrixRun {
   double bytes_per_step = 0;  // gradient + gather, mean over timed steps
   double expected_bytes_per_step = 0;
   int64_t parameters = 0;
+  double gather_in_flight_ms = 0;  // fsdp, summary means
+  double gather_hidden_ms = 0;
 };
 MatrixRun MatrixRunFromResult(const TrainResult& result);
 

@@ -43,7 +43,7 @@ ABSL_FLAG(std::string, cells, "tiny:fp32,small:fp32,small:bf16",
           "model:precision pairs (models: tiny, small)");
 ABSL_FLAG(std::string, worlds, "1,2,4", "world sizes");
 ABSL_FLAG(std::string, strategies, "ddp,zero1,zero2,fsdp,fsdp_no_reshard",
-          "ours to run");
+          "ours to run (also: fsdp_prefetch)");
 ABSL_FLAG(bool, peers, true,
           "also run PyTorch's DDP and ZeroRedundancyOptimizer (ddp_peer.py)");
 ABSL_FLAG(int32_t, rounds, 3, "alternating rounds per cell (>= 1)");

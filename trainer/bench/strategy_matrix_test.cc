@@ -56,7 +56,7 @@ TEST(StrategyMatrix, TheTableHasARowPerStrategyAndTheMemoryPlotALinePerOurs) {
   const std::string markdown = RenderStrategyMatrixMarkdown(result);
   EXPECT_NE(markdown.find("## small (1000 parameters), fp32"), std::string::npos)
       << markdown;
-  EXPECT_NE(markdown.find("| fsdp | 4 | 1000 (1000–1000) | 1000 | 0 | 16.0 (2.00) |"),
+  EXPECT_NE(markdown.find("| fsdp | 4 | 1000 (1000–1000) | 1000 | 0 | - | 16.0 (2.00) |"),
             std::string::npos)
       << markdown;
   EXPECT_NE(markdown.find("| pytorch_ddp | 2 |"), std::string::npos) << markdown;
