@@ -8,7 +8,9 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/collective/communicator_internal.h"
+#include "common/collective/gloo_allreduce.h"
 #include "common/collective/halving_doubling.h"
 #include "common/collective/point_to_point_collectives.h"
 #include "common/collective/store_impl.h"
@@ -49,20 +51,25 @@ HalvingDoublingOp ToHalvingDoubling(ReduceOp op) {
 }
 
 // Combines the n blocks of `blocks` (n, k) into `out` (k elements) in rank
-// order 0, 1, ..., n-1, so every rank computes bit-identical results.
+// order, ((b0 op b1) op b2) ..., so every rank computes bit-identical
+// results; one pass per block, the first straight into `out`.
 void ReduceBlocks(const at::Tensor& blocks, at::Tensor out, ReduceOp op) {
-  out.copy_(blocks[0]);
+  if (blocks.size(0) == 1) {
+    out.copy_(blocks[0]);
+    return;
+  }
   for (int64_t p = 1; p < blocks.size(0); ++p) {
+    const at::Tensor running = p == 1 ? blocks[0] : out;
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAvg:
-        out.add_(blocks[p]);
+        at::add_out(out, running, blocks[p]);
         break;
       case ReduceOp::kMax:
-        at::maximum_out(out, out, blocks[p]);
+        at::maximum_out(out, running, blocks[p]);
         break;
       case ReduceOp::kMin:
-        at::minimum_out(out, out, blocks[p]);
+        at::minimum_out(out, running, blocks[p]);
         break;
     }
   }
@@ -84,6 +91,22 @@ ReduceScatterAlgorithm ChooseReduceScatter(int64_t bytes, int world_size) {
   return bytes >= kChunkedReduceScatterFromBytes
              ? ReduceScatterAlgorithm::kChunked
              : ReduceScatterAlgorithm::kAllToAll;
+}
+
+// kAuto's choice for an all-reduce of `bytes` at `world_size` ranks
+// (docs/collective.md, "All-reduce").
+AllReduceAlgorithm ChooseAllReduce(int64_t bytes, int world_size) {
+  (void)bytes;
+  (void)world_size;
+  return AllReduceAlgorithm::kRing;
+}
+
+// Elements of each rank's block when `numel` is split as evenly as it goes:
+// the first numel % n ranks hold one more.
+std::vector<int64_t> EvenBlocks(int64_t numel, int n) {
+  std::vector<int64_t> blocks(n, numel / n);
+  for (int p = 0; p < numel % n; ++p) ++blocks[p];
+  return blocks;
 }
 
 absl::Status CheckReduceOp(absl::string_view what, ReduceOp op,
@@ -113,13 +136,67 @@ CollectiveHandle Communicator::Impl::AllReduce(const at::Tensor& tensor,
   CollectiveRecord record = NewRecord(kind, tensor, transport.tensor, tensor);
   SetReduction(record, op, transport);
   SetTraffic(record, AllReduceTraffic(transport.tensor.nbytes(), world_size()));
+  AllReduceAlgorithm algorithm = all_reduce_algorithm_;
+  if (algorithm == AllReduceAlgorithm::kAuto) {
+    algorithm = ChooseAllReduce(transport.tensor.nbytes(), world_size());
+  }
+  const at::Tensor flat = transport.tensor.view({-1});
+  if (world_size() == 1 || flat.numel() == 0) algorithm = AllReduceAlgorithm::kRing;
+  const std::function<void()> finish = FinishReduction(transport, tensor, op);
+  if (algorithm == AllReduceAlgorithm::kBcube &&
+      GlooAllreduceSupports(flat.scalar_type())) {
+    record.algorithm = "gloo_allreduce_bcube";
+    const int tag = NextReservedTag();
+    return Launch(std::move(record), [&] {
+      const std::shared_ptr<::gloo::Context> context = HalvingDoublingContext();
+      const std::chrono::milliseconds timeout = ToChronoMs(timeout_);
+      const HalvingDoublingOp gloo_op = ToHalvingDoubling(op);
+      return Launched{RunInBackground([context, flat, gloo_op, tag, timeout] {
+                        GlooAllreduce(context, flat, GlooAllreduceAlgorithm::kBcube,
+                                      gloo_op, static_cast<uint32_t>(tag), timeout);
+                      }),
+                      finish};
+    });
+  }
+  if (algorithm == AllReduceAlgorithm::kReduceScatterAllGather) {
+    const int64_t element_size = flat.element_size();
+    const int64_t chunk_elements =
+        std::max<int64_t>(1, reduce_scatter_chunk_bytes_ / element_size);
+    const int depth = reduce_scatter_depth_;
+    record.algorithm = absl::StrCat(
+        "reduce_scatter(gloo_send_recv_chunked(", chunk_elements * element_size,
+        " B/peer, depth ", depth, "), in place)+all_gather(gloo_send_recv_direct)");
+    const int tag = NextReservedTag();
+    return Launch(std::move(record), [&] {
+      c10::intrusive_ptr<GlooProcessGroup> group = group_;
+      const int me = rank();
+      const std::vector<int64_t> blocks = EvenBlocks(flat.numel(), world_size());
+      int64_t offset = 0;
+      for (int p = 0; p < me; ++p) offset += blocks[p];
+      const at::Tensor shard = flat.narrow(0, offset, blocks[me]);
+      auto phases = std::make_shared<ReduceScatterPhases>();
+      return Launched{
+          RunInBackground([group, me, flat, blocks, shard, chunk_elements, depth,
+                           op, tag, phases] {
+            // One tag for both halves: the all-gather's messages follow the
+            // reduce-scatter's on every pair, in order.
+            ChunkedReduceScatter(*group, me, flat, blocks, shard, chunk_elements,
+                                 depth, op, tag, phases.get());
+            DirectAllGather(*group, me, shard, flat, blocks, tag);
+          }),
+          finish, phases};
+    });
+  }
   record.algorithm = "gloo_allreduce";
+  if (algorithm == AllReduceAlgorithm::kBcube) {
+    absl::StrAppend(&record.algorithm, " (bcube does not take ",
+                    DtypeName(flat.scalar_type()), ")");
+  }
   return Launch(std::move(record), [&] {
     std::vector<at::Tensor> tensors{transport.tensor};
     c10d::AllreduceOptions options;
     options.reduceOp = ToC10d(op);
-    return Launched{group_->allreduce(tensors, options),
-                    FinishReduction(transport, tensor, op)};
+    return Launched{group_->allreduce(tensors, options), finish};
   });
 }
 
@@ -258,21 +335,25 @@ CollectiveHandle Communicator::Impl::IssueReduceScatter(
   if (algorithm == ReduceScatterAlgorithm::kChunked) {
     const int64_t chunk_elements =
         std::max<int64_t>(1, reduce_scatter_chunk_bytes_ / element_size);
+    const int depth = reduce_scatter_depth_;
     record.algorithm =
         absl::StrCat("gloo_send_recv_chunked(", chunk_elements * element_size,
-                     " B/peer)+overlapped_reduce");
+                     " B/peer", depth == 2 ? "" : absl::StrCat(", depth ", depth),
+                     ")+overlapped_reduce");
     const int tag = NextReservedTag();
     return Launch(std::move(record), [&] {
       c10::intrusive_ptr<GlooProcessGroup> group = group_;
       const at::Tensor reduced = result.tensor;
       const int me = rank();
+      auto phases = std::make_shared<ReduceScatterPhases>();
       c10::intrusive_ptr<c10d::Work> work = RunInBackground(
-          [group, me, flat_input, block_elements, reduced, chunk_elements, op,
-           tag] {
+          [group, me, flat_input, block_elements, reduced, chunk_elements,
+           depth, op, tag, phases] {
             ChunkedReduceScatter(*group, me, flat_input, block_elements,
-                                 reduced, chunk_elements, op, tag);
+                                 reduced, chunk_elements, depth, op, tag,
+                                 phases.get());
           });
-      return Launched{work, finish_result};
+      return Launched{work, finish_result, phases};
     });
   }
   record.algorithm = "gloo_alltoall_base+local_reduce";
@@ -288,10 +369,15 @@ CollectiveHandle Communicator::Impl::IssueReduceScatter(
     c10::intrusive_ptr<c10d::Work> work =
         group_->alltoall_base(blocks, in, recv_counts, send_counts);
     const at::Tensor reduced = result.tensor;
-    return Launched{work, [blocks, reduced, n, mine, op, finish_result] {
+    auto phases = std::make_shared<ReduceScatterPhases>();
+    return Launched{work,
+                    [blocks, reduced, n, mine, op, finish_result, phases] {
+                      const absl::Time begin = absl::Now();
                       ReduceBlocks(blocks.view({n, mine}), reduced, op);
+                      phases->reduce = absl::Now() - begin;
                       if (finish_result) finish_result();
-                    }};
+                    },
+                    phases};
   });
 }
 
