@@ -45,9 +45,9 @@ absl::string_view ReduceOpName(ReduceOp op);
 // How ReduceScatter and ReduceScatterV run (docs/collective.md, "Reduce-scatter").
 // Every rank of a communicator must use the same one.
 enum class ReduceScatterAlgorithm {
-  // The measured default: kAllToAll below an input of 16 MiB, kChunked from
-  // there up (docs/collective.md, "Reduce-scatter"; ChooseReduceScatter in
-  // reduce_collectives.cc).
+  // The measured default: kAllToAll below an input of 4 MiB at 2 ranks and
+  // 16 MiB from 3 ranks, kChunked from there up (docs/collective.md,
+  // "Reduce-scatter"; ChooseReduceScatter in reduce_collectives.cc).
   kAuto,
   // c10d alltoall_base (rank p receives every rank's p-th block) + a local
   // reduction over the n received blocks. Asynchronous like any c10d op.
@@ -93,8 +93,9 @@ absl::StatusOr<AllGatherAlgorithm> ParseAllGatherAlgorithm(
 // How AllReduce runs (docs/collective.md, "All-reduce"). Every rank of a
 // communicator must use the same one.
 enum class AllReduceAlgorithm {
-  // The measured default (docs/collective.md, "All-reduce"; ChooseAllReduce
-  // in reduce_collectives.cc).
+  // The measured default: kBcube below 2 MiB from 3 ranks (float32/64,
+  // int32/64), kRing otherwise (docs/collective.md, "All-reduce";
+  // ChooseAllReduce in reduce_collectives.cc).
   kAuto,
   // c10d's Gloo allreduce, which calls gloo::allreduce without choosing an
   // algorithm: Gloo's ring (reduce-scatter then all-gather around the ring,

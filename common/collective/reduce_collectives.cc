@@ -77,28 +77,38 @@ void ReduceBlocks(const at::Tensor& blocks, at::Tensor out, ReduceOp op) {
 
 // kAuto's choice for an input of `bytes` (S) at `world_size` ranks, measured
 // with //common/collective:reduce_scatter_benchmark (docs/collective.md,
-// "Reduce-scatter", two sweeps at 2 and 3 ranks on two shared cores): alltoall
-// + local sum won at every S up to 8 MiB in both sweeps; at 16 MiB each won
-// one of the two sweeps at each world size; from 32 MiB up chunked send/recv
-// (1 MiB chunks) won every time, 1.7-2.5x. Halving-doubling lost everywhere
-// from 64 KiB up. So alltoall below 16 MiB, where its temporary (S bytes) is
-// small, and chunked from 16 MiB up, where it is faster and its staging stays
-// at 2(n-1)+1 chunks.
+// "Reduce-scatter": sweeps at 2 and 3 ranks, in and out of place, on two
+// shared cores). Since issue 22's second pass the chunked algorithm runs at
+// the speed of the bare exchange (a direct all-gather of the same bytes):
+// at 2 ranks it won from 4 MiB in every sweep (2 MiB was a toss-up, 1 MiB
+// alltoall's); at 3 ranks alltoall held up to 8 MiB in one of two sweeps and
+// chunked won from 16 MiB in both, where alltoall falls (0.10-0.19 GB/s at
+// 64 MiB against 0.28-0.45). Halving-doubling lost everywhere. So alltoall
+// below 4 MiB at 2 ranks and below 16 MiB from 3 ranks (its S-byte
+// temporary stays small), chunked above.
+constexpr int64_t kChunkedReduceScatterFromBytesTwoRanks = int64_t{4} << 20;
 constexpr int64_t kChunkedReduceScatterFromBytes = int64_t{16} << 20;
 
 ReduceScatterAlgorithm ChooseReduceScatter(int64_t bytes, int world_size) {
   if (world_size == 1) return ReduceScatterAlgorithm::kAllToAll;
-  return bytes >= kChunkedReduceScatterFromBytes
-             ? ReduceScatterAlgorithm::kChunked
-             : ReduceScatterAlgorithm::kAllToAll;
+  const int64_t from = world_size == 2 ? kChunkedReduceScatterFromBytesTwoRanks
+                                       : kChunkedReduceScatterFromBytes;
+  return bytes >= from ? ReduceScatterAlgorithm::kChunked
+                       : ReduceScatterAlgorithm::kAllToAll;
 }
 
-// kAuto's choice for an all-reduce of `bytes` at `world_size` ranks
-// (docs/collective.md, "All-reduce").
+// kAuto's choice for an all-reduce of `bytes` at `world_size` ranks, measured
+// with reduce_scatter_benchmark --op=all_reduce (docs/collective.md,
+// "All-reduce"): Gloo's ring (c10d's) won at 2 ranks at every size from
+// 64 KiB to 64 MiB, and from 4 MiB up at 3 and 4 ranks; below that, at 3
+// and 4 ranks, Gloo's bcube won every point (1.3-2.2x: the ring's latency
+// floor, ~4.5 ms at 3 ranks on these loaded cores, is its 2(n-1) steps); at
+// 2 MiB they tied. Our reduce-scatter + all-gather never won twice.
+constexpr int64_t kRingAllReduceFromBytes = int64_t{2} << 20;
+
 AllReduceAlgorithm ChooseAllReduce(int64_t bytes, int world_size) {
-  (void)bytes;
-  (void)world_size;
-  return AllReduceAlgorithm::kRing;
+  return world_size >= 3 && bytes < kRingAllReduceFromBytes ? AllReduceAlgorithm::kBcube
+                                                            : AllReduceAlgorithm::kRing;
 }
 
 // Elements of each rank's block when `numel` is split as evenly as it goes:
@@ -136,11 +146,13 @@ CollectiveHandle Communicator::Impl::AllReduce(const at::Tensor& tensor,
   CollectiveRecord record = NewRecord(kind, tensor, transport.tensor, tensor);
   SetReduction(record, op, transport);
   SetTraffic(record, AllReduceTraffic(transport.tensor.nbytes(), world_size()));
+  const at::Tensor flat = transport.tensor.view({-1});
   AllReduceAlgorithm algorithm = all_reduce_algorithm_;
   if (algorithm == AllReduceAlgorithm::kAuto) {
     algorithm = ChooseAllReduce(transport.tensor.nbytes(), world_size());
+    // The default never names an algorithm it cannot run.
+    if (!GlooAllreduceSupports(flat.scalar_type())) algorithm = AllReduceAlgorithm::kRing;
   }
-  const at::Tensor flat = transport.tensor.view({-1});
   if (world_size() == 1 || flat.numel() == 0) algorithm = AllReduceAlgorithm::kRing;
   const std::function<void()> finish = FinishReduction(transport, tensor, op);
   if (algorithm == AllReduceAlgorithm::kBcube &&

@@ -52,6 +52,12 @@ ABSL_FLAG(std::string, chunk_bytes, "262144,1048576,4194304",
 ABSL_FLAG(std::string, depths, "2",
           "reduce_scatter: the chunked algorithm's steps in flight (comma "
           "list; a column per chunk size and depth)");
+ABSL_FLAG(bool, in_place, false,
+          "reduce_scatter: the output is the rank's own block of the input (the "
+          "chunked algorithm then stages every peer's chunks)");
+ABSL_FLAG(bool, exchange_only, true,
+          "reduce_scatter: add a column moving the same bytes with no sums "
+          "(a direct all-gather of the blocks): the transfer's own time");
 ABSL_FLAG(bool, breakdown, true,
           "reduce_scatter: also print where each algorithm's time went (per "
           "call, mean over ranks and timed calls: in flight, local reduce, "
@@ -68,6 +74,8 @@ struct Variant {
   int depth = 0;            // kChunked only
   AllGatherAlgorithm all_gather = AllGatherAlgorithm::kAuto;
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto;
+  // reduce_scatter mode: a direct all-gather of the same bytes instead.
+  bool exchange_only = false;
 };
 
 bool AllReduceMode() { return absl::GetFlag(FLAGS_op) == "all_reduce"; }
@@ -108,6 +116,11 @@ std::vector<Variant> Variants(bool reduce_scatter) {
     }
   }
   variants.push_back({"auto", ReduceScatterAlgorithm::kAuto});
+  if (absl::GetFlag(FLAGS_exchange_only)) {
+    Variant exchange{"exchange only", {}, 0, 0, AllGatherAlgorithm::kDirect};
+    exchange.exchange_only = true;
+    variants.push_back(exchange);
+  }
   return variants;
 }
 
@@ -146,12 +159,21 @@ absl::Status MeasureWorldSize(int n, bool reduce_scatter,
   absl::Mutex mutex;
   ThreadRanksOptions options;
   options.timeout = absl::Minutes(2);
-  auto run = [&](Communicator& comm, int v, const at::Tensor& input,
-                 const at::Tensor& output) {
+  // One rank's buffers for one size.
+  struct Buffers {
+    at::Tensor input, output, expected;
+    // reduce_scatter's exchange-only column: this rank's block in, every
+    // block out.
+    at::Tensor exchange_input, exchange_output, exchange_expected;
+  };
+  auto run = [&](Communicator& comm, int v, const Buffers& b) {
     // all_reduce: in place on `output`, which holds the input (see below).
-    if (AllReduceMode()) return comm.AllReduce(output);
-    if (reduce_scatter) return comm.ReduceScatter(input, output);
-    return comm.AllGather(input, output);
+    if (AllReduceMode()) return comm.AllReduce(b.output);
+    if (variants[v].exchange_only) {
+      return comm.AllGather(b.exchange_input, b.exchange_output);
+    }
+    if (reduce_scatter) return comm.ReduceScatter(b.input, b.output);
+    return comm.AllGather(b.input, b.output);
   };
   // Variants of one communicator: those without a chunk size share one (with
   // the default chunking), each (chunk, depth) has its own (fixed at
@@ -186,17 +208,31 @@ absl::Status MeasureWorldSize(int n, bool reduce_scatter,
             const int64_t k = elements / n;
             const at::Tensor pattern = at::arange(elements, at::kFloat).fmod_(1000);
             const bool all_reduce = AllReduceMode();
-            const at::Tensor input =
+            const bool in_place = reduce_scatter && absl::GetFlag(FLAGS_in_place);
+            Buffers b;
+            const at::Tensor source =
                 reduce_scatter || all_reduce
                     ? pattern * (comm.rank() + 1)
                     : pattern.narrow(0, comm.rank() * k, k).clone();
-            at::Tensor output =
-                at::empty({reduce_scatter && !all_reduce ? k : elements});
-            const at::Tensor expected =
+            // In place, the input is a copy refreshed before the check (the
+            // timed calls overwrite its own block: values change, shapes not).
+            b.input = in_place ? source.clone() : source;
+            b.output = in_place ? b.input.narrow(0, comm.rank() * k, k)
+                                : at::empty({reduce_scatter && !all_reduce ? k : elements});
+            b.expected =
                 all_reduce ? pattern * (n * (n + 1) / 2)
                 : reduce_scatter
                     ? (pattern * (n * (n + 1) / 2)).narrow(0, comm.rank() * k, k)
                     : pattern;
+            if (reduce_scatter) {
+              b.exchange_input = source.narrow(0, comm.rank() * k, k);
+              b.exchange_output = at::empty({elements});
+              b.exchange_expected = at::empty({elements});
+              for (int p = 0; p < n; ++p) {
+                b.exchange_expected.narrow(0, p * k, k)
+                    .copy_(pattern.narrow(0, p * k, k) * (p + 1));
+              }
+            }
             const int iters = static_cast<int>(std::clamp<int64_t>(
                 absl::GetFlag(FLAGS_bytes_per_round) / sizes[i], 3,
                 absl::GetFlag(FLAGS_max_iters)));
@@ -205,12 +241,18 @@ absl::Status MeasureWorldSize(int n, bool reduce_scatter,
               comm.SetAllGatherAlgorithm(variants[v].all_gather);
               comm.SetAllReduceAlgorithm(variants[v].all_reduce);
               if (all_reduce) {
-                output.copy_(input);
+                b.output.copy_(b.input);
+              } else if (in_place) {
+                b.input.copy_(source);
               } else {
-                output.fill_(-1);
+                b.output.fill_(-1);
               }
-              absl::Status status = run(comm, v, input, output);
-              const bool ok = status.ok() && at::equal(output, expected);
+              absl::Status status = run(comm, v, b);
+              const bool ok =
+                  status.ok() &&
+                  (variants[v].exchange_only
+                       ? at::equal(b.exchange_output, b.exchange_expected)
+                       : at::equal(b.output, b.expected));
               absl::MutexLock lock(&mutex);
               if (!ok) measured[i].correct = false;
               measured[i].algorithm[v] = comm.log().Records().back().algorithm;
@@ -225,7 +267,7 @@ absl::Status MeasureWorldSize(int n, bool reduce_scatter,
                 (void)comm.log().TakeRecords();
                 const absl::Time start = absl::Now();
                 for (int it = 0; it < iters; ++it)
-                  (void)run(comm, v, input, output);
+                  (void)run(comm, v, b);
                 seconds[i][v][rep][comm.rank()] =
                     absl::ToDoubleSeconds(absl::Now() - start) / iters;
                 for (const CollectiveRecord& r : comm.log().TakeRecords()) {
@@ -324,7 +366,7 @@ int Main(int argc, char** argv) {
         "| receive wait | send wait | rest |\n|---|---|---|---|---|---|---|---|\n");
     for (const Row& row : rows) {
       for (size_t v = 0; v < variants.size(); ++v) {
-        if (variants[v].label == "auto") continue;
+        if (variants[v].label == "auto" || variants[v].exchange_only) continue;
         const std::array<double, 4>& p = row.phases[v];
         std::printf("| %d | %lld | %s | %.0f | %.0f | %.0f | %.0f | %.0f |\n",
                     row.world_size, static_cast<long long>(row.bytes),
