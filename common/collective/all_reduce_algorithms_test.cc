@@ -10,6 +10,7 @@
 
 #include "ATen/ATen.h"
 #include "common/collective/communicator.h"
+#include "common/collective/test_tensors.h"
 #include "common/collective/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,26 +19,6 @@ namespace mtb::collective {
 namespace {
 
 using ::testing::HasSubstr;
-
-void ExpectEqual(const at::Tensor& actual, const at::Tensor& expected) {
-  ASSERT_EQ(actual.scalar_type(), expected.scalar_type());
-  ASSERT_EQ(actual.sizes(), expected.sizes());
-  EXPECT_TRUE(at::equal(actual, expected)) << "actual:\n"
-                                           << actual << "\nexpected:\n"
-                                           << expected;
-}
-
-// Bit equality of float32 tensors (as int32 views).
-void ExpectSameBits(const at::Tensor& actual, const at::Tensor& expected) {
-  ExpectEqual(actual.view(at::kInt), expected.view(at::kInt));
-}
-
-// 1, 2, ..., numel times `factor`, in `dtype` (small integers: exact).
-at::Tensor Ramp(int64_t numel, double factor, at::ScalarType dtype = at::kFloat) {
-  return (at::arange(1, numel + 1, at::kDouble) * factor).to(dtype);
-}
-
-int64_t Triangle(int n) { return static_cast<int64_t>(n) * (n + 1) / 2; }
 
 // 12-byte chunks: 3 float32 per peer and step, so the reduce-scatter half of
 // reduce_scatter_all_gather runs many steps with a shorter last one.

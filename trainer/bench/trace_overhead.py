@@ -34,18 +34,11 @@ import subprocess
 import sys
 import tempfile
 
+from ddp_bench import build_ours  # bazel build --config=bench //trainer
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(os.path.dirname(HERE))
 VARIANTS = ("off", "disabled", "on")
-
-
-def build():
-    subprocess.run(["bazel", "build", "--config=bench", "//trainer"],
-                   cwd=CHECKOUT, check=True)
-    bin_dir = subprocess.run(
-        ["bazel", "info", "--config=bench", "bazel-bin"], cwd=CHECKOUT,
-        check=True, capture_output=True, text=True).stdout.strip()
-    return os.path.join(bin_dir, "trainer", "trainer")
 
 
 def run(binary, variant, args, workdir, index):
@@ -98,7 +91,7 @@ def main():
     args = parser.parse_args()
     if args.rounds < 3:
         sys.exit("--rounds must be >= 3")
-    binary = build()
+    binary = build_ours()
     load_before = load_average()
     results = {v: [] for v in VARIANTS}
     with tempfile.TemporaryDirectory() as workdir:
