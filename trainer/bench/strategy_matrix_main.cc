@@ -204,6 +204,10 @@ int Main(int argc, char** argv) {
   result.set_schema_version(1);
   *result.mutable_run_context() = NewRunContext(kProgram, argc, argv);
   FillTorchInfo(result.mutable_run_context());
+  // The largest world the matrix ran (each row names its own).
+  result.mutable_run_context()->set_world_size(
+      *std::max_element(worlds.begin(), worlds.end()));
+  result.mutable_run_context()->set_backend("gloo");
   const int total = static_cast<int>(cells.size() * worlds.size()) * rounds *
                     static_cast<int>(strategies.size() + peers.size());
   int done = 0;
