@@ -100,7 +100,8 @@ void ExpectFsdpBytes(const TrainerLaunch& launch, int n, int k, int syncs,
   const int g = reshard ? 2 : 1;
   for (const StepRecord& step : launch.result.runs(0).steps()) {
     EXPECT_EQ(step.grad_syncs(), syncs);
-    EXPECT_EQ(step.grad_bytes_sent(), syncs * (root + blocks) * 4 / n * (n - 1));
+    EXPECT_EQ(step.grad_bytes_sent(),
+              syncs * (root + blocks) * 4 / n * (n - 1));
     EXPECT_EQ(step.expected_grad_bytes(), step.grad_bytes_sent());
     EXPECT_EQ(step.param_gather_bytes_sent(),
               (root + g * k * blocks) * 4 / n * (n - 1));
@@ -229,13 +230,15 @@ void ExpectSameLossesAndParameters(const TrainerLaunch& a,
 
 // One K = 1 reference and zero2 per world size; three fsdp variants at 2
 // ranks, two at 3 (one test each: two shards).
-void FsdpMatchesOneRankAndZero2(int n, const std::vector<FsdpVariant>& variants) {
+void FsdpMatchesOneRankAndZero2(int n,
+                                const std::vector<FsdpVariant>& variants) {
   const TrainerLaunch reference = Reference(1);
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
   const TrainerLaunch zero2 = Launch("zero2", n, 1, "auto");
   ASSERT_EQ(zero2.exit_code, 0) << zero2.output;
   for (const FsdpVariant& variant : variants) {
-    const std::string what = absl::StrCat("fsdp", variant.tag, " ", n, " ranks K 1");
+    const std::string what =
+        absl::StrCat("fsdp", variant.tag, " ", n, " ranks K 1");
     const TrainerLaunch fsdp =
         Launch("fsdp", n, 1, "auto", variant.flags, variant.tag);
     ExpectMatchesReference(fsdp, reference, what);
@@ -264,7 +267,8 @@ TEST(Sharded, FsdpWithGradAccumTwoAtTwoAndThreeRanksMatchesOneRank) {
     const TrainerLaunch fsdp =
         Launch("fsdp", n, 2, "auto", variant.flags, variant.tag);
     ExpectMatchesReference(
-        fsdp, reference, absl::StrCat("fsdp", variant.tag, " ", n, " ranks K 2"));
+        fsdp, reference,
+        absl::StrCat("fsdp", variant.tag, " ", n, " ranks K 2"));
     ExpectFsdpBytes(fsdp, n, 2, 2, variant.reshard);
   }
 }

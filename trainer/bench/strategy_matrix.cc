@@ -38,7 +38,6 @@ const std::vector<std::string>& MatrixStrategies() {
   return kStrategies;
 }
 
-
 std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
                                             const std::string& precision,
                                             int world_size,
@@ -98,7 +97,8 @@ MatrixRun MatrixRunFromResult(const TrainResult& result) {
   run.step_ms = result.summary().step_ms().mean();
   run.comm_wait_ms = result.summary().comm_wait_ms();
   for (const RankMemory& memory : result.memory()) {
-    run.peak_memory_bytes = std::max(run.peak_memory_bytes, memory.peak_bytes());
+    run.peak_memory_bytes =
+        std::max(run.peak_memory_bytes, memory.peak_bytes());
   }
   run.memory_estimate_bytes = result.memory_estimate().total();
   run.parameters = result.model().parameter_count();
@@ -146,8 +146,10 @@ StrategyMatrixRow MatrixRow(const std::string& model,
   row.set_param_gather_in_flight_ms(MedianOf(in_flight));
   row.set_param_gather_hidden_ms(MedianOf(hidden));
   row.set_tokens_per_second(MedianOf(tokens));
-  row.set_tokens_per_second_min(*std::min_element(tokens.begin(), tokens.end()));
-  row.set_tokens_per_second_max(*std::max_element(tokens.begin(), tokens.end()));
+  row.set_tokens_per_second_min(
+      *std::min_element(tokens.begin(), tokens.end()));
+  row.set_tokens_per_second_max(
+      *std::max_element(tokens.begin(), tokens.end()));
   row.set_step_ms(MedianOf(step_ms));
   row.set_comm_wait_ms(MedianOf(wait));
   row.set_peak_memory_bytes(static_cast<int64_t>(MedianOf(peak)));
@@ -177,12 +179,19 @@ std::string RenderStrategyMatrixMarkdown(const StrategyMatrixResult& result) {
       cells.push_back(cell);
     }
   }
-  auto mib = [](double bytes) { return FormatSignificant(bytes / (1 << 20), 3); };
+  auto mib = [](double bytes) {
+    return FormatSignificant(bytes / (1 << 20), 3);
+  };
   for (const auto& [model, precision] : cells) {
     MarkdownTable table;
-    table.headers = {"strategy", "ranks", "tokens/s (range)", "ms/step",
-                     "comm wait ms", "gather ms hidden / in flight",
-                     "peak MiB/rank (formula)", "MiB sent/step (closed form)",
+    table.headers = {"strategy",
+                     "ranks",
+                     "tokens/s (range)",
+                     "ms/step",
+                     "comm wait ms",
+                     "gather ms hidden / in flight",
+                     "peak MiB/rank (formula)",
+                     "MiB sent/step (closed form)",
                      "vs PyTorch peer"};
     table.align = {Align::kLeft};
     for (int i = 1; i < 9; ++i) table.align.push_back(Align::kRight);
@@ -199,15 +208,15 @@ std::string RenderStrategyMatrixMarkdown(const StrategyMatrixResult& result) {
            FormatSignificant(row.step_ms(), 3),
            peer ? "-" : FormatSignificant(row.comm_wait_ms(), 3),
            row.param_gather_in_flight_ms() > 0
-               ? absl::StrCat(FormatSignificant(row.param_gather_hidden_ms(), 3),
-                              " / ",
-                              FormatSignificant(row.param_gather_in_flight_ms(), 3))
+               ? absl::StrCat(
+                     FormatSignificant(row.param_gather_hidden_ms(), 3), " / ",
+                     FormatSignificant(row.param_gather_in_flight_ms(), 3))
                : std::string("-"),
            peer ? "-"
-                : absl::StrCat(mib(static_cast<double>(row.peak_memory_bytes())),
-                               " (", mib(static_cast<double>(
-                                         row.memory_estimate_bytes())),
-                               ")"),
+                : absl::StrCat(
+                      mib(static_cast<double>(row.peak_memory_bytes())), " (",
+                      mib(static_cast<double>(row.memory_estimate_bytes())),
+                      ")"),
            peer ? "-"
                 : absl::StrCat(mib(row.bytes_per_step()), " (",
                                mib(row.expected_bytes_per_step()), ")"),

@@ -22,11 +22,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/base/flags.h"
@@ -59,7 +59,8 @@ constexpr double kLossRtol = 1e-5;
 
 // Runs `command` (output to `log`); the exit code, -1 on a signal.
 int Run(const std::string& command, const std::string& log) {
-  const int status = std::system(absl::StrCat(command, " > ", log, " 2>&1").c_str());
+  const int status =
+      std::system(absl::StrCat(command, " > ", log, " 2>&1").c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -80,9 +81,8 @@ absl::StatusOr<TrainResult> RunOurs(const StrategyMatrixModel& model,
   const std::string log = out + ".log";
   const int code = Run("trainer/trainer " + absl::StrJoin(flags, " "), log);
   if (code != 0) {
-    return absl::InternalError(absl::StrCat(strategy, " at ", world,
-                                            " ranks exited ", code, ":\n",
-                                            Tail(log)));
+    return absl::InternalError(absl::StrCat(
+        strategy, " at ", world, " ranks exited ", code, ":\n", Tail(log)));
   }
   TrainResult result;
   RETURN_IF_ERROR(ReadJsonFile(out, &result));
@@ -97,8 +97,8 @@ absl::StatusOr<PeerRun> RunPeer(const StrategyMatrixModel& model,
       absl::StrCat(dir, "/", model.name, "_", precision, "_", world, "_", peer);
   const std::string command = absl::StrCat(
       "OMP_NUM_THREADS=1 /usr/bin/python3 trainer/bench/ddp_peer.py ",
-      absl::StrJoin(MatrixPeerArgs(model, precision, world, peer), " "),
-      " 2> ", out, ".err");
+      absl::StrJoin(MatrixPeerArgs(model, precision, world, peer), " "), " 2> ",
+      out, ".err");
   const int code = Run(command, out + ".json");
   if (code != 0) {
     return absl::InternalError(absl::StrCat(peer, " at ", world,
@@ -153,7 +153,8 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
   std::vector<std::pair<StrategyMatrixModel, std::string>> cells;
-  for (absl::string_view cell : absl::StrSplit(absl::GetFlag(FLAGS_cells), ',')) {
+  for (absl::string_view cell :
+       absl::StrSplit(absl::GetFlag(FLAGS_cells), ',')) {
     const std::vector<std::string> parts = absl::StrSplit(cell, ':');
     const StrategyMatrixModel* found = nullptr;
     for (const StrategyMatrixModel& model : StrategyMatrixModels()) {
@@ -170,7 +171,8 @@ int Main(int argc, char** argv) {
   for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_worlds), ',')) {
     int world = 0;
     if (!absl::SimpleAtoi(w, &world) || world < 1) {
-      std::cerr << kProgram << ": --worlds: '" << w << "' is not a world size\n";
+      std::cerr << kProgram << ": --worlds: '" << w
+                << "' is not a world size\n";
       return kExitUsage;
     }
     worlds.push_back(world);
@@ -232,7 +234,8 @@ int Main(int argc, char** argv) {
           return ReportAndExitCode(kProgram, ok);
         }
         for (const std::string& peer : peers) {
-          absl::StatusOr<PeerRun> run = RunPeer(model, precision, world, peer, dir);
+          absl::StatusOr<PeerRun> run =
+              RunPeer(model, precision, world, peer, dir);
           if (!run.ok()) return ReportAndExitCode(kProgram, run.status());
           theirs[peer].push_back(*run);
           ++done;
@@ -241,13 +244,15 @@ int Main(int argc, char** argv) {
         std::cout << absl::StrFormat(
                          "%s, round %d/%d: %s | %d/%d runs, %.0f s, ETA %.0f s",
                          cell, round + 1, rounds,
-                         absl::StrJoin(strategies, " ",
-                                       [&](std::string* o, const std::string& s) {
-                                         absl::StrAppend(o, s, " ",
-                                                         static_cast<int>(ours[s].back().tokens_per_second));
-                                       }),
-                         done, total, elapsed,
-                         elapsed / done * (total - done))
+                         absl::StrJoin(
+                             strategies, " ",
+                             [&](std::string* o, const std::string& s) {
+                               absl::StrAppend(
+                                   o, s, " ",
+                                   static_cast<int>(
+                                       ours[s].back().tokens_per_second));
+                             }),
+                         done, total, elapsed, elapsed / done * (total - done))
                   << std::endl;
       }
       for (const std::string& strategy : strategies) {
@@ -279,9 +284,11 @@ int Main(int argc, char** argv) {
     }
   }
   result.set_notes(absl::StrCat(
-      rounds, " alternating rounds per cell (every strategy and peer once per "
+      rounds,
+      " alternating rounds per cell (every strategy and peer once per "
       "round); medians, tokens/s range over rounds; batch ",
-      kStrategyMatrixBatch, " per rank, synthetic data, one intra-op thread per "
+      kStrategyMatrixBatch,
+      " per rank, synthetic data, one intra-op thread per "
       "rank, dropout 0, AdamW with clipping at 1.0; build ",
       result.run_context().build_mode(), ", LibTorch ",
       result.run_context().libtorch_version(), ", BLAS ",

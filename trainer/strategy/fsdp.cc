@@ -160,9 +160,10 @@ std::string FsdpStrategy::Describe() const {
                         : "off",
       "; grad_sync=", every ? "every" : "last",
       every ? ""
-            : absl::StrCat(" (keeps every unit's full gradient across "
-                           "micro-batches: +",
-                           FormatByteAmount(static_cast<double>(numel * kFp32Bytes)), " per rank)"),
+            : absl::StrCat(
+                  " (keeps every unit's full gradient across micro-batches: +",
+                  FormatByteAmount(static_cast<double>(numel * kFp32Bytes)),
+                  " per rank)"),
       communicating() ? "" : "; one rank: no communication");
 }
 
@@ -185,8 +186,8 @@ absl::Status FsdpStrategy::Setup(ParameterStore& store,
   if (communicating()) {
     RETURN_IF_ERROR(
         CheckSameParametersOnEveryRank(*communicator_, store, name()));
-    RETURN_IF_ERROR(
-        BroadcastParametersFromRankZero(*communicator_, store, buckets, name()));
+    RETURN_IF_ERROR(BroadcastParametersFromRankZero(*communicator_, store,
+                                                    buckets, name()));
   }
   units_ = std::vector<Unit>(store.units().size());
   std::vector<FlatAdamW::Range> ranges;
@@ -290,9 +291,8 @@ void FsdpStrategy::ZeroGradients() {
   syncs_ = 0;
   micro_batches_ = 0;
   wait_ms_ = 0;
-  totals_at_step_start_ = communicating()
-                              ? communicator_->log().TotalsByOp()
-                              : decltype(totals_at_step_start_)();
+  totals_at_step_start_ = communicating() ? communicator_->log().TotalsByOp()
+                                          : decltype(totals_at_step_start_)();
   absl::MutexLock lock(&prefetch_mutex_);
   hidden_ms_ = 0;
 }
@@ -381,8 +381,8 @@ absl::Status FsdpStrategy::FinishReduceScatter(int u) {
     wait_ms_ += watch.ElapsedMs();
     unit.reduce = collective::CollectiveHandle();
     RETURN_IF_ERROR(Annotate(
-        waited,
-        absl::StrCat(name(), ": gradient reduce-scatter of unit ", UnitName(u))));
+        waited, absl::StrCat(name(), ": gradient reduce-scatter of unit ",
+                             UnitName(u))));
   }
   if (accumulate_) unit.grad_shard.add_(unit.incoming);
   // The full gradient is gone once its shard has landed.
@@ -433,7 +433,8 @@ StepCommunication FsdpStrategy::TakeStepCommunication() {
     }
     return d;
   };
-  const collective::CollectiveTotals reduce = delta(CollectiveOp::kReduceScatterV);
+  const collective::CollectiveTotals reduce =
+      delta(CollectiveOp::kReduceScatterV);
   const collective::CollectiveTotals gather = delta(CollectiveOp::kAllGatherV);
   step.bytes_sent = reduce.bytes_sent;
   step.gather_bytes_sent = gather.bytes_sent;
@@ -463,8 +464,8 @@ StepCommunication FsdpStrategy::TakeStepCommunication() {
   }
   step.expected_bytes = syncs_ * reduce_scatter;
   step.expected_gather_bytes =
-      root_gather + block_gathers * micro_batches_ *
-                        (options_.reshard_after_forward ? 2 : 1);
+      root_gather +
+      block_gathers * micro_batches_ * (options_.reshard_after_forward ? 2 : 1);
   return step;
 }
 

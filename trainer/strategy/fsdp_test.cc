@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "ATen/ATen.h"
+#include "ATen/Parallel.h"
 #include "absl/strings/str_cat.h"
+#include "common/collective/test_util.h"
 #include "common/libtorch/allclose.h"
 #include "common/nn/layers.h"
 #include "gtest/gtest.h"
-#include "ATen/Parallel.h"
-#include "common/collective/test_util.h"
 #include "trainer/data.h"
 #include "trainer/model.h"
 #include "trainer/strategy/rank_runs.h"
@@ -177,7 +177,8 @@ TEST(Fsdp, EveryVariantAndZero2GiveTheSameBits) {
         EXPECT_NEAR(fsdp[0].steps[step].grad_norm(),
                     zero2[0].steps[step].grad_norm(),
                     1e-12 * zero2[0].steps[step].grad_norm());
-        EXPECT_EQ(fsdp[0].steps[step].clipped(), zero2[0].steps[step].clipped());
+        EXPECT_EQ(fsdp[0].steps[step].clipped(),
+                  zero2[0].steps[step].clipped());
       }
       ExpectAllEqual(fsdp[0].params, zero2[0].params, "fsdp vs zero2");
       ExpectAllEqual(fsdp[1].params, zero2[1].params, "fsdp vs zero2");
@@ -203,8 +204,8 @@ TEST(Fsdp, CountedBytesAndGathersPerStepEqualTheClosedForms) {
   for (int k : {1, 2}) {
     for (const char* grad_sync : {"every", "last"}) {
       for (bool reshard : {true, false}) {
-        SCOPED_TRACE(absl::StrCat("K ", k, " ", grad_sync, " reshard ",
-                                  reshard));
+        SCOPED_TRACE(
+            absl::StrCat("K ", k, " ", grad_sync, " reshard ", reshard));
         config.set_grad_accum(k);
         config.set_grad_sync(grad_sync);
         const std::vector<RankRun> two =
@@ -241,7 +242,8 @@ TEST(Fsdp, AtRestEachRankHoldsSixteenBytesPerShardElement) {
   for (const char* grad_sync : {"every", "last"}) {
     SCOPED_TRACE(grad_sync);
     config.set_grad_sync(grad_sync);
-    const std::vector<RankRun> three = TrainFsdp(config, 3, {true, true, false});
+    const std::vector<RankRun> three =
+        TrainFsdp(config, 3, {true, true, false});
     for (const RankRun& run : three) {
       const int64_t shard = run.shard_numel;
       for (const StepRecord& step : run.steps) {
@@ -293,8 +295,8 @@ TEST(Fsdp, NonFiniteLossOnOneRankStopsEveryRankBeforeTheUpdate) {
   config.set_inject_nan_step(2);
   config.set_inject_nan_rank(1);
   at::set_num_threads(1);
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
-                                      config.seq_len());
+  const auto data =
+      MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
   std::vector<std::vector<at::Tensor>> before(2), after(2);
   const absl::Status status = collective::RunRanksAsThreads(
       2, [&](collective::Communicator& communicator) {
@@ -352,9 +354,9 @@ TEST(Fsdp, BlocksAreFreedAfterTheirForwardAndRegatheredForTheirBackward) {
   shape.n_layers = 3;
   shape.n_heads = 4;
   shape.seq_len = 8;
-  const at::Tensor tokens =
-      at::arange(2 * shape.seq_len, at::kLong).remainder(shape.vocab_size)
-          .view({2, shape.seq_len});
+  const at::Tensor tokens = at::arange(2 * shape.seq_len, at::kLong)
+                                .remainder(shape.vocab_size)
+                                .view({2, shape.seq_len});
   const at::Tensor targets = tokens.roll(1, 1);
   // The reference gradients: the same model without a strategy.
   GptModel plain(shape, 5);
@@ -392,7 +394,8 @@ TEST(Fsdp, BlocksAreFreedAfterTheirForwardAndRegatheredForTheirBackward) {
     }
     ASSERT_TRUE(fsdp.AfterBackward().ok());
     for (size_t u = 0; u < store.units().size(); ++u) {
-      EXPECT_FALSE(store.unit_allocated(u)) << "unit " << u << " after backward";
+      EXPECT_FALSE(store.unit_allocated(u))
+          << "unit " << u << " after backward";
     }
     for (const NamedParameter& p : store.parameters()) {
       EXPECT_FALSE(p.tensor.grad().defined()) << p.name;
