@@ -159,6 +159,7 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
 
   RunHooks hooks;
   hooks.faults = options.faults;
+  hooks.attempt = env.restart_count;
   if (communicator) {
     hooks.after_first_step = [&] {
       // Start-up is over: from here on a hung peer fails the run after the

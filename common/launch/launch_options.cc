@@ -128,7 +128,7 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
 }
 
 bool IsRestartable(int exit_code) {
-  return exit_code != 2 && exit_code != kExitDeterministicFailure;
+  return exit_code != kExitUsage && exit_code != kExitDeterministicFailure;
 }
 
 LaunchOptions WithDefaultEndpoint(LaunchOptions options) {

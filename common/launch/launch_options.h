@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/base/flags.h"
 #include "common/launch/rank_env.h"
 
 namespace mtb {
@@ -57,10 +58,10 @@ struct LaunchDefaults {
   std::vector<std::string> restart_args;
 };
 
-// Rank exit codes the launcher never restarts: a usage error (2) and a
-// deterministic failure (a non-finite loss, a bad configuration) that would
-// only happen again.
-inline constexpr int kExitDeterministicFailure = 3;
+// Rank exit codes the launcher never restarts: a usage error (kExitUsage, 2)
+// and a deterministic failure (kExitDeterministicFailure, 3: a non-finite
+// loss, a bad configuration) that would only happen again
+// (common/base/flags.h).
 bool IsRestartable(int exit_code);
 
 // The launch flags as parsed by ParseCommandLine (common/base/flags.h), with
