@@ -37,6 +37,12 @@ ABSL_FLAG(std::string, out, "",
           "result JSON path (default results/moe_comm_<UTC time>.json in your "
           "checkout)");
 ABSL_FLAG(bool, markdown, true, "write the Markdown report beside --out");
+ABSL_FLAG(std::string, fault, "",
+          "inject faults (docs/faults.md), step = the configuration (from 1, "
+          "in sweep order), phase = dispatch or combine: "
+          "kill:rank=R,step=S,phase=P; hang:rank=R,step=S[,phase=P]; "
+          "slow:rank=R,ms=M[,every=K]; exit:rank=R,step=S,code=C; several "
+          "separated by ';'");
 ABSL_FLAG(bool, plot, true,
           "write the time and drop-rate SVGs beside --out (benchmark mode)");
 
@@ -86,5 +92,7 @@ MoeCheckHooks HooksFromFlags() {
 std::string OutFlag() { return absl::GetFlag(FLAGS_out); }
 bool MarkdownFlag() { return absl::GetFlag(FLAGS_markdown); }
 bool PlotFlag() { return absl::GetFlag(FLAGS_plot); }
+
+std::string FaultFlag() { return absl::GetFlag(FLAGS_fault); }
 
 }  // namespace mtb::moe_comm

@@ -15,6 +15,8 @@ absl::StatusOr<MoeCommOptions> OptionsFromFlags();
 // --test_packing_bug (the classic bug, for the smoke test's exit-1 case).
 MoeCheckHooks HooksFromFlags();
 std::string OutFlag();
+// --fault= as given ("" none).
+std::string FaultFlag();
 bool MarkdownFlag();
 bool PlotFlag();
 
