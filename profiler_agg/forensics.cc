@@ -26,6 +26,13 @@ std::string Ranks(const std::vector<int>& ranks) {
                       absl::StrJoin(ranks, ", "));
 }
 
+// The same at the start of a sentence.
+std::string RanksCapitalized(const std::vector<int>& ranks) {
+  std::string text = Ranks(ranks);
+  text[0] = 'R';
+  return text;
+}
+
 bool InFlight(const FlightEntry& entry) {
   return entry.state() == "issued" || entry.state() == "transfer_done";
 }
@@ -167,7 +174,7 @@ ForensicsGroup AnalyzeGroup(const std::vector<const FlightDumpFile*>& files) {
     group.set_diverged_sequence(sequence);
     group.set_diverged_op(EntryAt(dumped.at(odd->front())->dump, sequence)->op());
     group.set_finding(absl::StrCat(
-        "the ranks' calls diverged at #", sequence, ": ", absl::StrJoin(parts, "; "),
+        "The ranks' calls diverged at #", sequence, ": ", absl::StrJoin(parts, "; "),
         ". The odd one out is ", Ranks(*odd), " (", odd_signature,
         "): every rank must issue the same collectives in the same order.",
         missing_note));
@@ -215,10 +222,10 @@ ForensicsGroup AnalyzeGroup(const std::vector<const FlightDumpFile*>& files) {
                            Position(missed->step(), missed->phase()))
             : absl::StrCat("#", fewest);
     group.set_finding(absl::StrCat(
-        Ranks(lagging), " ", last, " and never issued ", collective, ", which ",
-        Ranks(leaders), " did: ",
+        RanksCapitalized(lagging), " ", last, " and never issued ", collective,
+        ", which ", Ranks(leaders), " did: ",
         WhatTheyDid(dumped, issued_it.empty() ? leaders : issued_it, fewest), ". ",
-        Ranks(lagging), " was at ", Position(lagger.step(), lagger.phase()),
+        RanksCapitalized(lagging), " was at ", Position(lagger.step(), lagger.phase()),
         " when it dumped (", lagger.reason(), "). The group waited for ",
         Ranks(lagging), " at ", missed != nullptr ? missed->op() : "collective", " #",
         fewest, ".", missing_note));
@@ -253,13 +260,13 @@ ForensicsGroup AnalyzeGroup(const std::vector<const FlightDumpFile*>& files) {
     group.set_verdict("missing");
     if (missing.size() == 1) group.set_diverged_rank(missing.front());
     group.set_finding(absl::StrCat(
-        "no dumped rank lags: every dumped rank issued ", most, " collectives; ",
+        "No dumped rank lags: every dumped rank issued ", most, " collectives; ",
         open_text, ".", missing_note, " The group lost ", Ranks(missing), "."));
     return group;
   }
   group.set_verdict("none");
   group.set_finding(absl::StrCat(
-      "every rank issued the same ", most, " collectives and none lags; ", open_text,
+      "Every rank issued the same ", most, " collectives and none lags; ", open_text,
       first_open < 0 ? "." : ". Every rank entered it: the transport (or the "
                              "network) is the suspect, not a rank."));
   return group;

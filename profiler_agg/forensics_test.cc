@@ -84,11 +84,11 @@ TEST(Forensics, TheRankThatNeverIssuedTheCollectiveTheOthersWaitedInIsNamed) {
   EXPECT_EQ(group.diverged_op(), "all_reduce");
   EXPECT_EQ(group.missing_ranks_size(), 0);
   EXPECT_EQ(group.finding(),
-            "rank 1 last issued #40 (all_reduce, completed) and never issued #41 "
+            "Rank 1 last issued #40 (all_reduce, completed) and never issued #41 "
             "all_reduce (float32, 4096 bytes), issued at step 3, phase backward, "
             "which ranks 0, 2 did: rank 0 failed it (all_reduce #41 (float32, 1024 "
             "elements) on rank 0 of 3 failed after timeout 2s); rank 2 was "
-            "waiting in it. rank 1 was at step 3, phase forward when it dumped "
+            "waiting in it. Rank 1 was at step 3, phase forward when it dumped "
             "(SIGTERM (the launcher's teardown, or a kill)). The group waited for "
             "rank 1 at all_reduce #41.");
   EXPECT_EQ(group.ranks(2).in_flight(), "all_reduce #41 (waiting, 2.0 s since issued)");
@@ -107,7 +107,7 @@ TEST(Forensics, RanksThatIssuedDifferentCollectivesNameTheOddOneOut) {
   EXPECT_EQ(group.diverged_sequence(), 5);
   EXPECT_EQ(group.diverged_op(), "broadcast");
   EXPECT_EQ(group.finding(),
-            "the ranks' calls diverged at #5: ranks 0, 2 issued all_reduce "
+            "The ranks' calls diverged at #5: ranks 0, 2 issued all_reduce "
             "(float32, 4096 bytes); rank 1 issued broadcast (float32, 4096 "
             "bytes, root 0). The odd one out is rank 1 (broadcast (float32, 4096 "
             "bytes, root 0)): every rank must issue the same collectives in the "

@@ -47,8 +47,9 @@ std::string Describe(const InCollective& group) {
 
 }  // namespace
 
-HeartbeatWatch::HeartbeatWatch(std::vector<int> ranks, absl::Duration timeout)
-    : timeout_(timeout) {
+HeartbeatWatch::HeartbeatWatch(std::vector<int> ranks, absl::Duration timeout,
+                               bool whole_group)
+    : timeout_(timeout), whole_group_(whole_group) {
   for (int rank : ranks) ranks_[rank];
 }
 
@@ -129,9 +130,12 @@ std::optional<Stall> HeartbeatWatch::Check(absl::Time now) const {
   }
   if (groups.size() == 1) {
     stall.description = absl::StrCat(
-        since, "every rank ", groups[0].waiting ? "waits" : "is", " in ",
-        groups[0].op, " #", groups[0].sequence, " ", Where(groups[0].sample),
-        ": none is missing from it, so the transport itself is stuck");
+        since, "every rank", whole_group_ ? "" : " of this node", " ",
+        groups[0].waiting ? "waits" : "is", " in ", groups[0].op, " #",
+        groups[0].sequence, " ", Where(groups[0].sample),
+        whole_group_ ? ": none is missing from it, so the transport itself is stuck"
+                     : ": the rank they wait for is on another node, or the "
+                       "transport is stuck (see the other nodes' launchers)");
     return stall;
   }
   // Different collectives: the smallest group (then the lowest sequence

@@ -37,8 +37,11 @@ struct Stall {
 // Not thread-safe (the supervisor's loop owns it).
 class HeartbeatWatch {
  public:
-  // `ranks`: the global ranks this launcher started.
-  HeartbeatWatch(std::vector<int> ranks, absl::Duration timeout);
+  // `ranks`: the global ranks this launcher started; `whole_group`: they are
+  // all the group's (one node), so every rank waiting in one collective means
+  // the transport is stuck rather than a rank elsewhere.
+  HeartbeatWatch(std::vector<int> ranks, absl::Duration timeout,
+                 bool whole_group = true);
 
   // One line from `rank`'s heartbeat pipe, received at `now`. A line that is
   // not a heartbeat is ignored (false).
@@ -57,6 +60,7 @@ class HeartbeatWatch {
     absl::Time last_change;  // when the counter last moved
   };
   const absl::Duration timeout_;
+  const bool whole_group_;
   std::map<int, Watched> ranks_;
 };
 

@@ -104,6 +104,18 @@ TEST(HeartbeatWatch, EndedAndDoneRanksAreNotWatched) {
             "backward): none is missing from it, so the transport itself is stuck");
 }
 
+TEST(HeartbeatWatch, OnOneOfSeveralNodesEveryLocalRankWaitingPointsElsewhere) {
+  HeartbeatWatch watch({2, 3}, kTimeout, /*whole_group=*/false);
+  Send(watch, 2, Waiting(3, "backward", 100, 41), kStart);
+  Send(watch, 3, Waiting(3, "backward", 100, 41), kStart);
+  const std::optional<Stall> stall = watch.Check(kStart + kTimeout);
+  ASSERT_TRUE(stall.has_value());
+  EXPECT_EQ(stall->description,
+            "no progress for 3s: every rank of this node waits in all_reduce #41 "
+            "(step 3, backward): the rank they wait for is on another node, or "
+            "the transport is stuck (see the other nodes' launchers)");
+}
+
 TEST(HeartbeatWatch, RanksInDifferentCollectivesNameTheOddOneOut) {
   HeartbeatWatch watch({0, 1, 2}, kTimeout);
   Send(watch, 0, Waiting(3, "backward", 100, 41), kStart);

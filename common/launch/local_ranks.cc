@@ -90,6 +90,7 @@ absl::StatusOr<int> SuperviseLocalRanks(const LaunchOptions& options,
   SupervisorOptions supervision;
   supervision.kill_grace = options.kill_grace;
   supervision.heartbeat_timeout = options.heartbeat_timeout;
+  supervision.children_are_whole_group = options.nnodes == 1;
   if (!options.log_dir.empty()) {
     supervision.log_dir = ResolveUserPath(options.log_dir);
     absl::Status created = CreateDirectories(supervision.log_dir);

@@ -74,7 +74,8 @@ class GroupSupervisor {
     if (options_.heartbeat_timeout > absl::ZeroDuration()) {
       std::vector<int> ranks;
       for (const ChildSpec& spec : specs) ranks.push_back(spec.rank);
-      watch_.emplace(ranks, options_.heartbeat_timeout);
+      watch_.emplace(ranks, options_.heartbeat_timeout,
+                     options_.children_are_whole_group);
     }
   }
 

@@ -56,6 +56,9 @@ struct SupervisorOptions {
   int stderr_fd = STDERR_FILENO;
   // --heartbeat_timeout; zero: no heartbeat pipes, nothing watched.
   absl::Duration heartbeat_timeout = absl::ZeroDuration();
+  // The children are the whole group (one node): HeartbeatWatch's
+  // whole_group.
+  bool children_are_whole_group = true;
   // Asked about every 250 ms while nothing has failed here: a reason to tear
   // this node's group down (another node's failure), or nullopt.
   std::function<std::optional<std::string>()> external_stop;
