@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/base/rank_text.h"
 #include "common/report/report.h"
 #include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
@@ -21,14 +22,9 @@ using collective::FlightRecorderDump;
 
 constexpr int kSchemaVersion = 1;
 
-std::string Ranks(const std::vector<int>& ranks) {
-  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
-                      absl::StrJoin(ranks, ", "));
-}
-
-// The same at the start of a sentence.
+// RanksText at the start of a sentence.
 std::string RanksCapitalized(const std::vector<int>& ranks) {
-  std::string text = Ranks(ranks);
+  std::string text = RanksText(ranks);
   text[0] = 'R';
   return text;
 }
@@ -99,7 +95,7 @@ std::string WhatTheyDid(const std::map<int, const FlightDumpFile*>& dumped,
   for (const auto& [state, ranks] : by_state) {
     const std::string verb =
         state == "waiting in it" ? (ranks.size() == 1 ? "was " : "were ") : "";
-    parts.push_back(absl::StrCat(Ranks(ranks), " ", verb, state));
+    parts.push_back(absl::StrCat(RanksText(ranks), " ", verb, state));
   }
   return absl::StrJoin(parts, "; ");
 }
@@ -145,7 +141,7 @@ ForensicsGroup AnalyzeGroup(const std::vector<const FlightDumpFile*>& files) {
   const std::string missing_note =
       missing.empty()
           ? ""
-          : absl::StrCat(" ", Ranks(missing), " left no dump (a rank killed by "
+          : absl::StrCat(" ", RanksText(missing), " left no dump (a rank killed by "
                          "SIGKILL, e.g. by the kernel or the launcher after its "
                          "grace, leaves none; so does one that never started).");
 
@@ -162,7 +158,7 @@ ForensicsGroup AnalyzeGroup(const std::vector<const FlightDumpFile*>& files) {
     std::string odd_signature;
     std::vector<std::string> parts;
     for (const auto& [signature, ranks] : signatures) {
-      parts.push_back(absl::StrCat(Ranks(ranks), " issued ", signature));
+      parts.push_back(absl::StrCat(RanksText(ranks), " issued ", signature));
       if (odd == nullptr || ranks.size() < odd->size() ||
           (ranks.size() == odd->size() && ranks.front() > odd->front())) {
         odd = &ranks;
@@ -175,7 +171,7 @@ ForensicsGroup AnalyzeGroup(const std::vector<const FlightDumpFile*>& files) {
     group.set_diverged_op(EntryAt(dumped.at(odd->front())->dump, sequence)->op());
     group.set_finding(absl::StrCat(
         "The ranks' calls diverged at #", sequence, ": ", absl::StrJoin(parts, "; "),
-        ". The odd one out is ", Ranks(*odd), " (", odd_signature,
+        ". The odd one out is ", RanksText(*odd), " (", odd_signature,
         "): every rank must issue the same collectives in the same order.",
         missing_note));
     return group;
@@ -223,11 +219,11 @@ ForensicsGroup AnalyzeGroup(const std::vector<const FlightDumpFile*>& files) {
             : absl::StrCat("#", fewest);
     group.set_finding(absl::StrCat(
         RanksCapitalized(lagging), " ", last, " and never issued ", collective,
-        ", which ", Ranks(leaders), " did: ",
+        ", which ", RanksText(leaders), " did: ",
         WhatTheyDid(dumped, issued_it.empty() ? leaders : issued_it, fewest), ". ",
         RanksCapitalized(lagging), " was at ", Position(lagger.step(), lagger.phase()),
         " when it dumped (", lagger.reason(), "). The group waited for ",
-        Ranks(lagging), " at ", missed != nullptr ? missed->op() : "collective", " #",
+        RanksText(lagging), " at ", missed != nullptr ? missed->op() : "collective", " #",
         fewest, ".", missing_note));
     return group;
   }
@@ -261,7 +257,7 @@ ForensicsGroup AnalyzeGroup(const std::vector<const FlightDumpFile*>& files) {
     if (missing.size() == 1) group.set_diverged_rank(missing.front());
     group.set_finding(absl::StrCat(
         "No dumped rank lags: every dumped rank issued ", most, " collectives; ",
-        open_text, ".", missing_note, " The group lost ", Ranks(missing), "."));
+        open_text, ".", missing_note, " The group lost ", RanksText(missing), "."));
     return group;
   }
   group.set_verdict("none");

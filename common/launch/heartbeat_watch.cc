@@ -5,17 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/rank_text.h"
 #include "common/collective/heartbeat.h"
 
 namespace mtb {
 namespace {
 
 using collective::RankProgress;
-
-std::string Ranks(const std::vector<int>& ranks) {
-  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
-                      absl::StrJoin(ranks, ", "));
-}
 
 // "(step 3, backward)".
 std::string Where(const RankProgress& p) {
@@ -39,7 +35,7 @@ struct InCollective {
 
 std::string Describe(const InCollective& group) {
   const bool one = group.ranks.size() == 1;
-  return absl::StrCat(Ranks(group.ranks),
+  return absl::StrCat(RanksText(group.ranks),
                       group.waiting ? (one ? " waits in " : " wait in ")
                                     : (one ? " is in " : " are in "),
                       group.op, " #", group.sequence, " ", Where(group.sample));
@@ -125,7 +121,7 @@ std::optional<Stall> HeartbeatWatch::Check(absl::Time now) const {
     stall.rank = outside.front();
     stall.description = absl::StrCat(
         since, absl::StrJoin(out_parts, "; "), " while ",
-        absl::StrJoin(in_parts, "; "), ": the group waits for ", Ranks(outside));
+        absl::StrJoin(in_parts, "; "), ": the group waits for ", RanksText(outside));
     return stall;
   }
   if (groups.size() == 1) {
@@ -156,7 +152,7 @@ std::optional<Stall> HeartbeatWatch::Check(absl::Time now) const {
       same_sequence ? "collectives at the same sequence number (they issued "
                       "different calls)"
                     : "collectives (their calls diverged)",
-      "; the odd one out is ", Ranks(odd->ranks));
+      "; the odd one out is ", RanksText(odd->ranks));
   return stall;
 }
 

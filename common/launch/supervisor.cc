@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/launch/heartbeat_watch.h"
+#include "common/base/rank_text.h"
 #include "common/launch/signal_routing.h"
 #include "common/base/status.h"
 
@@ -37,12 +38,6 @@ constexpr int kPollBackstopMs = 500;
 constexpr size_t kMaxLineBytes = 64 * 1024;
 // How often external_stop is asked.
 constexpr auto kExternalStopEvery = std::chrono::milliseconds(250);
-
-// "rank 2", "ranks 0, 2".
-std::string Ranks(const std::vector<int>& ranks) {
-  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
-                      absl::StrJoin(ranks, ", "));
-}
 
 struct Stream {
   int fd = -1;
@@ -400,28 +395,28 @@ class GroupSupervisor {
     if (!result.stall.empty()) {
       absl::StrAppend(&line, "heartbeat: ", result.stall);
       if (!stopped.empty()) {
-        absl::StrAppend(&line, "; terminated ", Ranks(stopped));
+        absl::StrAppend(&line, "; terminated ", RanksText(stopped));
       }
     } else if (!result.external_stop.empty()) {
       absl::StrAppend(&line, result.external_stop);
       if (!stopped.empty()) {
-        absl::StrAppend(&line, "; terminated ", Ranks(stopped));
+        absl::StrAppend(&line, "; terminated ", RanksText(stopped));
       }
     } else if (result.failure >= 0) {
       const ChildEnd& failed = result.ends[result.failure];
       absl::StrAppend(&line, "rank ", failed.rank, " (pid ", failed.pid, ") ",
                       failed.Describe());
       if (!stopped.empty()) {
-        absl::StrAppend(&line, "; terminated ", Ranks(stopped));
+        absl::StrAppend(&line, "; terminated ", RanksText(stopped));
       }
     } else {
       absl::StrAppend(&line, "received ", SignalName(result.forwarded_signal));
       if (!stopped.empty()) {
-        absl::StrAppend(&line, "; forwarded it to ", Ranks(stopped));
+        absl::StrAppend(&line, "; forwarded it to ", RanksText(stopped));
       }
     }
     if (!sigkilled.empty()) {
-      absl::StrAppend(&line, " (", Ranks(sigkilled), " needed SIGKILL after ",
+      absl::StrAppend(&line, " (", RanksText(sigkilled), " needed SIGKILL after ",
                       absl::FormatDuration(options_.kill_grace), ")");
     }
     if (!also_failed.empty()) {
