@@ -73,8 +73,13 @@ int main(int argc, char** argv) {
   mtb::InitLogging(argv[0]);
   mtb::ParseCommandLineOrExit(argc, argv, kUsage);
 
+  // Two ranks unless told otherwise; the ranks report heartbeats. Restarted
+  // ranks get no extra arguments yet (--resume=latest once checkpoints land).
+  mtb::LaunchDefaults launch_defaults;
+  launch_defaults.nproc = 2;
+  launch_defaults.reports_heartbeats = true;
   absl::StatusOr<mtb::PlannedWorld> world =
-      mtb::PlanWorld(mtb::ProcessEnvironment(), {/*nproc=*/2});
+      mtb::PlanWorld(mtb::ProcessEnvironment(), launch_defaults);
   if (!world.ok()) return mtb::ReportAndExitCode(kProgram, world.status());
   const mtb::TimeoutOptions timeouts = mtb::TimeoutOptionsFromFlags();
   if (absl::Status valid = mtb::ValidateTimeoutOptions(timeouts); !valid.ok()) {
@@ -161,7 +166,7 @@ int main(int argc, char** argv) {
   }
 
   absl::StatusOr<mtb::LaunchDecision> launch =
-      mtb::LaunchOrBecomeWorker(argc, argv, {/*nproc=*/2});
+      mtb::LaunchOrBecomeWorker(argc, argv, launch_defaults);
   if (!launch.ok()) return mtb::ReportAndExitCode(kProgram, launch.status());
   if (launch->is_launcher()) return launch->exit_code;
 

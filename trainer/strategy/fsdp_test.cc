@@ -292,8 +292,6 @@ TEST(Fsdp, NonFiniteLossOnOneRankStopsEveryRankBeforeTheUpdate) {
   TrainConfig config = UnevenConfig();
   config.set_strategy("fsdp");
   config.set_grad_sync("every");
-  config.set_inject_nan_step(2);
-  config.set_inject_nan_rank(1);
   at::set_num_threads(1);
   const auto data =
       MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
@@ -305,6 +303,8 @@ TEST(Fsdp, NonFiniteLossOnOneRankStopsEveryRankBeforeTheUpdate) {
         auto trainer =
             Trainer::Create(config, RankInfo{rank, 2}, &fsdp, data.get());
         ASSERT_TRUE(trainer.ok()) << trainer.status();
+        (*trainer)->set_faults(
+            *ParseFaults("nan:rank=1,step=2", TrainerFaultGrammar()));
         ASSERT_TRUE((*trainer)->Step().ok());
         auto parameters = [&] {
           EXPECT_TRUE(fsdp.GatherFullParameters().ok());
