@@ -38,27 +38,36 @@ const std::vector<std::string>& MatrixStrategies() {
   return kStrategies;
 }
 
+namespace {
+
+// What both sides take with the same names: the model, the schedule's length
+// and the per-rank batch.
+std::vector<std::string> ModelFlags(const StrategyMatrixModel& model,
+                                    const std::string& precision) {
+  return {absl::StrCat("--vocab_size=", model.vocab_size),
+          absl::StrCat("--d_model=", model.d_model),
+          absl::StrCat("--n_layers=", model.n_layers),
+          absl::StrCat("--n_heads=", model.n_heads),
+          absl::StrCat("--seq_len=", model.seq_len),
+          absl::StrCat("--steps=", model.steps),
+          absl::StrCat("--timing_warmup_steps=", model.timing_warmup_steps),
+          absl::StrCat("--batch_size=", kStrategyMatrixBatch),
+          absl::StrCat("--precision=", precision)};
+}
+
+}  // namespace
+
 std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
                                             const std::string& precision,
                                             int world_size,
                                             const std::string& strategy) {
-  std::vector<std::string> flags = {
-      absl::StrCat("--vocab_size=", model.vocab_size),
-      absl::StrCat("--d_model=", model.d_model),
-      absl::StrCat("--n_layers=", model.n_layers),
-      absl::StrCat("--n_heads=", model.n_heads),
-      absl::StrCat("--seq_len=", model.seq_len),
-      absl::StrCat("--steps=", model.steps),
-      absl::StrCat("--timing_warmup_steps=", model.timing_warmup_steps),
-      absl::StrCat("--batch_size=", kStrategyMatrixBatch),
-      absl::StrCat("--precision=", precision),
-      absl::StrCat("--nproc=", world_size),
-      "--data=synthetic",
-      "--intra_op_threads=1",
-      "--peak_flops=1e11",
-      "--log_every=100000",
-      "--nomarkdown",
-  };
+  std::vector<std::string> flags = ModelFlags(model, precision);
+  for (std::string flag :
+       {absl::StrCat("--nproc=", world_size), std::string("--data=synthetic"),
+        std::string("--intra_op_threads=1"), std::string("--peak_flops=1e11"),
+        std::string("--log_every=100000"), std::string("--nomarkdown")}) {
+    flags.push_back(std::move(flag));
+  }
   if (strategy == "fsdp_no_reshard") {
     flags.push_back("--strategy=fsdp");
     flags.push_back("--reshard_after_forward=false");
@@ -75,18 +84,8 @@ std::vector<std::string> MatrixPeerArgs(const StrategyMatrixModel& model,
                                         const std::string& precision,
                                         int world_size,
                                         const std::string& peer) {
-  std::vector<std::string> args = {
-      absl::StrCat("--vocab_size=", model.vocab_size),
-      absl::StrCat("--d_model=", model.d_model),
-      absl::StrCat("--n_layers=", model.n_layers),
-      absl::StrCat("--n_heads=", model.n_heads),
-      absl::StrCat("--seq_len=", model.seq_len),
-      absl::StrCat("--steps=", model.steps),
-      absl::StrCat("--timing_warmup_steps=", model.timing_warmup_steps),
-      absl::StrCat("--batch_size=", kStrategyMatrixBatch),
-      absl::StrCat("--precision=", precision),
-      absl::StrCat("--world_size=", world_size),
-  };
+  std::vector<std::string> args = ModelFlags(model, precision);
+  args.push_back(absl::StrCat("--world_size=", world_size));
   if (peer == "pytorch_zero1") args.push_back("--zero");
   return args;
 }
