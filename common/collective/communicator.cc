@@ -317,6 +317,10 @@ void Communicator::SetAllGatherAlgorithm(AllGatherAlgorithm algorithm) {
 AllGatherAlgorithm Communicator::all_gather_algorithm() const {
   return impl_->all_gather_algorithm();
 }
+int64_t Communicator::TemporaryBytes() const {
+  return impl_->state().temporaries.LiveBytes();
+}
+
 CollectiveLog& Communicator::log() { return impl_->state().log; }
 const CollectiveLog& Communicator::log() const { return impl_->state().log; }
 
