@@ -35,6 +35,21 @@ std::string PeakMemory(const TrainResult& result) {
   return absl::StrJoin(parts, ", ");
 }
 
+// Each rank process's VmHWM (everything it ever had resident), or "" when
+// not read.
+std::string ProcessHighWater(const TrainResult& result) {
+  std::vector<std::string> parts;
+  for (const RankMemory& memory : result.memory()) {
+    if (memory.vm_hwm_bytes() <= 0) continue;
+    parts.push_back(absl::StrCat(
+        "rank ", memory.rank(), " ",
+        Bytes(static_cast<double>(memory.vm_hwm_bytes())), " (",
+        Bytes(static_cast<double>(memory.vm_rss_at_start_bytes())),
+        " before the model)"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
 // "zero2: 4P + 12P/N" and friends: the closed form the breakdown is held to.
 std::string ClosedFormName(const std::string& strategy) {
   if (strategy == "zero1") return "8P + 8P/N";
@@ -134,6 +149,10 @@ std::string RenderSummaryTable(const TrainResult& result) {
   };
   for (std::vector<std::string>& row : MemoryAtPeakRows(result)) {
     table.rows.push_back(std::move(row));
+  }
+  if (const std::string high_water = ProcessHighWater(result);
+      !high_water.empty()) {
+    table.rows.push_back({"process VmHWM", high_water});
   }
   table.rows.push_back(
       {"memory estimate / rank",

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/base/host_memory.h"
 #include "common/libtorch/counting_allocator.h"
 #include "common/nn/autocast.h"
 #include "common/report/report.h"
@@ -482,6 +483,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
   double elapsed_ms = 0;
   int64_t peak_memory_bytes = 0;
   MemoryAtPeak memory_at_peak;  // this rank's, over every run
+  const absl::StatusOr<ProcessMemory> process_at_start = ReadProcessMemory();
   bool warned_mfu_above_one = false;
 
   for (int repeat = 0; repeat < config.repeat(); ++repeat) {
@@ -567,17 +569,28 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
   }
   // Every rank's peak (exact in fp64 up to 2^53 bytes).
   const bool counted = CountingCpuAllocatorInstalled();
+  const absl::StatusOr<ProcessMemory> process_at_end = ReadProcessMemory();
+  constexpr int kValues = 4;
   ASSIGN_OR_RETURN(
       const std::vector<double> peaks,
-      strategy.GatherScalars({static_cast<double>(peak_memory_bytes),
-                              counted ? 1.0 : 0.0}));
+      strategy.GatherScalars(
+          {static_cast<double>(peak_memory_bytes), counted ? 1.0 : 0.0,
+           process_at_end.ok()
+               ? static_cast<double>(process_at_end->hwm_bytes)
+               : 0.0,
+           process_at_start.ok()
+               ? static_cast<double>(process_at_start->rss_bytes)
+               : 0.0}));
   ASSIGN_OR_RETURN(const std::vector<MemoryAtPeak> at_peaks,
                    GatherMemoryAtPeak(strategy, memory_at_peak));
   for (int r = 0; r < rank.world_size; ++r) {
     RankMemory* memory = result.add_memory();
     memory->set_rank(r);
-    memory->set_peak_bytes(static_cast<int64_t>(peaks[2 * r]));
-    memory->set_counted(peaks[2 * r + 1] != 0);
+    memory->set_peak_bytes(static_cast<int64_t>(peaks[kValues * r]));
+    memory->set_counted(peaks[kValues * r + 1] != 0);
+    memory->set_vm_hwm_bytes(static_cast<int64_t>(peaks[kValues * r + 2]));
+    memory->set_vm_rss_at_start_bytes(
+        static_cast<int64_t>(peaks[kValues * r + 3]));
     if (memory->counted()) *memory->mutable_at_peak() = at_peaks[r];
   }
   *result.mutable_summary() = SummarizeRuns(result);
