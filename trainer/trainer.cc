@@ -180,6 +180,7 @@ absl::StatusOr<StepRecord> Trainer::Step() {
     if (attribution) attribution->Mark(what, index);
   };
   const Stopwatch step_watch;
+  const double cpu_at_start = ProcessCpuMs();
 
   strategy_->ZeroGradients();
   mark("gradients zeroed", -1);
@@ -288,6 +289,7 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   }
   record.set_optimizer_ms(optimizer_watch.ElapsedMs());
 
+  record.set_cpu_ms(ProcessCpuMs() - cpu_at_start);
   ASSIGN_OR_RETURN(const double slowest_ms,
                    strategy_->ReduceScalar(step_watch.ElapsedMs(),
                                            ScalarReduction::kMax));

@@ -15,9 +15,11 @@ timed steps' global tokens / the slowest rank's step time on both sides.
 ZeroRedundancyOptimizer (ddp_peer.py --strategy=zero1) the same way.
 
 Prints two Markdown tables: (1) median tokens/s of each side and the median
-of the per-round ratios ours / PyTorch, plus our per-phase times (forward,
-backward, optimizer incl. the wait for bucket all-reduces, comm wait) so that
-a missed goal can be explained; (2) memory per rank, read the same way on
+of the per-round ratios ours / PyTorch; rank 0's process CPU time per step on
+each side (all threads; hardly moved by other processes on a shared machine,
+unlike wall time) and the median ratio PyTorch / ours (tokens per
+CPU-second); our per-phase times (forward, backward, optimizer incl. the wait
+for bucket all-reduces, comm wait) so that a missed goal can be explained; (2) memory per rank, read the same way on
 both sides from /proc/self/status: VmHWM at the end (medians over rounds of
 the largest rank's) and its growth over VmRSS before the model was built,
 with our counting allocator's tensor peak beside it. The host's load average
@@ -80,9 +82,10 @@ def run_ours(binary, model, precision, world, strategy, workdir):
     steps = [s for s in result["runs"][0]["steps"] if s["timed"]]
     phases = {k: statistics.mean(s[k] for s in steps)
               for k in ("forward_ms", "backward_ms", "optimizer_ms",
-                        "comm_wait_ms", "step_ms")}
+                        "comm_wait_ms", "step_ms", "cpu_ms")}
     memory = result["memory"]
     return {"tokens_per_second": result["summary"]["tokens_per_second"]["mean"],
+            "cpu_ms": phases["cpu_ms"],
             "phases": phases,
             "vm_hwm": max(int(m.get("vm_hwm_bytes", 0)) for m in memory),
             "vm_growth": max(int(m.get("vm_hwm_bytes", 0)) -
@@ -107,6 +110,7 @@ def run_theirs(model, precision, world, strategy):
         sys.exit(f"ddp_peer.py failed ({done.returncode}):\n"
                  f"{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["cpu_ms"] = result["cpu_ms_per_step"]
     result["vm_hwm"] = max(m["vm_hwm_bytes"] for m in result["memory"])
     result["vm_growth"] = max(m["vm_hwm_bytes"] - m["vm_rss_at_start_bytes"]
                               for m in result["memory"])
@@ -162,6 +166,9 @@ def main():
                         ratios = [o["tokens_per_second"] /
                                   t["tokens_per_second"]
                                   for o, t in zip(ours, theirs)]
+                        # PyTorch's CPU time / ours: tokens per CPU-second.
+                        cpu_ratios = [t["cpu_ms"] / o["cpu_ms"]
+                                      for o, t in zip(ours, theirs)]
                         median = lambda runs, key: statistics.median(
                             r[key] for r in runs)
                         phases = {k: statistics.median(o["phases"][k]
@@ -174,6 +181,10 @@ def main():
                             theirs=median(theirs, "tokens_per_second"),
                             ratio=statistics.median(ratios),
                             low=min(ratios), high=max(ratios),
+                            cpu_ours=median(ours, "cpu_ms"),
+                            cpu_theirs=median(theirs, "cpu_ms"),
+                            cpu_ratio=statistics.median(cpu_ratios),
+                            cpu_low=min(cpu_ratios), cpu_high=max(cpu_ratios),
                             buckets=ours[0]["buckets"], phases=phases,
                             hwm_ours=median(ours, "vm_hwm"),
                             hwm_theirs=median(theirs, "vm_hwm"),
@@ -182,15 +193,18 @@ def main():
                             tensor_peak=median(ours, "tensor_peak")))
     lines = [
         "| strategy | model | precision | ranks | ours tok/s | PyTorch tok/s | "
-        "ratio (median) | ratio range | our fwd / bwd / opt / comm-wait ms | "
-        "buckets |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+        "ratio (median) | ratio range | CPU ms/step ours / PyTorch | "
+        "CPU ratio (range) | our fwd / bwd / opt / comm-wait ms | buckets |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+        "--- | ---: |"]
     for r in rows:
         phases = r["phases"]
         lines.append(
             f"| {r['strategy']} | {r['model']} | {r['precision']} | "
             f"{r['world']} | {r['ours']:.0f} | {r['theirs']:.0f} | "
             f"{r['ratio']:.2f}x | {r['low']:.2f}-{r['high']:.2f} | "
+            f"{r['cpu_ours']:.1f} / {r['cpu_theirs']:.1f} | "
+            f"{r['cpu_ratio']:.2f}x ({r['cpu_low']:.2f}-{r['cpu_high']:.2f}) | "
             f"{phases['forward_ms']:.1f} / {phases['backward_ms']:.1f} / "
             f"{phases['optimizer_ms']:.1f} / {phases['comm_wait_ms']:.1f} | "
             f"{r['buckets']} |")

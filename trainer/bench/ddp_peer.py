@@ -25,6 +25,8 @@ Per step, as the trainer: zero_grad(set_to_none) -> forward -> backward (DDP's
 bucketed all-reduce overlaps it) -> clip -> AdamW -> the mean loss over ranks;
 the step time is then max-reduced over ranks, and tokens/s over the timed
 steps is global tokens x steps / the sum of the slowest rank's step times.
+Rank 0's process CPU time per step (all threads, time.process_time) is
+reported beside it, as the trainer's StepRecord.cpu_ms.
 
 Usage: /usr/bin/python3 ddp_peer.py --world_size=2 --vocab_size=512 ...
 Prints one JSON line: {"tokens_per_second": ..., ...}.
@@ -174,13 +176,14 @@ def rank_main(rank, args, port, results):
     generator = torch.Generator().manual_seed(args.seed * 1000 + rank)
     bf16 = args.precision == "bf16"
     tokens_per_step = args.world_size * args.batch_size * args.seq_len
-    timed_seconds, timed_steps, losses = 0.0, 0, []
+    timed_seconds, timed_steps, timed_cpu, losses = 0.0, 0, 0.0, []
     for step in range(1, args.steps + 1):
         batch = torch.randint(args.vocab_size,
                               (args.batch_size, args.seq_len + 1),
                               generator=generator)
         inputs, targets = batch[:, :-1], batch[:, 1:]
         start = time.perf_counter()
+        cpu_start = time.process_time()  # this process, all threads
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, args)
         optimizer.zero_grad(set_to_none=True)
@@ -194,12 +197,14 @@ def rank_main(rank, args, port, results):
         optimizer.step()
         mean_loss = loss.detach().clone()
         dist.all_reduce(mean_loss)
+        cpu = time.process_time() - cpu_start
         elapsed = torch.tensor([time.perf_counter() - start],
                                dtype=torch.float64)
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
         losses.append(mean_loss.item() / args.world_size)
         if step > args.timing_warmup_steps:
             timed_seconds += elapsed.item()
+            timed_cpu += cpu
             timed_steps += 1
     memory = {"rank": rank, "vm_hwm_bytes": process_memory()["VmHWM"],
               "vm_rss_at_start_bytes": rss_at_start}
@@ -210,6 +215,7 @@ def rank_main(rank, args, port, results):
             "strategy": args.strategy,
             "tokens_per_second": tokens_per_step * timed_steps / timed_seconds,
             "mean_step_ms": 1000 * timed_seconds / timed_steps,
+            "cpu_ms_per_step": 1000 * timed_cpu / timed_steps,
             "first_loss": losses[0], "final_loss": losses[-1],
             "parameters": sum(p.numel() for p in model.parameters()),
             "torch": torch.__version__, "blas": blas_library(),
