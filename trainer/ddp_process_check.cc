@@ -161,23 +161,11 @@ TrainerLaunch RunTrainer(const std::string& name, int nproc,
   return launch;
 }
 
-bool DdpComparison::Failed(Check check) const {
-  return std::any_of(failures.begin(), failures.end(),
-                     [check](const Failure& f) { return f.check == check; });
-}
-
 bool DdpComparison::FailedParameter(const std::string& parameter) const {
   const std::string prefix = parameter + ":";
   return std::any_of(failures.begin(), failures.end(), [&](const Failure& f) {
     return f.check == Check::kParameters && f.message.rfind(prefix, 0) == 0;
   });
-}
-
-std::string DdpComparison::Describe() const {
-  std::vector<std::string> lines;
-  for (const Failure& f : failures) lines.push_back("FAILED " + f.message);
-  lines.insert(lines.end(), measurements.begin(), measurements.end());
-  return absl::StrJoin(lines, "\n");
 }
 
 void CompareParameters(const at::Tensor& actual, const at::Tensor& expected,

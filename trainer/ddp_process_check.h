@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ATen/core/Tensor.h"
+#include "trainer/check_report.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -56,28 +57,17 @@ TrainerLaunch RunTrainer(const std::string& name, int nproc,
                          std::vector<std::string> flags,
                          bool dump_parameters = true);
 
-// What a comparison found: one entry per failed check, each tagged with the
-// check that failed, plus measurement lines worth printing either way.
-struct DdpComparison {
-  enum class Check {
-    kLoss,           // a step's loss
-    kGradNorm,       // a step's gradient norm (before clipping)
-    kRanksEqual,     // a rank's parameters differ from rank 0's
-    kParameters,     // a parameter tensor beyond its tolerance
-  };
-  struct Failure {
-    Check check;
-    std::string message;
-  };
-  std::vector<Failure> failures;
-  std::vector<std::string> measurements;
+enum class DdpCheck {
+  kLoss,        // a step's loss
+  kGradNorm,    // a step's gradient norm (before clipping)
+  kRanksEqual,  // a rank's parameters differ from rank 0's
+  kParameters,  // a parameter tensor beyond its tolerance
+};
 
-  bool ok() const { return failures.empty(); }
-  bool Failed(Check check) const;
+// What a comparison found (check_report.h).
+struct DdpComparison : CheckReport<DdpCheck> {
   // Whether a kParameters failure names `parameter`.
   bool FailedParameter(const std::string& parameter) const;
-  // Every failure, then every measurement, one per line.
-  std::string Describe() const;
 };
 
 // Per parameter tensor of `manifest`: the two tiers of

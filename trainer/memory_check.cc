@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 
 namespace mtb {
 namespace {
@@ -47,18 +46,6 @@ MemoryFormula MemoryFormulaFor(const TrainResult& result) {
     formula.optimizer_state = 2 * kFp32 * p;
   }
   return formula;
-}
-
-bool MemoryCheck::Failed(Check check) const {
-  return std::any_of(failures.begin(), failures.end(),
-                     [check](const Failure& f) { return f.check == check; });
-}
-
-std::string MemoryCheck::Describe() const {
-  std::vector<std::string> lines;
-  for (const Failure& f : failures) lines.push_back("FAILED " + f.message);
-  lines.insert(lines.end(), measurements.begin(), measurements.end());
-  return absl::StrJoin(lines, "\n");
 }
 
 MemoryCheck CheckMemoryAtPeak(const TrainResult& result) {

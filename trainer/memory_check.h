@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/check_report.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -60,27 +61,18 @@ struct MemoryFormula {
 // For result's strategy, model and world size (result.memory_size()).
 MemoryFormula MemoryFormulaFor(const TrainResult& result);
 
-struct MemoryCheck {
-  enum class Check {
-    kParameters,
-    kGradients,
-    kOptimizerState,
-    kTotal,
-    kCollective,
-    kUnattributed,
-    kPeakFound,
-  };
-  struct Failure {
-    Check check;
-    std::string message;
-  };
-  std::vector<Failure> failures;
-  std::vector<std::string> measurements;
-
-  bool ok() const { return failures.empty(); }
-  bool Failed(Check check) const;
-  std::string Describe() const;
+enum class MemoryCheckKind {
+  kParameters,
+  kGradients,
+  kOptimizerState,
+  kTotal,
+  kCollective,
+  kUnattributed,
+  kPeakFound,
 };
+
+// What the check found (check_report.h).
+using MemoryCheck = CheckReport<MemoryCheckKind>;
 
 // Every counted rank's breakdown at its peak against MemoryFormulaFor.
 MemoryCheck CheckMemoryAtPeak(const TrainResult& result);
