@@ -28,6 +28,7 @@
 #include "trainer/lr_schedule.h"
 #include "trainer/model.h"
 #include "trainer/strategy.h"
+#include "common/faults/fault_injector.h"
 #include "common/faults/fault_spec.h"
 #include "common/trace/recorder.h"
 #include "trainer/train_result.pb.h"
@@ -74,8 +75,15 @@ class Trainer {
   // `trace` (nullptr: none; the default).
   void set_trace(trace::TraceRecorder* trace) { trace_ = trace; }
   // --fault=: injected at the start of each phase of the steps they name
-  // (common/faults/fault_spec.h).
-  void set_faults(std::vector<Fault> faults) { faults_ = std::move(faults); }
+  // (common/faults/fault_spec.h), on the first attempt only (`attempt` is
+  // the launcher's restart count; common/faults/fault_injector.h).
+  void set_faults(std::vector<Fault> faults, int attempt = 0);
+  // Told (step, phase) at the start of every phase, before any fault acts
+  // there (the flight recorder's position: heartbeats and dumps say where a
+  // rank is). Empty: nobody.
+  void set_phase_observer(std::function<void(int64_t, absl::string_view)> observer) {
+    phase_observer_ = std::move(observer);
+  }
   const GptModel& model() const { return model_; }
   // Global tokens per optimizer step.
   int64_t tokens_per_step() const;
@@ -96,9 +104,12 @@ class Trainer {
   int64_t completed_steps_ = 0;
   trace::TraceRecorder* trace_ = nullptr;
   std::vector<Fault> faults_;
+  mutable FaultInjector injector_;
+  std::function<void(int64_t, absl::string_view)> phase_observer_;
 
-  // Acts on a fault of this rank at (step, phase): kill, exit and hang do
-  // not return; slow sleeps; returns whether a nan fault fires here.
+  // Reports the phase to the observer, then acts on a fault of this rank at
+  // (step, phase): kill, exit and hang do not return; slow sleeps (once per
+  // step); returns whether a nan fault fires here.
   bool InjectFaults(int64_t step, const char* phase) const;
 };
 
@@ -114,8 +125,12 @@ struct RunHooks {
   trace::TraceRecorder* trace = nullptr;
   int64_t trace_first_step = 1;
   int64_t trace_last_step = std::numeric_limits<int64_t>::max();
-  // --fault=, validated against the world size and steps.
+  // --fault=, validated against the world size and steps; they act on
+  // attempt 0 only (the launcher's restart count).
   std::vector<Fault> faults;
+  int attempt = 0;
+  // Trainer::set_phase_observer for every run.
+  std::function<void(int64_t, absl::string_view)> phase_observer;
 };
 
 // Runs config.repeat() runs of config.steps() steps each, logging a progress

@@ -8,6 +8,7 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "common/collective/communicator_internal.h"
+#include "common/collective/flight_dumps.h"
 #include "common/collective/store_impl.h"
 #include "common/libtorch/dtype.h"
 #include "common/base/status.h"
@@ -80,6 +81,31 @@ absl::StatusOr<AllGatherAlgorithm> ParseAllGatherAlgorithm(
       "unknown all-gather algorithm '", name, "'; expected auto, list or direct"));
 }
 
+absl::string_view AllReduceAlgorithmName(AllReduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::kAuto:
+      return "auto";
+    case AllReduceAlgorithm::kRing:
+      return "ring";
+    case AllReduceAlgorithm::kBcube:
+      return "bcube";
+    case AllReduceAlgorithm::kReduceScatterAllGather:
+      return "reduce_scatter_all_gather";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<AllReduceAlgorithm> ParseAllReduceAlgorithm(absl::string_view name) {
+  for (AllReduceAlgorithm algorithm :
+       {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kRing, AllReduceAlgorithm::kBcube,
+        AllReduceAlgorithm::kReduceScatterAllGather}) {
+    if (AllReduceAlgorithmName(algorithm) == name) return algorithm;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown all-reduce algorithm '", name,
+                   "'; expected auto, ring, bcube or reduce_scatter_all_gather"));
+}
+
 // ---------------------------------------------------------------------------
 // Communicator::Impl: settings and the issue protocol.
 
@@ -94,9 +120,13 @@ Communicator::Impl::Impl(std::shared_ptr<CommState> state, Store store,
       timeout_(options.timeout),
       reduce_scatter_algorithm_(options.reduce_scatter_algorithm),
       reduce_scatter_chunk_bytes_(options.reduce_scatter_chunk_bytes),
-      all_gather_algorithm_(options.all_gather_algorithm) {}
+      reduce_scatter_depth_(options.reduce_scatter_depth),
+      all_gather_algorithm_(options.all_gather_algorithm),
+      all_reduce_algorithm_(options.all_reduce_algorithm) {}
 
 Communicator::Impl::~Impl() {
+  heartbeat.reset();  // its last line says the rank is done
+  UnregisterFromSignalDumps(state_->recorder.get());
   if (!state_->abandoned()) return;
   // A reference that is never dropped: the group, its worker threads and
   // their work live until the process exits.
@@ -151,6 +181,16 @@ void Communicator::Impl::SetReduceScatterAlgorithm(
 ReduceScatterAlgorithm Communicator::Impl::reduce_scatter_algorithm() const {
   absl::MutexLock lock(&issue_mutex_);
   return reduce_scatter_algorithm_;
+}
+
+void Communicator::Impl::SetAllReduceAlgorithm(AllReduceAlgorithm algorithm) {
+  absl::MutexLock lock(&issue_mutex_);
+  all_reduce_algorithm_ = algorithm;
+}
+
+AllReduceAlgorithm Communicator::Impl::all_reduce_algorithm() const {
+  absl::MutexLock lock(&issue_mutex_);
+  return all_reduce_algorithm_;
 }
 
 void Communicator::Impl::SetAllGatherAlgorithm(AllGatherAlgorithm algorithm) {
@@ -231,12 +271,14 @@ void Communicator::Impl::SetTraffic(CollectiveRecord& record, Traffic traffic) {
 CollectiveHandle Communicator::Impl::Launch(
     CollectiveRecord record, const std::function<Launched()>& launch) {
   record = state_->log.Issue(std::move(record));
+  state_->recorder->Issued(record);
   auto pending = std::make_shared<PendingCollective>(state_, record, timeout_);
   absl::StatusOr<Launched> launched = CallGuarded(kGloo, launch);
   if (!launched.ok()) {
     pending->CompleteNow(launched.status(), absl::ZeroDuration());
   } else {
-    pending->Launched(std::move(launched->work), std::move(launched->finish));
+    pending->Launched(std::move(launched->work), std::move(launched->finish),
+                      std::move(launched->phases));
   }
   return CollectiveHandle(std::move(pending));
 }
@@ -244,8 +286,11 @@ CollectiveHandle Communicator::Impl::Launch(
 CollectiveHandle Communicator::Impl::RunNow(CollectiveRecord record,
                                             const std::function<void()>& run) {
   record = state_->log.Issue(std::move(record));
+  state_->recorder->Issued(record);
   auto pending = std::make_shared<PendingCollective>(state_, record, timeout_);
   const absl::Time start = absl::Now();
+  // This thread blocks in it as in a Wait().
+  state_->recorder->SetWaiting(record.sequence, true);
   const absl::Status status = CallGuarded(kGloo, run);
   pending->CompleteNow(status, absl::Now() - start);
   return CollectiveHandle(std::move(pending));
@@ -273,6 +318,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
                      "positive, got ",
                      options.reduce_scatter_chunk_bytes));
   }
+  if (options.reduce_scatter_depth <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Communicator: reduce_scatter_depth must be positive, got ",
+                     options.reduce_scatter_depth));
+  }
   ASSIGN_OR_RETURN(GlooDevices devices,
                    MakeGlooDevices(GlooDeviceSpec{options.gloo_interface,
                                                   options.gloo_hostname}));
@@ -281,7 +331,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
       CreateGlooProcessGroup(store.impl()->store, options.rank,
                              options.world_size, options.timeout, devices));
   auto state = std::make_shared<CommState>(options.rank, options.world_size,
-                                           options.keep_records);
+                                           options.keep_records,
+                                           options.flight_recorder_entries);
+  FlightIdentity identity;
+  identity.rank = options.rank;
+  identity.world_size = options.world_size;
+  state->recorder->SetIdentity(identity);
   return std::unique_ptr<Communicator>(new Communicator(std::make_unique<Impl>(
       std::move(state), store, std::move(devices), std::move(group), options)));
 }
@@ -317,11 +372,28 @@ void Communicator::SetAllGatherAlgorithm(AllGatherAlgorithm algorithm) {
 AllGatherAlgorithm Communicator::all_gather_algorithm() const {
   return impl_->all_gather_algorithm();
 }
+void Communicator::SetAllReduceAlgorithm(AllReduceAlgorithm algorithm) {
+  impl_->SetAllReduceAlgorithm(algorithm);
+}
+AllReduceAlgorithm Communicator::all_reduce_algorithm() const {
+  return impl_->all_reduce_algorithm();
+}
 int64_t Communicator::TemporaryBytes() const {
   return impl_->state().temporaries.LiveBytes();
 }
 
 CollectiveLog& Communicator::log() { return impl_->state().log; }
+FlightRecorder& Communicator::flight_recorder() {
+  return *impl_->state().recorder;
+}
+void Communicator::EnableFlightRecorderDumps(const std::string& path) {
+  impl_->state().recorder->SetDumpPath(path);
+  RegisterForSignalDumps(impl_->state().recorder);
+}
+void Communicator::StartHeartbeat(int fd, absl::Duration interval) {
+  impl_->heartbeat = std::make_unique<HeartbeatSender>(
+      impl_->state().recorder, fd, interval);
+}
 const CollectiveLog& Communicator::log() const { return impl_->state().log; }
 
 absl::Status Communicator::AllReduce(const at::Tensor& tensor, ReduceOp op) {

@@ -58,10 +58,24 @@ absl::Status CommState::Health() const {
 }
 
 void CommState::Break(const absl::Status& failure) {
-  absl::MutexLock lock(&mutex);
-  if (!first_failure.ok()) return;
-  first_failure = failure;
+  {
+    absl::MutexLock lock(&mutex);
+    if (!first_failure.ok()) return;
+    first_failure = failure;
+  }
   LOG(ERROR) << "communicator broken: " << failure;
+  recorder->SetFailure(failure);
+  // The state of every rank at its first failure is what forensics compares
+  // (the collective a timeout names, the ones still in flight).
+  if (const std::string path = recorder->dump_path(); !path.empty()) {
+    const absl::Status dumped = recorder->Dump(
+        absl::StrCat("communicator broken: ", failure.message()));
+    if (dumped.ok()) {
+      LOG(ERROR) << "flight recorder dumped to " << path;
+    } else {
+      LOG(ERROR) << "flight recorder dump failed: " << dumped;
+    }
+  }
 }
 
 absl::Status CollectiveFailure(const CollectiveRecord& record, int rank,
@@ -94,22 +108,28 @@ PendingCollective::PendingCollective(std::shared_ptr<CommState> state,
 
 PendingCollective::~PendingCollective() { (void)Wait(); }
 
-void PendingCollective::Launched(c10::intrusive_ptr<c10d::Work> work,
-                                 std::function<void()> finish) {
+void PendingCollective::Launched(
+    c10::intrusive_ptr<c10d::Work> work, std::function<void()> finish,
+    std::shared_ptr<const ReduceScatterPhases> phases) {
   // The transfer's own completion instant, whoever waits and whenever. Gloo's
   // AsyncWork completes its future before waking wait(); works without a
   // future (send, recv) throw here and keep the observed time.
   try {
     c10::intrusive_ptr<c10::ivalue::Future> future = work->getFuture();
     future->addCallback(
-        [stamp = transfer_done_nanos_](c10::ivalue::Future&) {
-          stamp->store(absl::ToUnixNanos(absl::Now()));
+        [stamp = transfer_done_nanos_,
+         recorder = std::weak_ptr<FlightRecorder>(state_->recorder),
+         sequence = record_.sequence](c10::ivalue::Future&) {
+          const absl::Time now = absl::Now();
+          stamp->store(absl::ToUnixNanos(now));
+          if (auto alive = recorder.lock()) alive->TransferDone(sequence, now);
         });
   } catch (const std::exception&) {
   }
   absl::MutexLock lock(&mutex_);
   work_ = std::move(work);
   finish_ = std::move(finish);
+  phases_ = std::move(phases);
 }
 
 void PendingCollective::CompleteNow(const absl::Status& raw,
@@ -131,6 +151,7 @@ absl::Status PendingCollective::Wait() {
     return status_;
   }
   const absl::Time wait_start = absl::Now();
+  state_->recorder->SetWaiting(record_.sequence, true);
   const absl::Status raw = CallGuarded(kGloo, [&] {
     if (work_) work_->wait();
     if (finish_) finish_();
@@ -186,7 +207,14 @@ void PendingCollective::Complete(const absl::Status& raw,
                                    : now;
   record_.duration = record_.transfer_done_time - record_.issue_time;
   record_.wait_time = wait_time;
+  if (phases_ != nullptr && status_.ok()) {
+    record_.reduce_time = phases_->reduce;
+    record_.receive_wait_time = phases_->receive_wait;
+    record_.send_wait_time = phases_->send_wait;
+  }
+  phases_ = nullptr;
   record_.status = status_;
+  state_->recorder->Completed(record_);
   if (!status_.ok()) state_->Break(status_);
   state_->log.Complete(record_);
 }
