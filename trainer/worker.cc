@@ -76,14 +76,9 @@ void KeepFreedMemoryInTheProcess() {
 
 absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     const TrainConfig& config, collective::Communicator* communicator,
-    const DdpTestFault& ddp_fault) {
+    const SyncTestFault& sync_fault) {
   ASSIGN_OR_RETURN(const StrategyKind kind, ParseStrategy(config.strategy()));
-  if (kind != StrategyKind::kDdp &&
-      ddp_fault.kind != DdpTestFault::Kind::kNone) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--testonly_ddp_fault applies to --strategy=ddp only, not ",
-                     config.strategy()));
-  }
+  RETURN_IF_ERROR(CheckSyncTestFaultApplies(sync_fault, kind));
   switch (kind) {
     case StrategyKind::kSingle:
       if (communicator != nullptr && communicator->world_size() != 1) {
@@ -94,21 +89,26 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     case StrategyKind::kDdp: {
       DdpOptions options =
           DdpOptionsFromConfig(config.bucket_cap_mb(), config.grad_sync());
-      options.testonly_fault = ddp_fault;
+      options.testonly_fault = sync_fault;
       options.overlap = !config.ddp_launch_after_backward();
       return std::unique_ptr<Strategy>(new DdpStrategy(communicator, options));
     }
     case StrategyKind::kZero1:
-    case StrategyKind::kZero2:
-      return std::unique_ptr<Strategy>(new ZeroStrategy(
-          communicator,
+    case StrategyKind::kZero2: {
+      ZeroOptions options =
           ZeroOptionsFromConfig(kind == StrategyKind::kZero1 ? 1 : 2,
-                                config.bucket_cap_mb(), config.grad_sync())));
-    case StrategyKind::kFsdp:
-      return std::unique_ptr<Strategy>(new FsdpStrategy(
-          communicator,
+                                config.bucket_cap_mb(), config.grad_sync());
+      options.testonly_fault = sync_fault;
+      return std::unique_ptr<Strategy>(new ZeroStrategy(communicator, options));
+    }
+    case StrategyKind::kFsdp: {
+      FsdpOptions options =
           FsdpOptionsFromConfig(!config.fsdp_keep_gathered_until_backward(),
-                                config.fsdp_prefetch(), config.grad_sync())));
+                                config.fsdp_prefetch(), config.grad_sync());
+      options.testonly_keep_gathered_units =
+          sync_fault.kind == SyncTestFault::Kind::kKeepGatheredUnits;
+      return std::unique_ptr<Strategy>(new FsdpStrategy(communicator, options));
+    }
   }
   return absl::InternalError("unreachable");
 }
@@ -167,7 +167,7 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
               << " intra-op thread(s))";
   }
   absl::StatusOr<std::unique_ptr<Strategy>> strategy =
-      MakeStrategy(config, communicator.get(), options.ddp_fault);
+      MakeStrategy(config, communicator.get(), options.sync_fault);
   if (!strategy.ok()) return Fail(strategy.status());
 
   RunHooks hooks;

@@ -86,7 +86,8 @@ std::vector<std::string> MatrixPeerArgs(const StrategyMatrixModel& model,
                                         const std::string& peer) {
   std::vector<std::string> args = ModelFlags(model, precision);
   args.push_back(absl::StrCat("--world_size=", world_size));
-  if (peer == "pytorch_zero1") args.push_back("--zero");
+  args.push_back(peer == "pytorch_zero1" ? "--strategy=zero1"
+                                         : "--strategy=ddp");
   return args;
 }
 

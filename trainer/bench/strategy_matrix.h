@@ -42,8 +42,8 @@ std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
                                             int world_size,
                                             const std::string& strategy);
 
-// The PyTorch peer's arguments (trainer/bench/ddp_peer.py) for "pytorch_ddp"
-// or "pytorch_zero1".
+// The PyTorch peer's arguments (trainer/bench/ddp_peer.py --strategy=ddp or
+// zero1) for "pytorch_ddp" or "pytorch_zero1".
 std::vector<std::string> MatrixPeerArgs(const StrategyMatrixModel& model,
                                         const std::string& precision,
                                         int world_size,

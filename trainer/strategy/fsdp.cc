@@ -32,8 +32,9 @@
 //             gradient is reduce-scattered (avg) into its shard, and u is
 //             freed (a block; the root waits for the end of the step). The
 //             full gradient is freed when its reduce-scatter has landed,
-//             which is waited for when the next unit's is launched: at most
-//             two reduce-scatters in flight.
+//             which is waited for when the next unit's backward is done,
+//             before that unit's is launched: one reduce-scatter in flight,
+//             overlapping the next unit's backward.
 //   root      unit 0 (wte, wpe, ln_f; the LM head is tied to wte) is used at
 //             both ends of the forward and its gradient completes last in
 //             backward, so it is gathered once per step, at the first
@@ -50,6 +51,11 @@
 //             last, which keeps every unit's full gradient across
 //             micro-batches (4 Psi more per rank). Later syncs of a step go
 //             through `incoming` and are added onto the shard, as zero's.
+//
+// Memory marks (Strategy::set_memory_marks): every allocation or free of
+// what Held() walks — a unit's storage, a full gradient, a reduce-scatter
+// output, a collective's temporaries at its issue and its wait — is followed
+// by a mark, so the breakdown at the peak is exact (trainer/memory_peak.h).
 //
 // One reduction path with zero2: per element, the reduce-scatter sums the n
 // ranks' values in rank order and divides by n whatever the cut into pieces,
@@ -164,7 +170,10 @@ std::string FsdpStrategy::Describe() const {
                   " (keeps every unit's full gradient across micro-batches: +",
                   FormatByteAmount(static_cast<double>(numel * kFp32Bytes)),
                   " per rank)"),
-      communicating() ? "" : "; one rank: no communication");
+      communicating() ? "" : "; one rank: no communication",
+      options_.testonly_keep_gathered_units
+          ? "; TEST-ONLY FAULT keep_gathered_units"
+          : "");
 }
 
 absl::Status FsdpStrategy::Setup(ParameterStore& store,
@@ -230,6 +239,7 @@ void FsdpStrategy::IssueGather(int u, bool ahead) {
   if (unit.gathered != Gathered::kFreed) return;
   at::NoGradGuard no_grad;
   store_->AllocateUnit(u);
+  MarkMemory("fsdp: unit storage allocated", u);
   if (!communicating()) {
     store_->unit_parameters(u).copy_(unit.shard);
     unit.gathered = Gathered::kYes;
@@ -238,6 +248,7 @@ void FsdpStrategy::IssueGather(int u, bool ahead) {
   unit.gather = communicator_->AllGatherVAsync(
       unit.shard, store_->unit_parameters(u), unit.counts);
   unit.gathered = Gathered::kInFlight;
+  MarkMemory("fsdp: all-gather issued for unit", u);
   if (ahead) {
     absl::MutexLock lock(&prefetch_mutex_);
     prefetched_.insert(unit.gather.sequence());
@@ -252,6 +263,7 @@ absl::Status FsdpStrategy::EnsureGathered(int u) {
   const absl::Status waited = unit.gather.Wait();
   wait_ms_ += watch.ElapsedMs();
   unit.gather = collective::CollectiveHandle();
+  MarkMemory("fsdp: all-gather finished for unit", u);
   RETURN_IF_ERROR(Annotate(
       waited, absl::StrCat(name(), ": all-gather of unit ", UnitName(u))));
   unit.gathered = Gathered::kYes;
@@ -263,14 +275,16 @@ void FsdpStrategy::Free(int u) {
   CHECK(unit.gathered != Gathered::kInFlight) << UnitName(u);
   // The test aid keeps the memory but not the values: the unit is gathered
   // again (into the same storage) whenever it would have been.
-  if (u != options_.testonly_keep_unit) store_->FreeUnit(u);
+  if (!options_.testonly_keep_gathered_units) store_->FreeUnit(u);
   unit.gathered = Gathered::kFreed;
+  MarkMemory("fsdp: unit freed", u);
 }
 
 void FsdpStrategy::AttachFullGradient(int u) {
   Unit& unit = units_[u];
   if (unit.full_grad.defined()) return;  // accumulating across micro-batches
   unit.full_grad = at::zeros({store_->units()[u].numel}, at::kFloat);
+  MarkMemory("fsdp: full gradient allocated for unit", u);
   store_->AttachUnitGradients(u, unit.full_grad);
 }
 
@@ -288,6 +302,7 @@ void FsdpStrategy::ZeroGradients() {
     store_->DetachUnitGradients(u);
     unit.full_grad = at::Tensor();
   }
+  MarkMemory("fsdp: at rest");
   syncs_ = 0;
   micro_batches_ = 0;
   wait_ms_ = 0;
@@ -341,13 +356,14 @@ absl::Status FsdpStrategy::BeforeBackward(int micro_batch, int micro_batches) {
 void FsdpStrategy::OnUnitBackwardDone(int bucket) {
   const int u = UnitOfBucket(bucket);
   if (syncing_) {
-    LaunchReduceScatter(u);
     // Bound what is in flight: the previously launched unit's reduce-scatter
-    // lands now, which frees its full gradient.
+    // (it had this unit's whole backward to run) lands first, freeing its
+    // full gradient and blocks before this one allocates its own.
     if (last_launched_ >= 0) {
       const absl::Status finished = FinishReduceScatter(last_launched_);
       if (!finished.ok() && hook_error_.ok()) hook_error_ = finished;
     }
+    LaunchReduceScatter(u);
     last_launched_ = u;
   }
   if (u != root()) Free(u);
@@ -359,6 +375,7 @@ void FsdpStrategy::LaunchReduceScatter(int u) {
   CHECK(unit.full_grad.defined()) << UnitName(u);
   if (accumulate_ && !unit.incoming.defined()) {
     unit.incoming = at::empty({unit.shard_numel}, at::kFloat);
+    MarkMemory("fsdp: reduce-scatter output allocated for unit", u);
   }
   const at::Tensor& output = accumulate_ ? unit.incoming : unit.grad_shard;
   unit.reducing = true;
@@ -368,6 +385,7 @@ void FsdpStrategy::LaunchReduceScatter(int u) {
   }
   unit.reduce = communicator_->ReduceScatterVAsync(
       unit.full_grad, output, unit.counts, collective::ReduceOp::kAvg);
+  MarkMemory("fsdp: reduce-scatter launched for unit", u);
 }
 
 absl::Status FsdpStrategy::FinishReduceScatter(int u) {
@@ -388,6 +406,7 @@ absl::Status FsdpStrategy::FinishReduceScatter(int u) {
   // The full gradient is gone once its shard has landed.
   store_->DetachUnitGradients(u);
   unit.full_grad = at::Tensor();
+  MarkMemory("fsdp: reduce-scatter finished for unit", u);
   return absl::OkStatus();
 }
 
@@ -404,6 +423,7 @@ absl::Status FsdpStrategy::FinishBackward() {
   }
   // The reduce-scatter outputs live only for one sync.
   for (Unit& unit : units_) unit.incoming = at::Tensor();
+  MarkMemory("fsdp: reduce-scatter outputs freed");
   return absl::OkStatus();
 }
 
@@ -509,6 +529,7 @@ absl::Status FsdpStrategy::OptimizerStep(double lr) {
     params.push_back(unit.shard);
   }
   optimizer_->Step(lr, grads, params);
+  MarkMemory("fsdp: shards updated");
   return absl::OkStatus();
 }
 
@@ -528,6 +549,9 @@ HeldMemory FsdpStrategy::Held() const {
     held.collective_temporaries += StorageBytes(unit.incoming);
   }
   held.optimizer_state = optimizer_->state_bytes();
+  if (communicating()) {
+    held.collective_temporaries += communicator_->TemporaryBytes();
+  }
   return held;
 }
 

@@ -54,9 +54,10 @@ struct FsdpOptions {
   // gradients are reduce-scattered as its backward finishes; kLast keeps
   // every unit's full gradient across micro-batches and reduce-scatters once.
   GradSync grad_sync = GradSync::kEvery;
-  // Test aid (memory checks' negative case): this block unit (store index)
-  // is never freed once gathered. -1: none.
-  int testonly_keep_unit = -1;
+  // Test aid (--testonly_sync_fault=keep_gathered_units, the memory check's
+  // negative case): a gathered unit's storage is never freed (it is gathered
+  // into again whenever it would have been; the numbers do not change).
+  bool testonly_keep_gathered_units = false;
 };
 
 // The options --reshard_after_forward, --fsdp_prefetch and the resolved
