@@ -133,15 +133,30 @@ int main(int argc, char** argv) {
       !valid.ok()) {
     return mtb::ReportAndExitCode(kProgram, valid);
   }
-  for (const mtb::Fault& fault : *faults) {
-    if (absl::StartsWith(fault.phase, "checkpoint")) {
-      return mtb::ReportAndExitCode(
-          kProgram, absl::InvalidArgumentError(absl::StrCat(
-                        "--fault=", mtb::FaultToString(fault),
-                        ": the trainer does not save checkpoints yet, so a "
-                        "checkpoint phase never comes")));
-    }
+  // Checkpoints: flags, the directory, whose checkpoints it holds, the one
+  // a resume starts from and whether it fits (which may set the schedule and
+  // timing warm-up to the checkpoint's): all before any rank starts.
+  const mtb::checkpoint::CheckpointOptions checkpoint_options =
+      mtb::CheckpointOptionsFromFlags();
+  if (absl::Status valid = mtb::checkpoint::ValidateCheckpointOptions(
+          checkpoint_options, config);
+      !valid.ok()) {
+    return mtb::ReportAndExitCode(kProgram, valid);
   }
+  absl::StatusOr<mtb::checkpoint::CheckpointPlan> checkpoint_plan =
+      mtb::checkpoint::PlanCheckpoints(checkpoint_options, &config,
+                                       world->world_size, mtb::FlagWasSet);
+  if (!checkpoint_plan.ok()) {
+    return mtb::ReportAndExitCode(kProgram, checkpoint_plan.status());
+  }
+  for (const absl::Status& status :
+       {mtb::ValidateConfig(config),
+        mtb::checkpoint::ValidateCheckpointFaults(*faults, *checkpoint_plan,
+                                                  config.steps())}) {
+    if (!status.ok()) return mtb::ReportAndExitCode(kProgram, status);
+  }
+  notes.insert(notes.end(), checkpoint_plan->notes.begin(),
+               checkpoint_plan->notes.end());
   int64_t trace_first = 1, trace_last = config.steps();
   if (const std::string window = absl::GetFlag(FLAGS_trace_steps); !window.empty()) {
     const std::vector<std::string> parts = absl::StrSplit(window, ':');
@@ -188,6 +203,7 @@ int main(int argc, char** argv) {
   options.ddp_fault = *ddp_fault;
   options.timeouts = timeouts;
   options.notes = notes;
+  options.checkpoint = *std::move(checkpoint_plan);
   options.argc = argc;
   options.argv = argv;
   return mtb::RunWorker(config, launch->rank_env, options);

@@ -71,6 +71,14 @@ std::string CpuModel() {
 
 }  // namespace
 
+std::string NewRunId() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(host, "-", ::getpid(), "-",
+                      absl::FormatTime("%Y%m%dT%H%M%S", absl::Now(),
+                                       absl::UTCTimeZone()));
+}
+
 std::string NowUtcRfc3339() {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),
                           absl::UTCTimeZone());

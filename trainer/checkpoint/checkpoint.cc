@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -35,6 +36,8 @@ namespace {
 constexpr char kManifest[] = "manifest.json";
 constexpr char kReady[] = "READY";
 constexpr char kLatest[] = "latest";
+// Write-back is started every this many bytes of a shard file.
+constexpr size_t kWriteChunkBytes = size_t{8} << 20;
 
 std::string Join(const std::string& dir, const std::string& name) {
   return absl::StrCat(dir, "/", name);
@@ -68,16 +71,30 @@ class HashedFile {
   ~HashedFile() {
     if (fd_ >= 0) ::close(fd_);
   }
+  // Hashes and writes `bytes` in chunks, starting each chunk's write-back
+  // to the disk at once (sync_file_range), so the disk works while the next
+  // chunk is hashed and the final fsync only waits for the tail: hashing
+  // hides behind the write instead of adding to it.
   absl::Status Write(absl::string_view bytes) {
-    hasher_.Update(bytes);
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return Errno("write", path_);
-      done += static_cast<size_t>(n);
+    while (!bytes.empty()) {
+      const absl::string_view chunk = bytes.substr(0, kWriteChunkBytes);
+      bytes.remove_prefix(chunk.size());
+      hasher_.Update(chunk);
+      size_t done = 0;
+      while (done < chunk.size()) {
+        const ssize_t n = ::write(fd_, chunk.data() + done, chunk.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return Errno("write", path_);
+        done += static_cast<size_t>(n);
+      }
+      if (chunk.size() == kWriteChunkBytes) {
+        // Advisory: a failure here only loses the overlap; fsync reports
+        // real errors.
+        (void)::sync_file_range(fd_, size_, static_cast<off_t>(chunk.size()),
+                                SYNC_FILE_RANGE_WRITE);
+      }
+      size_ += static_cast<int64_t>(chunk.size());
     }
-    size_ += static_cast<int64_t>(bytes.size());
     return absl::OkStatus();
   }
   absl::StatusOr<FileEntry> Close(const std::string& name) {
@@ -180,6 +197,13 @@ int64_t ElementBytes(absl::string_view dtype) {
   return 0;
 }
 
+absl::StatusOr<std::string> PrepareStaging(const std::string& root, int64_t step) {
+  const std::string staging = Join(root, StagingDirName(step));
+  RETURN_IF_ERROR(RemoveTree(staging));
+  RETURN_IF_ERROR(CreateDirectories(staging));
+  return staging;
+}
+
 absl::StatusOr<RankReport> WriteRankFiles(const std::string& staging, int rank,
                                           const std::vector<TensorShard>& shards,
                                           const RankState& state,
@@ -271,6 +295,14 @@ absl::Status Publish(const std::string& root, CheckpointManifest manifest,
   const std::string final_dir = Join(root, StepDirName(manifest.step()));
   std::string aside;
   if (PathExists(final_dir)) {
+    // Another run's checkpoint is never replaced (nor deleted).
+    if (absl::StatusOr<CheckpointManifest> existing = ReadManifest(final_dir);
+        existing.ok() && PathExists(Join(final_dir, kReady)) &&
+        existing->run_id() != manifest.run_id()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          final_dir, " is a checkpoint of run ", existing->run_id(), ", not of this run (",
+          manifest.run_id(), "): it is left alone and this save is not published"));
+    }
     // An orphan of this step (READY, never named by `latest`) or a failed
     // earlier attempt: move it aside first, delete it only once published.
     aside = Join(root, absl::StrCat(".", StepDirName(manifest.step()), ".replaced"));
@@ -434,6 +466,110 @@ absl::StatusOr<RankCheckpoint> ReadRank(const std::string& dir, int rank) {
   const std::string meta = Join(dir, absl::StrFormat("rank_%05d.meta", rank));
   RETURN_IF_ERROR(ReadJsonFile(meta, &out.state));
   return out;
+}
+
+absl::Status ReadTensorRanges(const std::string& dir,
+                              const CheckpointManifest& manifest,
+                              const std::vector<RangeRequest>& requests) {
+  std::map<std::string, const TensorEntry*> tensors;
+  for (const TensorEntry& tensor : manifest.tensors()) tensors[tensor.name()] = &tensor;
+  struct OpenFile {
+    int fd = -1;
+    int64_t size = 0;
+  };
+  std::map<std::string, OpenFile> files;
+  auto close_all = [&files] {
+    for (auto& [name, file] : files) ::close(file.fd);
+  };
+  auto open = [&](const std::string& name) -> absl::StatusOr<OpenFile> {
+    auto found = files.find(name);
+    if (found != files.end()) return found->second;
+    const std::string path = Join(dir, name);
+    OpenFile file;
+    file.fd = ::open(path.c_str(), O_RDONLY);
+    if (file.fd < 0) {
+      if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": missing"));
+      return Errno("open", path);
+    }
+    files[name] = file;  // closed by close_all from here on
+    struct stat info;
+    if (::fstat(file.fd, &info) != 0) return Errno("stat", path);
+    file.size = info.st_size;
+    files[name] = file;
+    std::string header(kShardHeaderBytes, '\0');
+    if (::pread(file.fd, header.data(), header.size(), 0) != kShardHeaderBytes) {
+      return absl::DataLossError(absl::StrCat(path, ": truncated: shorter than the header"));
+    }
+    RETURN_IF_ERROR(DecodeShardHeader(header, path).status());
+    return file;
+  };
+  absl::Status status = [&]() -> absl::Status {
+    for (const RangeRequest& request : requests) {
+      auto found = tensors.find(request.name);
+      if (found == tensors.end()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(dir, ": the checkpoint has no tensor ", request.name));
+      }
+      const TensorEntry& tensor = *found->second;
+      const std::vector<int64_t> shape(tensor.global_shape().begin(),
+                                       tensor.global_shape().end());
+      if (tensor.dtype() != request.dtype || shape != request.global_shape) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            dir, ": ", request.name, " is ", tensor.dtype(), " [",
+            absl::StrJoin(shape, ", "), "] in the checkpoint, ", request.dtype, " [",
+            absl::StrJoin(request.global_shape, ", "), "] here"));
+      }
+      const int64_t element_bytes = ElementBytes(tensor.dtype());
+      int64_t next = request.offset;  // the first element not read yet
+      const int64_t end = request.offset + request.length;
+      for (const ShardPlacement& shard : tensor.shards()) {  // sorted by offset
+        const int64_t from = std::max(next, shard.offset());
+        const int64_t to = std::min(end, shard.offset() + shard.length());
+        if (from >= to) continue;
+        if (from != next) break;  // a gap: reported below
+        ASSIGN_OR_RETURN(const OpenFile file, open(shard.file()));
+        const int64_t at = shard.byte_offset() + (from - shard.offset()) * element_bytes;
+        const int64_t bytes = (to - from) * element_bytes;
+        if (at + bytes > file.size) {
+          return absl::DataLossError(absl::StrCat(Join(dir, shard.file()), ": truncated: ",
+                                                  file.size, " bytes, ", request.name,
+                                                  " needs up to byte ", at + bytes));
+        }
+        char* out = request.destination + (from - request.offset) * element_bytes;
+        int64_t done = 0;
+        while (done < bytes) {
+          const ssize_t n = ::pread(file.fd, out + done, static_cast<size_t>(bytes - done), at + done);
+          if (n < 0 && errno == EINTR) continue;
+          if (n <= 0) return Errno("read", Join(dir, shard.file()));
+          done += n;
+        }
+        next = to;
+      }
+      if (next != end) {
+        return absl::DataLossError(absl::StrCat(dir, ": ", request.name, ": elements ", next,
+                                                "..", end, " are in no shard"));
+      }
+    }
+    return absl::OkStatus();
+  }();
+  close_all();
+  return status;
+}
+
+std::vector<CheckpointListing> ListCheckpoints(const std::string& root) {
+  std::vector<CheckpointListing> listing;
+  for (const auto& [step, name] : StepDirs(root)) {
+    CheckpointListing entry;
+    entry.step = step;
+    entry.name = name;
+    entry.ready = PathExists(Join(Join(root, name), kReady));
+    if (absl::StatusOr<CheckpointManifest> manifest = ReadManifest(Join(root, name));
+        manifest.ok()) {
+      entry.run_id = manifest->run_id();
+    }
+    listing.push_back(entry);
+  }
+  return listing;
 }
 
 absl::StatusOr<std::vector<std::string>> Prune(const std::string& root,

@@ -83,6 +83,11 @@ class ZeroStrategy final : public Strategy {
   // and any .grad tensor alive outside the flat buffer (zero2 between a
   // bucket's backward and its launch, or across no_sync micro-batches).
   HeldMemory Held() const override;
+  // Saves this rank's shard of the parameters and of the AdamW state (rank 0
+  // also the step); loads the whole model and its own state shard.
+  std::vector<StatePiece> CheckpointPiecesToSave() const override;
+  std::vector<StatePiece> CheckpointPiecesToLoad() override;
+  absl::Status FinishCheckpointLoad() override { return absl::OkStatus(); }
 
   // This rank's shard elements summed over buckets (its part of the model).
   int64_t shard_numel() const;
