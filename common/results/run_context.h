@@ -20,8 +20,8 @@ RunContext NewRunContext(absl::string_view tool, int argc, char** argv);
 // Stamps end_time_utc. Call right before writing the result.
 void FinishRunContext(RunContext* context);
 
-// A new run's id, "<host>-<pid>-<UTC yyyymmddThhmmss>": unique on a host at
-// any one time. Rank 0 makes it and shares it (traces, checkpoints).
+// A new run's id, "<host>-<pid>-<UTC yyyymmddThhmmss>-<8 random hex>":
+// unique on a host. Rank 0 makes it and shares it (traces, checkpoints).
 std::string NewRunId();
 
 // The current time as RFC 3339 UTC with millisecond precision.
