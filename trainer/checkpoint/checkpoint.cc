@@ -119,6 +119,13 @@ class HashedFile {
   Sha256Hasher hasher_;
 };
 
+// A whole file written and fsynced (not hashed for a report).
+absl::Status WriteDurably(const std::string& path, absl::string_view contents) {
+  ASSIGN_OR_RETURN(HashedFile file, HashedFile::Create(path));
+  RETURN_IF_ERROR(file.Write(contents));
+  return file.Close(BaseName(path)).status();
+}
+
 absl::Status RemoveTree(const std::string& path) {
   struct stat info;
   if (::lstat(path.c_str(), &info) != 0) return absl::OkStatus();
@@ -288,9 +295,12 @@ absl::Status Publish(const std::string& root, CheckpointManifest manifest,
   }
   manifest.set_format_version(static_cast<int32_t>(kFormatVersion));
   manifest.set_saved_utc(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));
-  RETURN_IF_ERROR(WriteFileAtomically(Join(staging, kManifest), ToJson(manifest)));
+  // Staging is never read, so its files need no temp-and-rename: each is
+  // durable (fsynced) before the next is written, and one fsync of the
+  // directory makes their names durable before the rename publishes them.
+  RETURN_IF_ERROR(WriteDurably(Join(staging, kManifest), ToJson(manifest)));
   if (hooks.before_ready) hooks.before_ready();
-  RETURN_IF_ERROR(WriteFileAtomically(Join(staging, kReady), absl::StrCat(manifest.run_id(), "\n")));
+  RETURN_IF_ERROR(WriteDurably(Join(staging, kReady), absl::StrCat(manifest.run_id(), "\n")));
   RETURN_IF_ERROR(FsyncPath(staging, /*directory=*/true));
   const std::string final_dir = Join(root, StepDirName(manifest.step()));
   std::string aside;

@@ -140,6 +140,7 @@ struct Row {
 // `communicator` (nullptr: one rank).
 struct SaveLoad {
   double save = 0, load = 0;
+  double write = 0, publish = 0;  // the save's phases (CheckpointSave)
   int64_t bytes = 0;
 };
 SaveLoad SaveThenLoad(const TrainConfig& config, Strategy& strategy, const std::string& root,
@@ -161,6 +162,8 @@ SaveLoad SaveThenLoad(const TrainConfig& config, Strategy& strategy, const std::
   out.save = Seconds(start);
   Check(saved.status());
   out.bytes = saved->bytes();
+  out.write = saved->write_seconds();
+  out.publish = saved->publish_seconds();
 
   const std::string dir = absl::StrCat(root, "/", checkpoint::StepDirName(step));
   if (rank == 0) Evict(dir);
@@ -216,6 +219,8 @@ int Main() {
               root.c_str(), rounds, LoadAverage().c_str());
 
   std::map<std::string, Row> rows;
+  // Per save: (write seconds of the slowest rank, publish seconds).
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> phases;
   const TrainConfig single_config = BenchConfig("single");
   const TrainConfig ddp_config = BenchConfig("ddp");
   collective::ThreadRanksOptions threads;
@@ -242,6 +247,8 @@ int Main() {
                                               1, nullptr);
             rows["save, 1 rank (ours)"].seconds.push_back(one.save);
             rows["save, 1 rank (ours)"].bytes = one.bytes;
+            phases["1 rank"].first.push_back(one.write);
+            phases["1 rank"].second.push_back(one.publish);
             rows["load, 1 rank, cold (ours)"].seconds.push_back(one.load);
             rows["load, 1 rank, cold (ours)"].bytes = one.bytes;
             const int64_t mib = (one.bytes + (1 << 20) - 1) >> 20;
@@ -288,6 +295,8 @@ int Main() {
           if (rank == 0) {
             rows["save, 2 ranks (ours, ddp)"].seconds.push_back(two.save);
             rows["save, 2 ranks (ours, ddp)"].bytes = two.bytes;
+            phases["2 ranks"].first.push_back(two.write);
+            phases["2 ranks"].second.push_back(two.publish);
             rows["load, 2 ranks, cold (ours, ddp)"].seconds.push_back(two.load);
             rows["load, 2 ranks, cold (ours, ddp)"].bytes = two.bytes;
             std::printf("round %d/%d done\n", round + 1, rounds);
@@ -315,6 +324,11 @@ int Main() {
   }
   const Row& dd = rows["dd write + fsync"];
   PrintTable(ordered, static_cast<double>(dd.bytes) / Median(dd.seconds) / 1e9);
+  for (const auto& [ranks, seconds] : phases) {
+    std::printf("save, %s: median write %.3f s (hash while writing, fsync; slowest rank), "
+                "publish %.3f s (reports, manifest, READY, rename, latest, prune)\n",
+                ranks.c_str(), Median(seconds.first), Median(seconds.second));
+  }
   std::printf("load average at end %s (a shared machine: read the ranges)\n",
               LoadAverage().c_str());
   return 0;

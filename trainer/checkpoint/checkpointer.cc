@@ -62,6 +62,20 @@ std::string DtypeName(const at::Tensor& tensor) {
   return "";
 }
 
+// A piece's place in its global tensor and where its bytes are in memory:
+// what a load reads into, and (as a TensorShard) what a save writes.
+RangeRequest PlaceOf(const StatePiece& piece) {
+  CHECK(piece.values.is_contiguous() && piece.values.device().is_cpu()) << piece.name;
+  RangeRequest place;
+  place.name = piece.name;
+  place.dtype = DtypeName(piece.values);
+  place.global_shape = piece.global_shape;
+  place.offset = piece.offset;
+  place.length = piece.values.numel();
+  place.destination = static_cast<char*>(piece.values.data_ptr());
+  return place;
+}
+
 // Every rank's error ("" for none) -> one status naming the ranks.
 absl::Status AgreedVerdict(const std::vector<std::string>& errors,
                            const std::string& what) {
@@ -127,17 +141,7 @@ absl::Status Checkpointer::Resume(Strategy& strategy, const RankState& expected)
     const std::vector<StatePiece> pieces = strategy.CheckpointPiecesToLoad();
     std::vector<RangeRequest> requests;
     requests.reserve(pieces.size());
-    for (const StatePiece& piece : pieces) {
-      CHECK(piece.values.is_contiguous() && piece.values.device().is_cpu()) << piece.name;
-      RangeRequest request;
-      request.name = piece.name;
-      request.dtype = DtypeName(piece.values);
-      request.global_shape = piece.global_shape;
-      request.offset = piece.offset;
-      request.length = piece.values.numel();
-      request.destination = static_cast<char*>(piece.values.data_ptr());
-      requests.push_back(std::move(request));
-    }
+    for (const StatePiece& piece : pieces) requests.push_back(PlaceOf(piece));
     RETURN_IF_ERROR(ReadTensorRanges(dir, plan_.resume_manifest, requests));
     RETURN_IF_ERROR(
         ReadJsonFile(absl::StrFormat("%s/rank_%05d.meta", dir, rank_), &recorded));
@@ -179,16 +183,10 @@ absl::StatusOr<CheckpointSave> Checkpointer::Save(int64_t step,
     std::vector<TensorShard> shards;
     shards.reserve(pieces.size());
     for (const StatePiece& piece : pieces) {
-      CHECK(piece.values.is_contiguous() && piece.values.device().is_cpu()) << piece.name;
-      TensorShard shard;
-      shard.name = piece.name;
-      shard.dtype = DtypeName(piece.values);
-      shard.global_shape = piece.global_shape;
-      shard.offset = piece.offset;
-      shard.length = piece.values.numel();
-      shard.bytes = absl::string_view(static_cast<const char*>(piece.values.data_ptr()),
-                                      piece.values.nbytes());
-      shards.push_back(std::move(shard));
+      RangeRequest place = PlaceOf(piece);
+      shards.push_back({std::move(place.name), std::move(place.dtype),
+                        std::move(place.global_shape), place.offset, place.length,
+                        absl::string_view(place.destination, piece.values.nbytes())});
     }
     Hooks hooks;
     hooks.mid_shard_write = [&] { fault_point("checkpoint_write"); };
