@@ -1,0 +1,99 @@
+"""Checks that a guide and its translation stay in step (//docs:guide_translation_test).
+
+Usage: compare_translations.py GUIDE TRANSLATION
+
+Same section structure (the sequence of heading levels), the same runnable
+blocks (tools/guide/guide_blocks.py) in the same order with the same day,
+quick arguments, expected exit code, mode and command, and the same ```text
+and ```sh blocks otherwise (commands and outputs are not translated).
+Exit 1 naming the first difference.
+"""
+
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import guide_blocks  # noqa: E402
+
+HEADING = re.compile(r"^(#{1,6})\s")
+FENCE = re.compile(r"^```(\w*)\s*$")
+
+
+def structure(text):
+    """Heading levels and fenced code blocks (language, body), in order."""
+    headings, fences = [], []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        fence = FENCE.match(line.strip())
+        if fence and fence.group(1):
+            j = i + 1
+            while j < len(lines) and lines[j].strip() != "```":
+                j += 1
+            fences.append((i + 1, fence.group(1), "\n".join(lines[i + 1:j])))
+            i = j + 1
+            continue
+        heading = HEADING.match(line)
+        if heading:
+            headings.append((i + 1, len(heading.group(1))))
+        i += 1
+    return headings, fences
+
+
+def compare(left_name, left, right_name, right):
+    """Returns the first difference as a message, or None."""
+    left_blocks = guide_blocks.parse(left, left_name)
+    right_blocks = guide_blocks.parse(right, right_name)
+    for index, (a, b) in enumerate(zip(left_blocks, right_blocks)):
+        if a.key() != b.key():
+            return ("runnable block %d differs: %s:%d `%s` (day %d) vs %s:%d "
+                    "`%s` (day %d)" % (index + 1, left_name, a.line, a.command,
+                                       a.day, right_name, b.line, b.command,
+                                       b.day))
+    if len(left_blocks) != len(right_blocks):
+        return "%s has %d runnable blocks, %s has %d" % (
+            left_name, len(left_blocks), right_name, len(right_blocks))
+    left_headings, left_fences = structure(left)
+    right_headings, right_fences = structure(right)
+    for (la, level_a), (lb, level_b) in zip(left_headings, right_headings):
+        if level_a != level_b:
+            return "heading at %s:%d is level %d, at %s:%d level %d" % (
+                left_name, la, level_a, right_name, lb, level_b)
+    if len(left_headings) != len(right_headings):
+        return "%s has %d headings, %s has %d" % (
+            left_name, len(left_headings), right_name, len(right_headings))
+    for (la, lang_a, body_a), (lb, lang_b, body_b) in zip(left_fences,
+                                                          right_fences):
+        if (lang_a, body_a) != (lang_b, body_b):
+            return "code block at %s:%d differs from %s:%d" % (
+                left_name, la, right_name, lb)
+    if len(left_fences) != len(right_fences):
+        return "%s has %d code blocks, %s has %d" % (
+            left_name, len(left_fences), right_name, len(right_fences))
+    return None
+
+
+def main(argv):
+    if len(argv) != 3:
+        print(__doc__)
+        return 2
+    texts = []
+    for path in argv[1:]:
+        with open(path, encoding="utf-8") as f:
+            texts.append(f.read())
+    try:
+        difference = compare(argv[1], texts[0], argv[2], texts[1])
+    except ValueError as error:
+        print("FAIL %s" % error)
+        return 1
+    if difference:
+        print("FAIL %s" % difference)
+        return 1
+    print("ok: %s and %s have the same sections and blocks" % tuple(argv[1:]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
