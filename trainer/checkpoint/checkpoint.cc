@@ -65,16 +65,20 @@ class HashedFile {
     return HashedFile(path, fd);
   }
   HashedFile(HashedFile&& other) noexcept
-      : path_(std::move(other.path_)), fd_(other.fd_), size_(other.size_) {
+      : path_(std::move(other.path_)),
+        fd_(other.fd_),
+        size_(other.size_),
+        started_(other.started_) {
     other.fd_ = -1;
   }
   ~HashedFile() {
     if (fd_ >= 0) ::close(fd_);
   }
-  // Hashes and writes `bytes` in chunks, starting each chunk's write-back
-  // to the disk at once (sync_file_range), so the disk works while the next
-  // chunk is hashed and the final fsync only waits for the tail: hashing
-  // hides behind the write instead of adding to it.
+  // Hashes and writes `bytes` in chunks and starts the write-back of every
+  // kWriteChunkBytes written (sync_file_range, across calls: most tensors
+  // are smaller), so the disk works while the next chunk is hashed and the
+  // final fsync only waits for the tail: hashing hides behind the write
+  // instead of adding to it.
   absl::Status Write(absl::string_view bytes) {
     while (!bytes.empty()) {
       const absl::string_view chunk = bytes.substr(0, kWriteChunkBytes);
@@ -87,13 +91,13 @@ class HashedFile {
         if (n <= 0) return Errno("write", path_);
         done += static_cast<size_t>(n);
       }
-      if (chunk.size() == kWriteChunkBytes) {
+      size_ += static_cast<int64_t>(chunk.size());
+      if (size_ - started_ >= static_cast<int64_t>(kWriteChunkBytes)) {
         // Advisory: a failure here only loses the overlap; fsync reports
         // real errors.
-        (void)::sync_file_range(fd_, size_, static_cast<off_t>(chunk.size()),
-                                SYNC_FILE_RANGE_WRITE);
+        (void)::sync_file_range(fd_, started_, size_ - started_, SYNC_FILE_RANGE_WRITE);
+        started_ = size_;
       }
-      size_ += static_cast<int64_t>(chunk.size());
     }
     return absl::OkStatus();
   }
@@ -116,6 +120,7 @@ class HashedFile {
   std::string path_;
   int fd_;
   int64_t size_ = 0;
+  int64_t started_ = 0;  // bytes whose write-back has been started
   Sha256Hasher hasher_;
 };
 
