@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -56,17 +57,19 @@ absl::Status FsyncPath(const std::string& path, bool directory) {
   return absl::OkStatus();
 }
 
-// A file written in pieces, hashed as it goes, fsynced on Close.
+// A file written in pieces, hashed as it goes (unless the caller hashes
+// the same bytes itself: `hash` false), fsynced on Close.
 class HashedFile {
  public:
-  static absl::StatusOr<HashedFile> Create(const std::string& path) {
+  static absl::StatusOr<HashedFile> Create(const std::string& path, bool hash = true) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return Errno("create", path);
-    return HashedFile(path, fd);
+    return HashedFile(path, fd, hash);
   }
   HashedFile(HashedFile&& other) noexcept
       : path_(std::move(other.path_)),
         fd_(other.fd_),
+        hash_(other.hash_),
         size_(other.size_),
         started_(other.started_) {
     other.fd_ = -1;
@@ -74,16 +77,16 @@ class HashedFile {
   ~HashedFile() {
     if (fd_ >= 0) ::close(fd_);
   }
-  // Hashes and writes `bytes` in chunks and starts the write-back of every
-  // kWriteChunkBytes written (sync_file_range, across calls: most tensors
-  // are smaller), so the disk works while the next chunk is hashed and the
-  // final fsync only waits for the tail: hashing hides behind the write
-  // instead of adding to it.
+  // Writes `bytes` in chunks (hashing them, unless the caller does) and
+  // starts the write-back of every kWriteChunkBytes written
+  // (sync_file_range, across calls: most tensors are smaller), so the disk
+  // works while more is written and the final fsync only waits for the
+  // tail instead of for the whole file.
   absl::Status Write(absl::string_view bytes) {
     while (!bytes.empty()) {
       const absl::string_view chunk = bytes.substr(0, kWriteChunkBytes);
       bytes.remove_prefix(chunk.size());
-      hasher_.Update(chunk);
+      if (hash_) hasher_.Update(chunk);
       size_t done = 0;
       while (done < chunk.size()) {
         const ssize_t n = ::write(fd_, chunk.data() + done, chunk.size() - done);
@@ -101,7 +104,8 @@ class HashedFile {
     }
     return absl::OkStatus();
   }
-  absl::StatusOr<FileEntry> Close(const std::string& name) {
+  // `sha256`: the caller's hash of every byte written (with `hash` false).
+  absl::StatusOr<FileEntry> Close(const std::string& name, std::string sha256 = "") {
     if (::fsync(fd_) != 0) return Errno("fsync", path_);
     if (::close(fd_) != 0) {
       fd_ = -1;
@@ -111,14 +115,16 @@ class HashedFile {
     FileEntry entry;
     entry.set_name(name);
     entry.set_size(size_);
-    entry.set_sha256(hasher_.FinishHex());
+    entry.set_sha256(hash_ ? hasher_.FinishHex() : std::move(sha256));
     return entry;
   }
 
  private:
-  HashedFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  HashedFile(std::string path, int fd, bool hash)
+      : path_(std::move(path)), fd_(fd), hash_(hash) {}
   std::string path_;
   int fd_;
+  bool hash_;
   int64_t size_ = 0;
   int64_t started_ = 0;  // bytes whose write-back has been started
   Sha256Hasher hasher_;
@@ -221,18 +227,6 @@ absl::StatusOr<RankReport> WriteRankFiles(const std::string& staging, int rank,
                                           const RankState& state,
                                           const Hooks& hooks) {
   RETURN_IF_ERROR(CreateDirectories(staging));
-  const std::string bin_name = absl::StrFormat("rank_%05d.bin", rank);
-  ASSIGN_OR_RETURN(HashedFile bin, HashedFile::Create(Join(staging, bin_name)));
-  ShardHeader header;
-  header.rank = static_cast<uint32_t>(rank);
-  header.tensor_count = static_cast<uint32_t>(shards.size());
-  RETURN_IF_ERROR(bin.Write(EncodeShardHeader(header)));
-  int64_t total = 0;
-  for (const TensorShard& shard : shards) total += static_cast<int64_t>(shard.bytes.size());
-  RankReport report;
-  report.set_rank(rank);
-  int64_t byte_offset = kShardHeaderBytes, written = 0;
-  bool mid_called = false;
   for (const TensorShard& shard : shards) {
     const int64_t element_bytes = ElementBytes(shard.dtype);
     if (element_bytes == 0 ||
@@ -241,6 +235,36 @@ absl::StatusOr<RankReport> WriteRankFiles(const std::string& staging, int rank,
           shard.name, ": ", shard.bytes.size(), " bytes for ", shard.length,
           " elements of ", shard.dtype));
     }
+  }
+  const std::string bin_name = absl::StrFormat("rank_%05d.bin", rank);
+  ShardHeader header;
+  header.rank = static_cast<uint32_t>(rank);
+  header.tensor_count = static_cast<uint32_t>(shards.size());
+  const std::string header_bytes = EncodeShardHeader(header);
+  // The shard file's SHA-256 is computed on a second thread over the same
+  // bytes while this one writes them (still one pass over the bytes, not a
+  // second read of the file): a write that blocks on the disk then does not
+  // stall the hashing, nor the hashing the disk.
+  ASSIGN_OR_RETURN(HashedFile bin, HashedFile::Create(Join(staging, bin_name), /*hash=*/false));
+  Sha256Hasher bin_hash;
+  std::thread hashing([&] {
+    bin_hash.Update(header_bytes);
+    for (const TensorShard& shard : shards) bin_hash.Update(shard.bytes);
+  });
+  struct JoinOnExit {  // also when a test hook throws
+    std::thread& thread;
+    ~JoinOnExit() {
+      if (thread.joinable()) thread.join();
+    }
+  } join_on_exit{hashing};
+  RETURN_IF_ERROR(bin.Write(header_bytes));
+  int64_t total = 0;
+  for (const TensorShard& shard : shards) total += static_cast<int64_t>(shard.bytes.size());
+  RankReport report;
+  report.set_rank(rank);
+  int64_t byte_offset = kShardHeaderBytes, written = 0;
+  bool mid_called = false;
+  for (const TensorShard& shard : shards) {
     // A crash "mid-shard" (the fault hook) happens after half the rank's
     // bytes are written.
     const int64_t size = static_cast<int64_t>(shard.bytes.size());
@@ -267,7 +291,8 @@ absl::StatusOr<RankReport> WriteRankFiles(const std::string& staging, int rank,
     placement->set_byte_length(static_cast<int64_t>(shard.bytes.size()));
     byte_offset += static_cast<int64_t>(shard.bytes.size());
   }
-  ASSIGN_OR_RETURN(*report.add_files(), bin.Close(bin_name));
+  hashing.join();
+  ASSIGN_OR_RETURN(*report.add_files(), bin.Close(bin_name, bin_hash.FinishHex()));
   const std::string meta_name = absl::StrFormat("rank_%05d.meta", rank);
   ASSIGN_OR_RETURN(HashedFile meta, HashedFile::Create(Join(staging, meta_name)));
   RankState own = state;

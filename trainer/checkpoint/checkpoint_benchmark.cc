@@ -21,6 +21,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -73,6 +75,18 @@ namespace fs = std::filesystem;
 constexpr char kPeer[] = "trainer/checkpoint/bench/torch_save_peer.py";
 
 void Check(const absl::Status& status) { CHECK(status.ok()) << status; }
+
+double ThreadCpuSeconds() {
+  timespec now;
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+double ProcessCpuSeconds() {
+  timespec now;
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
 
 double Seconds(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
 
@@ -141,6 +155,9 @@ struct Row {
 struct SaveLoad {
   double save = 0, load = 0;
   double write = 0, publish = 0;  // the save's phases (CheckpointSave)
+  // CPU seconds of the saving thread and of the whole process during the
+  // save: is it waiting for the disk, or for a core?
+  double thread_cpu = 0, process_cpu = 0;
   int64_t bytes = 0;
 };
 SaveLoad SaveThenLoad(const TrainConfig& config, Strategy& strategy, const std::string& root,
@@ -158,8 +175,11 @@ SaveLoad SaveThenLoad(const TrainConfig& config, Strategy& strategy, const std::
   state.set_step(step);
   SaveLoad out;
   absl::Time start = absl::Now();
+  const double thread_cpu = ThreadCpuSeconds(), process_cpu = ProcessCpuSeconds();
   absl::StatusOr<CheckpointSave> saved = saver.Save(step, strategy, state, nullptr, [](const char*) {});
   out.save = Seconds(start);
+  out.thread_cpu = ThreadCpuSeconds() - thread_cpu;
+  out.process_cpu = ProcessCpuSeconds() - process_cpu;
   Check(saved.status());
   out.bytes = saved->bytes();
   out.write = saved->write_seconds();
@@ -260,6 +280,9 @@ int Main() {
             rows["save, 1 rank (ours)"].bytes = one.bytes;
             phases["1 rank"].first.push_back(one.write);
             phases["1 rank"].second.push_back(one.publish);
+            std::printf("round %d: 1-rank save %.3f s wall, %.3f s CPU on its thread, %.3f s "
+                        "in the process\n",
+                        round + 1, one.save, one.thread_cpu, one.process_cpu);
             rows["load, 1 rank, cold (ours)"].seconds.push_back(one.load);
             rows["load, 1 rank, cold (ours)"].bytes = one.bytes;
             const int64_t mib = (one.bytes + (1 << 20) - 1) >> 20;
