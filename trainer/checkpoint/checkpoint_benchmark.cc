@@ -17,7 +17,12 @@
 // 1.13's torch.save + fsync and cold torch.load of a state dict of the same
 // tensors (trainer/checkpoint/bench/torch_save_peer.py). Rounds alternate the
 // contenders; the table has medians and the min..max range (the machine is
-// shared: read the ranges).
+// shared: read the ranges). Nothing is deleted while rounds run (saves keep
+// every checkpoint, dd and the peer write a new file each round; all is
+// removed at the end): on a disk mounted with `discard` (this
+// one), a deleted file's blocks are discarded at a later journal commit,
+// i.e. inside whichever contender's fsync comes next. Needs free space for
+// 3 x rounds x the state.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -166,7 +171,8 @@ SaveLoad SaveThenLoad(const TrainConfig& config, Strategy& strategy, const std::
   checkpoint::CheckpointPlan plan;
   plan.options.dir = root;
   plan.options.save_every = 1;
-  plan.options.keep_last = 1;
+  // Nothing is deleted while rounds run (see the file comment).
+  plan.options.keep_last = 0;
   plan.run_id = "checkpoint-benchmark";
   checkpoint::Checkpointer saver(plan, config, rank, world_size, communicator);
   Check(saver.Start());
@@ -287,16 +293,16 @@ int Main() {
             rows["load, 1 rank, cold (ours)"].bytes = one.bytes;
             const int64_t mib = (one.bytes + (1 << 20) - 1) >> 20;
             absl::Time start = absl::Now();
-            RunOrDie(absl::StrCat("dd if=/dev/zero of=", root, "/dd.bin bs=1M count=", mib,
+            const std::string dd_file = absl::StrCat(root, "/dd_", round, ".bin");
+            RunOrDie(absl::StrCat("dd if=/dev/zero of=", dd_file, " bs=1M count=", mib,
                                   " conv=fsync status=none"));
             rows["dd write + fsync"].seconds.push_back(Seconds(start));
             rows["dd write + fsync"].bytes = mib << 20;
-            Evict(root + "/dd.bin");
+            Evict(dd_file);
             start = absl::Now();
-            RunOrDie(absl::StrCat("dd if=", root, "/dd.bin of=/dev/null bs=1M status=none"));
+            RunOrDie(absl::StrCat("dd if=", dd_file, " of=/dev/null bs=1M status=none"));
             rows["dd read, cold"].seconds.push_back(Seconds(start));
             rows["dd read, cold"].bytes = mib << 20;
-            fs::remove(root + "/dd.bin");
             if (memory.empty()) memory.assign(static_cast<size_t>(one.bytes), '\x5a');
             start = absl::Now();
             const std::string digest = Sha256Hex(memory);
@@ -305,7 +311,8 @@ int Main() {
             CHECK_EQ(digest.size(), 64u);
             if (!python.empty()) {
               const std::string command =
-                  absl::StrCat(python, " ", kPeer, " ", root, "/shapes.json ", root);
+                  absl::StrCat(python, " ", kPeer, " ", root, "/shapes.json ", root, "/torch_",
+                               round, ".pt");
               FILE* peer = ::popen(command.c_str(), "r");
               CHECK(peer != nullptr);
               char line[256] = {0};
@@ -342,6 +349,10 @@ int Main() {
   Check(ran);
   fs::remove_all(root + "/one_rank");
   fs::remove_all(root + "/two_ranks");
+  for (int round = 0; round < rounds; ++round) {
+    fs::remove(absl::StrCat(root, "/dd_", round, ".bin"));
+    fs::remove(absl::StrCat(root, "/torch_", round, ".pt"));
+  }
   fs::remove(root + "/shapes.json");
   if (absl::GetFlag(FLAGS_dir).empty()) fs::remove_all(root);
 

@@ -3,7 +3,8 @@ torch.save + fsync and of a cold torch.load of the same state dict (the
 tensors' names and shapes come from the benchmark), timed inside Python so
 that the interpreter's start is not counted.
 
-  /usr/bin/python3 torch_save_peer.py SHAPES.json DIR
+  /usr/bin/python3 torch_save_peer.py SHAPES.json PATH
+writes PATH (left for the caller to delete: deleting is not timed) and
 prints one line: "<save seconds> <load seconds> <file bytes>".
 """
 import json
@@ -15,7 +16,7 @@ import torch
 
 
 def main():
-    shapes_path, directory = sys.argv[1], sys.argv[2]
+    shapes_path, path = sys.argv[1], sys.argv[2]
     torch.manual_seed(0)
     state = {}
     for entry in json.load(open(shapes_path)):
@@ -23,7 +24,6 @@ def main():
             state[entry["name"]] = torch.zeros(entry["shape"], dtype=torch.int64)
         else:
             state[entry["name"]] = torch.randn(entry["shape"], dtype=torch.float32)
-    path = os.path.join(directory, "torch_state.pt")
     start = time.perf_counter()
     with open(path, "wb") as f:
         torch.save(state, f)
@@ -40,7 +40,6 @@ def main():
     load = time.perf_counter() - start
     assert len(loaded) == len(state)
     size = os.path.getsize(path)
-    os.remove(path)
     print(f"{save} {load} {size}")
 
 
