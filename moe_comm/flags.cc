@@ -4,7 +4,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/str_cat.h"
 #include "common/base/status.h"
+#include "common/results/output_path.h"
 #include "moe_comm/options.h"
 
 ABSL_FLAG(std::string, tokens_per_rank, "1024",
@@ -37,6 +39,13 @@ ABSL_FLAG(std::string, out, "",
           "result JSON path (default results/moe_comm_<UTC time>.json in your "
           "checkout)");
 ABSL_FLAG(bool, markdown, true, "write the Markdown report beside --out");
+ABSL_FLAG(std::string, trace_dir, "",
+          "each rank writes a Chrome trace-event file DIR/rank_<r>.trace.json "
+          "(Perfetto, chrome://tracing; bazel run //profiler_agg -- DIR): a "
+          "ProfilerStep#N per configuration (benchmark point or check) and "
+          "every collective");
+ABSL_FLAG(std::string, trace_steps, "",
+          "A:B: trace only configurations A..B of the sweep (default: all)");
 ABSL_FLAG(bool, plot, true,
           "write the time and drop-rate SVGs beside --out (benchmark mode)");
 
@@ -81,6 +90,23 @@ MoeCheckHooks HooksFromFlags() {
     hooks.packing = PackingOrder::kExpertThenDestination;
   }
   return hooks;
+}
+
+absl::StatusOr<MoeTraceOptions> TraceOptionsFromFlags(int configurations,
+                                                      absl::Duration timeout) {
+  MoeTraceOptions trace;
+  const std::string dir = absl::GetFlag(FLAGS_trace_dir);
+  ASSIGN_OR_RETURN(trace.window,
+                   trace::ParseTraceWindow(absl::GetFlag(FLAGS_trace_steps), dir,
+                                           configurations,
+                                           absl::StrCat(configurations, " (the sweep's "
+                                                        "configurations)")));
+  if (!dir.empty()) {
+    trace.dir = ResolveUserPath(dir);
+    RETURN_IF_ERROR(CheckOutputWritable("trace_dir", trace.dir + "/rank_0.trace.json"));
+  }
+  trace.timeout = timeout;
+  return trace;
 }
 
 std::string OutFlag() { return absl::GetFlag(FLAGS_out); }

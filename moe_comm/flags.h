@@ -5,8 +5,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "moe_comm/check.h"
 #include "moe_comm/moe_comm.pb.h"
+#include "moe_comm/run.h"
 
 namespace mtb::moe_comm {
 
@@ -14,6 +16,11 @@ namespace mtb::moe_comm {
 absl::StatusOr<MoeCommOptions> OptionsFromFlags();
 // --test_packing_bug (the classic bug, for the smoke test's exit-1 case).
 MoeCheckHooks HooksFromFlags();
+// --trace_dir (resolved, checked writable) and --trace_steps (a window of the
+// sweep's `configurations`); `timeout` bounds the run id / clock exchange.
+// kInvalidArgument naming the flag.
+absl::StatusOr<MoeTraceOptions> TraceOptionsFromFlags(int configurations,
+                                                      absl::Duration timeout);
 std::string OutFlag();
 bool MarkdownFlag();
 bool PlotFlag();

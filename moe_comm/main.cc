@@ -32,7 +32,8 @@ constexpr char kUsage[] =
     "expert-parallel MoE layer: dispatch/combine benchmark or --check.\n"
     "  bazel run //moe_comm -- --nproc=2\n"
     "  bazel run //moe_comm -- --nproc=4 --top_k=2 --skew=zipf:1.2\n"
-    "  bazel run //moe_comm -- --nproc=4 --check --capacity_factor=1";
+    "  bazel run //moe_comm -- --nproc=4 --check --capacity_factor=1\n"
+    "  bazel run //moe_comm -- --nproc=2 --trace_dir=traces --trace_steps=2:3";
 
 }  // namespace
 
@@ -53,6 +54,10 @@ int main(int argc, char** argv) {
   const mtb::TimeoutOptions timeouts = mtb::TimeoutOptionsFromFlags();
   if (valid.ok()) valid = mtb::ValidateTimeoutOptions(timeouts);
   if (!valid.ok()) return mtb::ReportAndExitCode(kProgram, valid);
+  const absl::StatusOr<MoeTraceOptions> trace = TraceOptionsFromFlags(
+      static_cast<int>(ExpandSweep(*options, world->world_size).size()),
+      timeouts.connect_timeout);
+  if (!trace.ok()) return mtb::ReportAndExitCode(kProgram, trace.status());
   const std::string out = OutFlag().empty()
                               ? mtb::DefaultResultPath(kProgram, "json")
                               : mtb::ResolveUserPath(OutFlag());
@@ -81,7 +86,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<MoeCommResult> result =
       RunMoeComm(*options, communicator, HooksFromFlags(), [&] {
         return communicator.SetTimeout(timeouts.collective_timeout);
-      });
+      }, *trace);
   if (!result.ok()) return mtb::ReportAndExitCode(kProgram, result.status());
 
   absl::Status written = absl::OkStatus();

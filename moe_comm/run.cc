@@ -1,13 +1,17 @@
 #include "moe_comm/run.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/base/status.h"
+#include "common/collective/trace_collectives.h"
+#include "common/trace/recorder.h"
 #include "glog/logging.h"
 #include "moe_comm/bench.h"
 #include "moe_comm/options.h"
@@ -16,7 +20,8 @@ namespace mtb::moe_comm {
 
 absl::StatusOr<MoeCommResult> RunMoeComm(
     const MoeCommOptions& options, collective::Communicator& comm,
-    const MoeCheckHooks& hooks, const std::function<absl::Status()>& after_first) {
+    const MoeCheckHooks& hooks, const std::function<absl::Status()>& after_first,
+    const MoeTraceOptions& trace) {
   const std::vector<MoeConfig> configs = ExpandSweep(options, comm.world_size());
   MoeCommResult result;
   result.set_schema_version(1);
@@ -34,8 +39,25 @@ absl::StatusOr<MoeCommResult> RunMoeComm(
                                                  ", atol ", options.atol())
                                   : std::string());
   }
+  // Tracing off: no recorder, no observer (nothing on the collectives' path).
+  std::unique_ptr<trace::TraceRecorder> recorder;
+  collective::CollectiveLog::ObserverId observer = -1;
+  if (!trace.dir.empty()) {
+    ASSIGN_OR_RETURN(trace::TraceRunInfo info,
+                     collective::SharedTraceRunInfo(&comm, comm.rank(), comm.world_size(),
+                                                    "moe_comm", trace.timeout));
+    recorder = std::make_unique<trace::TraceRecorder>(info);
+    observer = collective::TraceCollectives(comm, recorder.get());
+  }
+  // The observer goes before the recorder, also when a configuration fails.
+  absl::Cleanup remove_observer = [&] {
+    if (recorder != nullptr) comm.log().RemoveObserver(observer);
+  };
   for (int i = 0; i < total; ++i) {
     const MoeConfig& config = configs[i];
+    const bool traced = recorder != nullptr && trace.window.Contains(i + 1);
+    if (recorder != nullptr) recorder->set_enabled(traced);
+    const absl::Time config_begin = absl::Now();
     const std::string label =
         absl::StrCat(result.mode(), " ", i + 1, "/", total, " ",
                      DescribeConfig(config));
@@ -65,12 +87,27 @@ absl::StatusOr<MoeCommResult> RunMoeComm(
           100 * row.drop_rate(), row.imbalance(), row.aux_loss());
       *result.add_configs() = std::move(row);
     }
+    if (traced) {
+      recorder->AddSpan(absl::StrCat("ProfilerStep#", i + 1), "step", trace::kComputeTrack,
+                        config_begin, absl::Now(),
+                        {{"step", absl::StrCat(i + 1)},
+                         {"mode", result.mode()},
+                         {"config", DescribeConfig(config)}});
+    }
     if (i == 0 && after_first) RETURN_IF_ERROR(after_first());
     if (comm.rank() == 0) {
       const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
       const double eta = elapsed / (i + 1) * (total - i - 1);
       LOG(INFO) << absl::StrFormat("%s: %s (%.1f s elapsed, ETA %.1f s)", label,
                                    summary, elapsed, eta);
+    }
+  }
+  if (recorder != nullptr) {
+    std::move(remove_observer).Invoke();
+    RETURN_IF_ERROR(recorder->WriteTo(trace.dir));
+    if (comm.rank() == 0) {
+      LOG(INFO) << "traces: " << trace.dir << "/rank_<r>.trace.json (bazel run "
+                << "//profiler_agg -- " << trace.dir << ")";
     }
   }
   return result;

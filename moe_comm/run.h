@@ -5,14 +5,29 @@
 #define MTB_MOE_COMM_RUN_H_
 
 #include <functional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/collective/communicator.h"
+#include "common/trace/window.h"
 #include "moe_comm/check.h"
 #include "moe_comm/moe_comm.pb.h"
 
 namespace mtb::moe_comm {
+
+// --trace_dir / --trace_steps (docs/traces.md): each rank writes
+// <dir>/rank_<r>.trace.json with a "ProfilerStep#N" span per configuration in
+// the window (N counts configurations from 1, as comm_bench counts sweep
+// points; args: mode and the configuration) and every collective those
+// configurations ran (common/collective/trace_collectives.h).
+struct MoeTraceOptions {
+  std::string dir;  // resolved; "" = no trace (no recorder at all)
+  trace::TraceWindow window;
+  // For the run id and clock-offset exchange through the store at start.
+  absl::Duration timeout = absl::Minutes(5);
+};
 
 // `after_first` runs once the first configuration is done (the caller
 // tightens the collective timeout there). Collective: every rank calls it.
@@ -21,7 +36,8 @@ namespace mtb::moe_comm {
 absl::StatusOr<MoeCommResult> RunMoeComm(
     const MoeCommOptions& options, collective::Communicator& comm,
     const MoeCheckHooks& hooks = {},
-    const std::function<absl::Status()>& after_first = {});
+    const std::function<absl::Status()>& after_first = {},
+    const MoeTraceOptions& trace = {});
 
 }  // namespace mtb::moe_comm
 

@@ -9,9 +9,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/base/flags.h"
 #include "common/faults/fault_spec.h"
@@ -21,6 +19,7 @@
 #include "common/results/output_path.h"
 #include "common/launch/rank_env.h"
 #include "common/launch/timeouts.h"
+#include "common/trace/window.h"
 #include "trainer/config.h"
 #include "trainer/data.h"
 #include "trainer/flags.h"
@@ -157,22 +156,11 @@ int main(int argc, char** argv) {
   }
   notes.insert(notes.end(), checkpoint_plan->notes.begin(),
                checkpoint_plan->notes.end());
-  int64_t trace_first = 1, trace_last = config.steps();
-  if (const std::string window = absl::GetFlag(FLAGS_trace_steps); !window.empty()) {
-    const std::vector<std::string> parts = absl::StrSplit(window, ':');
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &trace_first) ||
-        !absl::SimpleAtoi(parts[1], &trace_last) || trace_first < 1 ||
-        trace_last < trace_first || trace_last > config.steps()) {
-      return mtb::ReportAndExitCode(
-          kProgram, absl::InvalidArgumentError(absl::StrCat(
-                        "--trace_steps=", window, " must be A:B with 1 <= A <= B <= --steps=",
-                        config.steps())));
-    }
-    if (absl::GetFlag(FLAGS_trace_dir).empty()) {
-      return mtb::ReportAndExitCode(
-          kProgram, absl::InvalidArgumentError("--trace_steps needs --trace_dir"));
-    }
-  }
+  const absl::StatusOr<mtb::trace::TraceWindow> trace_window =
+      mtb::trace::ParseTraceWindow(absl::GetFlag(FLAGS_trace_steps),
+                                   absl::GetFlag(FLAGS_trace_dir), config.steps(),
+                                   absl::StrCat("--steps=", config.steps()));
+  if (!trace_window.ok()) return mtb::ReportAndExitCode(kProgram, trace_window.status());
   if (!absl::GetFlag(FLAGS_trace_dir).empty()) {
     if (absl::Status writable = mtb::CheckOutputWritable(
             "trace_dir",
@@ -197,9 +185,9 @@ int main(int argc, char** argv) {
   options.markdown = absl::GetFlag(FLAGS_markdown);
   options.dump_parameters = absl::GetFlag(FLAGS_dump_parameters);
   options.trace_dir = mtb::ResolveUserPath(absl::GetFlag(FLAGS_trace_dir));
-  options.trace_first_step = trace_first;
+  options.trace_first_step = trace_window->first;
   options.faults = *faults;
-  options.trace_last_step = trace_last;
+  options.trace_last_step = trace_window->last;
   options.ddp_fault = *ddp_fault;
   options.timeouts = timeouts;
   options.notes = notes;

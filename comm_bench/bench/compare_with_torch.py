@@ -1,98 +1,46 @@
 #!/usr/bin/python3
-"""comm_bench (Gloo) vs PyTorch's torch.distributed on the same Gloo.
+"""comm_bench (Gloo) vs PyTorch's torch.distributed on the same Gloo, and the ceiling.
 
-One run, alternating --rounds times: comm_bench --nproc=2, then torch_peer.py
-(2 processes), and the loopback TCP ceiling, each round. For each op and size
-it prints the per-iteration median of comm_bench divided by PyTorch's (median
-over rounds of each side's per-iteration p50), and comm_bench's busbw (nccl-
-tests' definition, from its back-to-back loop) as a fraction of the loopback
-TCP ceiling (one stream, one direction, median over rounds).
+For each world size (--world_sizes, default 2,3), --rounds alternating rounds
+of three runs: //comm_bench:loopback_ceiling (what this host moves over
+loopback TCP in each shape a collective needs), comm_bench with that ceiling
+(--ceiling), and torch_peer.py (PyTorch 1.13, the same Gloo). Which of ours
+and PyTorch's runs first alternates from round to round.
 
-Like for like: PyTorch's all_reduce and broadcast are in place, so they are
-compared with comm_bench's in-place rows; all_gather (PyTorch's list form) and
-all_to_all (all_to_all_single) with the out-of-place rows.
+Every figure comes from the per-iteration timing both sides share (barrier,
+one blocking call, the slowest rank's time; p50 over --iters iterations), so
+ours and PyTorch's are timed alike: busbw = S x factor / p50 (nccl-tests'
+factors, docs/comm_bench.md). Per op, size and world size the table shows the
+median over rounds (and the range) of our busbw, PyTorch's, the median of the
+per-round time ratios ours / PyTorch (< 1: ours is faster), the matching
+ceiling (median over rounds; 2 ranks: tcp one way for broadcast, both ways
+otherwise; 3 ranks: tcp 2 peers at once) and our busbw as a fraction of it.
 
-  bazel run --config=bench //comm_bench:compare_with_torch -- --rounds=3
+Like for like: all_reduce and broadcast in place (PyTorch's are), the others
+out of place. PyTorch 1.13's Gloo has no reduce_scatter: its column is what a
+PyTorch user writes instead (all_to_all_single + a sum), marked "emulated".
+
+  bazel run --config=bench //comm_bench:compare_with_torch -- --rounds=3 \\
+      --markdown=/tmp/compare.md
 """
 import argparse
 import json
-import multiprocessing
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PLACEMENT = {"all_reduce": "in_place", "broadcast": "in_place",
-             "all_gather": "out_of_place", "all_to_all": "out_of_place"}
+IN_PLACE = {"all_reduce", "broadcast"}
+FACTOR = {  # busbw / algbw at n ranks (nccl-tests)
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+}
 
 
-def _sink(port_queue, total):
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(1)
-        port_queue.put(server.getsockname()[1])
-        connection, _ = server.accept()
-        with connection:
-            buffer = bytearray(4 << 20)
-            view = memoryview(buffer)
-            received = 0
-            while received < total:
-                n = connection.recv_into(view)
-                if n == 0:
-                    break
-                received += n
-            connection.sendall(b"x")
-
-
-def loopback_tcp_gbps(total=1 << 30, chunk=4 << 20):
-    """One TCP stream over 127.0.0.1 between two processes, GB/s (1e9 B/s)."""
-    context = multiprocessing.get_context("spawn")
-    ports = context.Queue()
-    sink = context.Process(target=_sink, args=(ports, total))
-    sink.start()
-    port = ports.get()
-    payload = memoryview(bytearray(chunk))
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        start = time.perf_counter()
-        sent = 0
-        while sent < total:
-            sock.sendall(payload)
-            sent += chunk
-        sock.recv(1)  # the sink has everything
-        seconds = time.perf_counter() - start
-    sink.join()
-    return total / 1e9 / seconds
-
-
-def run_ours(binary, args, out_dir, round_index):
-    out = os.path.join(out_dir, f"comm_bench_round{round_index}.json")
-    command = [binary, "--nproc=2", f"--ops={args.ops}", f"--minbytes={args.minbytes}",
-               f"--maxbytes={args.maxbytes}", f"--iters={args.iters}",
-               f"--warmup_iters={args.warmup_iters}", f"--out={out}"]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    with open(out) as f:
-        result = json.load(f)
-    rows = {}
-    for row in result["rows"]:
-        if row["placement"] == PLACEMENT[row["op"]]:
-            rows[(row["op"], int(row["bytes"]))] = row
-    return rows, result["context"]
-
-
-def run_theirs(args):
-    command = ["/usr/bin/python3", os.path.join(HERE, "torch_peer.py"), f"--ops={args.ops}",
-               f"--minbytes={parse_size(args.minbytes)}", f"--maxbytes={parse_size(args.maxbytes)}",
-               f"--iters={args.iters}", f"--warmup_iters={args.warmup_iters}"]
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    rows = {}
-    for line in output.splitlines():
-        record = json.loads(line)
-        rows[(record["op"], int(record["bytes"]))] = record
-    return rows
+def factor(op, n):
+    return FACTOR.get(op, lambda n: (n - 1) / n)(n)
 
 
 def parse_size(text):
@@ -103,61 +51,129 @@ def parse_size(text):
 def format_bytes(n):
     for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
         if n >= size and n % size == 0:
-            return f"{n // size}{unit}"
-    return str(n)
+            return f"{n // size} {unit}iB"
+    return f"{n} B"
+
+
+def run_ceiling(binary, n, out_dir, tag):
+    out = os.path.join(out_dir, f"ceiling_{tag}.json")
+    subprocess.run([binary, f"--peers_world_size={max(n, 3)}", "--rounds=3",
+                    f"--out={out}"], check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def run_ours(binary, args, n, ceiling, out_dir, tag):
+    out = os.path.join(out_dir, f"comm_bench_{tag}.json")
+    command = [binary, f"--nproc={n}", f"--ops={args.ops}", f"--minbytes={args.minbytes}",
+               f"--maxbytes={args.maxbytes}", f"--stepfactor={args.stepfactor}",
+               f"--iters={args.iters}", f"--warmup_iters={args.warmup_iters}",
+               f"--ceiling={ceiling}", f"--out={out}"]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        result = json.load(f)
+    rows = {}
+    for row in result["rows"]:
+        wanted = "in_place" if row["op"] in IN_PLACE else "out_of_place"
+        if row["placement"] == wanted:
+            rows[(row["op"], int(row["bytes"]))] = row
+    return rows, result["context"]
+
+
+def run_theirs(args, n, out_dir, tag):
+    command = ["/usr/bin/python3", os.path.join(HERE, "torch_peer.py"), f"--ops={args.ops}",
+               f"--minbytes={parse_size(args.minbytes)}", f"--maxbytes={parse_size(args.maxbytes)}",
+               f"--stepfactor={args.stepfactor}", f"--iters={args.iters}",
+               f"--warmup_iters={args.warmup_iters}", f"--world_size={n}"]
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    rows = {}
+    for line in output.splitlines():
+        record = json.loads(line)
+        rows[(record["op"], int(record["bytes"]))] = record
+    with open(os.path.join(out_dir, f"torch_{tag}.json"), "w") as f:
+        json.dump(list(rows.values()), f, indent=1)
+    return rows
+
+
+def spread(values, digits=2):
+    return f"{min(values):.{digits}f}–{max(values):.{digits}f}"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--comm_bench", default=os.path.join(HERE, "..", "comm_bench"))
+    parser.add_argument("--loopback_ceiling",
+                        default=os.path.join(HERE, "..", "loopback_ceiling"))
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--ops", default="all_reduce,all_gather,broadcast,all_to_all")
-    parser.add_argument("--minbytes", default="4K")
+    parser.add_argument("--world_sizes", default="2,3")
+    parser.add_argument(
+        "--ops", default="all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,all_to_allv")
+    parser.add_argument("--minbytes", default="1M")
     parser.add_argument("--maxbytes", default="64M")
-    parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--warmup_iters", type=int, default=5)
+    parser.add_argument("--stepfactor", type=int, default=4)
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--warmup_iters", type=int, default=3)
     parser.add_argument("--markdown", default="", help="also write the table here")
     parser.add_argument("--raw_dir", default="",
-                        help="keep every round's comm_bench JSON and torch rows here")
+                        help="keep every round's comm_bench, ceiling and torch files here")
     args = parser.parse_args()
+    if args.rounds < 1:
+        sys.exit("--rounds must be >= 1")
 
-    ours, theirs, ceilings = [], [], []
+    with open("/proc/loadavg") as f:
+        load_before = " ".join(f.read().split()[:3])
+    lines = ["| op | ranks | S | ours busbw GB/s (median, range) | PyTorch busbw GB/s "
+             "(median, range) | ours / PyTorch time (median, range) | ceiling GB/s (shape) | "
+             "ours / ceiling | ours ran |",
+             "|" + " --- |" * 9]
+    context = None
     with tempfile.TemporaryDirectory() as temporary:
         out_dir = args.raw_dir or temporary
         os.makedirs(out_dir, exist_ok=True)
-        for round_index in range(1, args.rounds + 1):
-            ceilings.append(loopback_tcp_gbps())
-            print(f"round {round_index}: loopback TCP {ceilings[-1]:.2f} GB/s", file=sys.stderr)
-            rows, context = run_ours(args.comm_bench, args, out_dir, round_index)
-            ours.append(rows)
-            print(f"round {round_index}: comm_bench done", file=sys.stderr)
-            theirs.append(run_theirs(args))
-            with open(os.path.join(out_dir, f"torch_round{round_index}.json"), "w") as f:
-                json.dump([dict(v) for v in theirs[-1].values()], f, indent=1)
-            print(f"round {round_index}: torch.distributed done", file=sys.stderr)
-
-    ceiling = statistics.median(ceilings)
-    header = ("| op | size | ours p50 (us) | torch p50 (us) | ours / torch | "
-              "per-round ratios | ours busbw (GB/s) | busbw / TCP |")
-    lines = [header, "|" + " --- |" * 8]
-    for op in args.ops.split(","):
-        for key in sorted(k for k in ours[0] if k[0] == op):
-            if not all(key in r for r in ours + theirs):
-                continue
-            our_p50 = statistics.median(r[key]["iteration_p50_us"] for r in ours)
-            their_p50 = statistics.median(r[key]["p50_us"] for r in theirs)
-            busbw = statistics.median(r[key]["busbw_gbps"] for r in ours)
-            per_round = sorted(o[key]["iteration_p50_us"] / t[key]["p50_us"]
-                               for o, t in zip(ours, theirs))
-            spread = f"{per_round[0]:.2f}–{per_round[-1]:.2f}"
-            lines.append(f"| {op} | {format_bytes(key[1])} | {our_p50:.1f} | {their_p50:.1f} | "
-                         f"{our_p50 / their_p50:.3f} | {spread} | {busbw:.3f} | "
-                         f"{busbw / ceiling:.2f} |")
-    summary = (f"comm_bench {context['git_commit'][:12]} ({context['build_mode']}), "
-               f"PyTorch 1.13 Gloo, 2 ranks on {context['cpu_model']} "
-               f"({context['cpu_cores']} cores), {args.rounds} alternating rounds, "
-               f"iters {args.iters}; loopback TCP ceiling {ceiling:.2f} GB/s "
-               f"(rounds: {', '.join(f'{c:.2f}' for c in ceilings)})")
+        for n in [int(w) for w in args.world_sizes.split(",")]:
+            ours, theirs = [], []
+            for round_index in range(1, args.rounds + 1):
+                tag = f"n{n}_round{round_index}"
+                ceiling = run_ceiling(args.loopback_ceiling, n, out_dir, tag)
+                if round_index % 2 == 1:
+                    rows, context = run_ours(args.comm_bench, args, n, ceiling, out_dir, tag)
+                    ours.append(rows)
+                    theirs.append(run_theirs(args, n, out_dir, tag))
+                else:
+                    theirs.append(run_theirs(args, n, out_dir, tag))
+                    rows, context = run_ours(args.comm_bench, args, n, ceiling, out_dir, tag)
+                    ours.append(rows)
+                print(f"{n} ranks, round {round_index}/{args.rounds} done", file=sys.stderr,
+                      flush=True)
+            for op in args.ops.split(","):
+                for key in sorted(k for k in ours[0] if k[0] == op):
+                    if not all(key in r for r in ours + theirs):
+                        continue
+                    size = key[1]
+                    f = factor(op, n)
+                    our_bw = [size * f / (r[key]["iteration_p50_us"] * 1e3) for r in ours]
+                    their_bw = [size * f / (t[key]["p50_us"] * 1e3) for t in theirs]
+                    ratios = [r[key]["iteration_p50_us"] / t[key]["p50_us"]
+                              for r, t in zip(ours, theirs)]
+                    ceilings = [r[key].get("ceiling_gbps", 0) for r in ours]
+                    ceiling = statistics.median(ceilings)
+                    shape = ours[0][key].get("ceiling_shape", "")
+                    emulated = " (emulated)" if theirs[0][key].get("emulated") else ""
+                    fraction = (f"{statistics.median(our_bw) / ceiling:.0%}"
+                                if ceiling > 0 else "–")
+                    lines.append(
+                        f"| {op} | {n} | {format_bytes(size)} | "
+                        f"{statistics.median(our_bw):.2f} ({spread(our_bw)}) | "
+                        f"{statistics.median(their_bw):.2f} ({spread(their_bw)}){emulated} | "
+                        f"{statistics.median(ratios):.2f} ({spread(ratios)}) | "
+                        f"{ceiling:.2f} ({shape}) | {fraction} | "
+                        f"{ours[-1][key].get('algorithm', '')} |")
+    with open("/proc/loadavg") as f:
+        load_after = " ".join(f.read().split()[:3])
+    summary = (f"comm_bench {context['git_commit'][:12]} ({context['build_mode']}) against "
+               f"PyTorch 1.13 (/usr/bin/python3) on the same Gloo, {context['cpu_model']} "
+               f"({context['cpu_cores']} cores); {args.rounds} alternating rounds per world "
+               f"size, {args.iters} timed iterations per point (p50 of the slowest rank), "
+               f"float32, sum; load average {load_before} before, {load_after} after.")
     text = summary + "\n\n" + "\n".join(lines) + "\n"
     print(text)
     if args.markdown:

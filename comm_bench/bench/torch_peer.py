@@ -9,8 +9,14 @@ per size is the median over iterations. One intra-op thread per rank.
 
 Sizes follow comm_bench's (nccl-tests') convention, so the same S means the
 same buffers: all_reduce and broadcast move an S-byte tensor; all_gather's S is
-the gathered output and all_to_all's the whole input, per-rank counts rounded
-down to 16 bytes as nccl-tests does.
+the gathered output, reduce_scatter's, all_to_all's and all_to_allv's the whole
+input, per-rank counts rounded down to 16 bytes as nccl-tests does.
+
+PyTorch 1.13's Gloo backend has no reduce_scatter: it is what a PyTorch user
+writes instead, all_to_all_single then a sum of the n received blocks
+(reported as "reduce_scatter" with "emulated": true). all_to_allv is
+all_to_all_single with explicit, equal split sizes (comm_bench's uniform
+imbalance).
 
 Prints one JSON object per line: {"op", "bytes", "p50_us"}.
 Run with Debian's /usr/bin/python3 (python3-torch), not a pyenv python.
@@ -52,6 +58,21 @@ def make_call(op, size, world_size, rank):
         source = torch.full((count * world_size,), float(rank))
         target = torch.empty(count * world_size)
         return count * world_size * element_size, lambda: dist.all_to_all_single(target, source)
+    if op == "all_to_allv":
+        source = torch.full((count * world_size,), float(rank))
+        target = torch.empty(count * world_size)
+        splits = [count] * world_size
+        return count * world_size * element_size, lambda: dist.all_to_all_single(
+            target, source, output_split_sizes=splits, input_split_sizes=splits)
+    if op == "reduce_scatter":
+        source = torch.full((count * world_size,), float(rank))
+        blocks = torch.empty(count * world_size)
+        output = torch.empty(count)
+
+        def emulated():
+            dist.all_to_all_single(blocks, source)
+            torch.sum(blocks.view(world_size, count), dim=0, out=output)
+        return count * world_size * element_size, emulated
     raise ValueError(op)
 
 
@@ -81,7 +102,8 @@ def worker(rank, args, port, queue):
                 # Linear interpolation, as comm_bench's p50 (common/base/stats.h);
                 # torch.median would take the lower middle value.
                 results.append({"op": op, "bytes": nbytes,
-                                "p50_us": float(torch.quantile(slowest, 0.5)) * 1e6})
+                                "p50_us": float(torch.quantile(slowest, 0.5)) * 1e6,
+                                "emulated": op == "reduce_scatter"})
             size *= args.stepfactor
     dist.barrier()
     dist.destroy_process_group()
@@ -97,7 +119,8 @@ def free_port():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", default="all_reduce,all_gather,broadcast,all_to_all")
+    parser.add_argument(
+        "--ops", default="all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,all_to_allv")
     parser.add_argument("--minbytes", type=int, default=4096)
     parser.add_argument("--maxbytes", type=int, default=64 << 20)
     parser.add_argument("--stepfactor", type=int, default=2)

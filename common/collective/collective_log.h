@@ -69,6 +69,14 @@ struct CollectiveRecord {
   // time of an overlapped, async collective); at most wait_return_time -
   // issue_time, and zero when the transfer was already done.
   absl::Duration wait_time = absl::ZeroDuration();
+  // Reduce-scatter(-v) only, zero elsewhere: where its time went on the
+  // thread that reduced. reduce_time: the local reductions (alltoall: the sum
+  // after the transfer, in the finish step; chunked: the combinations between
+  // its steps). Chunked also: receive_wait_time, blocked until a step's
+  // chunks had arrived, and send_wait_time, until its sent chunks had left.
+  absl::Duration reduce_time = absl::ZeroDuration();
+  absl::Duration receive_wait_time = absl::ZeroDuration();
+  absl::Duration send_wait_time = absl::ZeroDuration();
   bool completed = false;
   // OK, or why the collective failed.
   absl::Status status;

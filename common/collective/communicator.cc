@@ -80,6 +80,31 @@ absl::StatusOr<AllGatherAlgorithm> ParseAllGatherAlgorithm(
       "unknown all-gather algorithm '", name, "'; expected auto, list or direct"));
 }
 
+absl::string_view AllReduceAlgorithmName(AllReduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::kAuto:
+      return "auto";
+    case AllReduceAlgorithm::kRing:
+      return "ring";
+    case AllReduceAlgorithm::kBcube:
+      return "bcube";
+    case AllReduceAlgorithm::kReduceScatterAllGather:
+      return "reduce_scatter_all_gather";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<AllReduceAlgorithm> ParseAllReduceAlgorithm(absl::string_view name) {
+  for (AllReduceAlgorithm algorithm :
+       {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kRing, AllReduceAlgorithm::kBcube,
+        AllReduceAlgorithm::kReduceScatterAllGather}) {
+    if (AllReduceAlgorithmName(algorithm) == name) return algorithm;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown all-reduce algorithm '", name,
+                   "'; expected auto, ring, bcube or reduce_scatter_all_gather"));
+}
+
 // ---------------------------------------------------------------------------
 // Communicator::Impl: settings and the issue protocol.
 
@@ -94,7 +119,9 @@ Communicator::Impl::Impl(std::shared_ptr<CommState> state, Store store,
       timeout_(options.timeout),
       reduce_scatter_algorithm_(options.reduce_scatter_algorithm),
       reduce_scatter_chunk_bytes_(options.reduce_scatter_chunk_bytes),
-      all_gather_algorithm_(options.all_gather_algorithm) {}
+      reduce_scatter_depth_(options.reduce_scatter_depth),
+      all_gather_algorithm_(options.all_gather_algorithm),
+      all_reduce_algorithm_(options.all_reduce_algorithm) {}
 
 Communicator::Impl::~Impl() {
   if (!state_->abandoned()) return;
@@ -151,6 +178,16 @@ void Communicator::Impl::SetReduceScatterAlgorithm(
 ReduceScatterAlgorithm Communicator::Impl::reduce_scatter_algorithm() const {
   absl::MutexLock lock(&issue_mutex_);
   return reduce_scatter_algorithm_;
+}
+
+void Communicator::Impl::SetAllReduceAlgorithm(AllReduceAlgorithm algorithm) {
+  absl::MutexLock lock(&issue_mutex_);
+  all_reduce_algorithm_ = algorithm;
+}
+
+AllReduceAlgorithm Communicator::Impl::all_reduce_algorithm() const {
+  absl::MutexLock lock(&issue_mutex_);
+  return all_reduce_algorithm_;
 }
 
 void Communicator::Impl::SetAllGatherAlgorithm(AllGatherAlgorithm algorithm) {
@@ -236,7 +273,8 @@ CollectiveHandle Communicator::Impl::Launch(
   if (!launched.ok()) {
     pending->CompleteNow(launched.status(), absl::ZeroDuration());
   } else {
-    pending->Launched(std::move(launched->work), std::move(launched->finish));
+    pending->Launched(std::move(launched->work), std::move(launched->finish),
+                      std::move(launched->phases));
   }
   return CollectiveHandle(std::move(pending));
 }
@@ -272,6 +310,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
         absl::StrCat("Communicator: reduce_scatter_chunk_bytes must be "
                      "positive, got ",
                      options.reduce_scatter_chunk_bytes));
+  }
+  if (options.reduce_scatter_depth <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Communicator: reduce_scatter_depth must be positive, got ",
+                     options.reduce_scatter_depth));
   }
   ASSIGN_OR_RETURN(GlooDevices devices,
                    MakeGlooDevices(GlooDeviceSpec{options.gloo_interface,
@@ -316,6 +359,12 @@ void Communicator::SetAllGatherAlgorithm(AllGatherAlgorithm algorithm) {
 }
 AllGatherAlgorithm Communicator::all_gather_algorithm() const {
   return impl_->all_gather_algorithm();
+}
+void Communicator::SetAllReduceAlgorithm(AllReduceAlgorithm algorithm) {
+  impl_->SetAllReduceAlgorithm(algorithm);
+}
+AllReduceAlgorithm Communicator::all_reduce_algorithm() const {
+  return impl_->all_reduce_algorithm();
 }
 CollectiveLog& Communicator::log() { return impl_->state().log; }
 const CollectiveLog& Communicator::log() const { return impl_->state().log; }

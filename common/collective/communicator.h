@@ -45,9 +45,9 @@ absl::string_view ReduceOpName(ReduceOp op);
 // How ReduceScatter and ReduceScatterV run (docs/collective.md, "Reduce-scatter").
 // Every rank of a communicator must use the same one.
 enum class ReduceScatterAlgorithm {
-  // The measured default: kAllToAll below an input of 16 MiB, kChunked from
-  // there up (docs/collective.md, "Reduce-scatter"; ChooseReduceScatter in
-  // reduce_collectives.cc).
+  // The measured default: kAllToAll below an input of 4 MiB at 2 ranks and
+  // 16 MiB from 3 ranks, kChunked from there up (docs/collective.md,
+  // "Reduce-scatter"; ChooseReduceScatter in reduce_collectives.cc).
   kAuto,
   // c10d alltoall_base (rank p receives every rank's p-th block) + a local
   // reduction over the n received blocks. Asynchronous like any c10d op.
@@ -59,10 +59,11 @@ enum class ReduceScatterAlgorithm {
   // with an empty block, use kAllToAll (the record says which ran).
   kHalvingDoubling,
   // c10d send/recv straight from views of the input, in chunks of
-  // CommunicatorOptions::reduce_scatter_chunk_bytes per peer, two chunks in
-  // flight: chunk c+1 moves while chunk c is reduced, so staging stays at
-  // 2 (n-1) + 1 chunks whatever the size (no full-size temporary). Runs on a
-  // thread of its own per call; asynchronous like any c10d op.
+  // CommunicatorOptions::reduce_scatter_chunk_bytes per peer,
+  // reduce_scatter_depth chunks in flight: chunks c+1.. move while chunk c is
+  // reduced, so staging stays at depth (n-1) chunks whatever the size (no
+  // full-size temporary). Runs on a thread of its own per call; asynchronous
+  // like any c10d op.
   kChunked,
 };
 absl::string_view ReduceScatterAlgorithmName(ReduceScatterAlgorithm algorithm);
@@ -89,6 +90,30 @@ absl::string_view AllGatherAlgorithmName(AllGatherAlgorithm algorithm);
 absl::StatusOr<AllGatherAlgorithm> ParseAllGatherAlgorithm(
     absl::string_view name);
 
+// How AllReduce runs (docs/collective.md, "All-reduce"). Every rank of a
+// communicator must use the same one.
+enum class AllReduceAlgorithm {
+  // The measured default: kBcube below 2 MiB from 3 ranks (float32/64,
+  // int32/64), kRing otherwise (docs/collective.md, "All-reduce";
+  // ChooseAllReduce in reduce_collectives.cc).
+  kAuto,
+  // c10d's Gloo allreduce, which calls gloo::allreduce without choosing an
+  // algorithm: Gloo's ring (reduce-scatter then all-gather around the ring,
+  // 1 MiB segments, two in flight). Record: "gloo_allreduce".
+  kRing,
+  // gloo::allreduce with Gloo's BCUBE algorithm on the second gloo context
+  // (as kHalvingDoubling). float32/float64/int32/int64; other dtypes use
+  // kRing (the record says so). Runs on a thread of its own per call.
+  kBcube,
+  // Our ReduceScatter (kChunked, in place) then our flat all-gather (direct
+  // send/recv) on one thread of its own per call; blocks as even as the size
+  // allows (the first numel % n ranks hold one element more).
+  kReduceScatterAllGather,
+};
+absl::string_view AllReduceAlgorithmName(AllReduceAlgorithm algorithm);
+// "auto", "ring", "bcube", "reduce_scatter_all_gather" (flag values).
+absl::StatusOr<AllReduceAlgorithm> ParseAllReduceAlgorithm(absl::string_view name);
+
 // Point-to-point tags from this value up belong to the communicator's own
 // send/recv collectives (kChunked, kDirect); Send and Recv refuse them.
 inline constexpr int kFirstReservedTag = 1 << 30;
@@ -109,7 +134,10 @@ struct CommunicatorOptions {
   // kChunked's chunk: bytes of one peer's block moved per step (the last
   // chunk may be shorter). Positive.
   int64_t reduce_scatter_chunk_bytes = 1 << 20;
+  // kChunked's steps in flight (staging slots). Positive.
+  int reduce_scatter_depth = 2;
   AllGatherAlgorithm all_gather_algorithm = AllGatherAlgorithm::kAuto;
+  AllReduceAlgorithm all_reduce_algorithm = AllReduceAlgorithm::kAuto;
   // Keep every CollectiveRecord (log().Records()); false keeps totals only.
   bool keep_records = true;
 };
@@ -209,6 +237,8 @@ class Communicator {
   ReduceScatterAlgorithm reduce_scatter_algorithm() const;
   void SetAllGatherAlgorithm(AllGatherAlgorithm algorithm);
   AllGatherAlgorithm all_gather_algorithm() const;
+  void SetAllReduceAlgorithm(AllReduceAlgorithm algorithm);
+  AllReduceAlgorithm all_reduce_algorithm() const;
 
   // Records of completed collectives, totals and the observer hook.
   CollectiveLog& log();

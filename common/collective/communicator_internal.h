@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "common/collective/collective_log.h"
 #include "common/collective/communicator.h"
+#include "common/collective/point_to_point_collectives.h"
 #include "common/collective/process_group.h"
 #include "common/collective/tensor_checks.h"
 #include "common/collective/traffic.h"
@@ -77,9 +78,11 @@ class PendingCollective {
   // abandoned it gives the collective up instead (no wait).
   ~PendingCollective();
 
-  // The c10d work to wait for and the finish step after it (may be empty).
+  // The c10d work to wait for and the finish step after it (may be empty);
+  // `phases` (may be null) is filled by then and copied into the record.
   void Launched(c10::intrusive_ptr<c10d::Work> work,
-                std::function<void()> finish);
+                std::function<void()> finish,
+                std::shared_ptr<const ReduceScatterPhases> phases = nullptr);
   // For a collective that ran on the issuing thread (blocked for
   // `wait_time`) or failed to issue: `raw` is its CallGuarded(kGloo, ...)
   // status.
@@ -106,6 +109,7 @@ class PendingCollective {
   std::shared_ptr<std::atomic<int64_t>> transfer_done_nanos_ =
       std::make_shared<std::atomic<int64_t>>(0);
   std::function<void()> finish_ ABSL_GUARDED_BY(mutex_);
+  std::shared_ptr<const ReduceScatterPhases> phases_ ABSL_GUARDED_BY(mutex_);
 };
 
 // Argument checks, records and the c10d calls. Every collective holds
@@ -131,6 +135,8 @@ class Communicator::Impl {
   ReduceScatterAlgorithm reduce_scatter_algorithm() const;
   void SetAllGatherAlgorithm(AllGatherAlgorithm algorithm);
   AllGatherAlgorithm all_gather_algorithm() const;
+  void SetAllReduceAlgorithm(AllReduceAlgorithm algorithm);
+  AllReduceAlgorithm all_reduce_algorithm() const;
 
   // reduce_collectives.cc
   CollectiveHandle AllReduce(const at::Tensor& tensor, ReduceOp op);
@@ -159,6 +165,9 @@ class Communicator::Impl {
   struct Launched {
     c10::intrusive_ptr<c10d::Work> work;
     std::function<void()> finish;  // may be empty
+    // Reduce-scatter's time split, written before the work (or its finish
+    // step) completes; may be null.
+    std::shared_ptr<const ReduceScatterPhases> phases = nullptr;
   };
 
   // "all_gather on rank 1 of 3": the start of every message.
@@ -229,7 +238,9 @@ class Communicator::Impl {
   ReduceScatterAlgorithm reduce_scatter_algorithm_
       ABSL_GUARDED_BY(issue_mutex_);
   const int64_t reduce_scatter_chunk_bytes_;
+  const int reduce_scatter_depth_;
   AllGatherAlgorithm all_gather_algorithm_ ABSL_GUARDED_BY(issue_mutex_);
+  AllReduceAlgorithm all_reduce_algorithm_ ABSL_GUARDED_BY(issue_mutex_);
   int reserved_tag_counter_ ABSL_GUARDED_BY(issue_mutex_) = 0;
   std::shared_ptr<::gloo::rendezvous::Context> halving_doubling_context_
       ABSL_GUARDED_BY(issue_mutex_);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ATen/ATen.h"
+#include "common/collective/test_tensors.h"
 #include "common/collective/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,30 +19,6 @@ namespace mtb::collective {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Exact equality of values, shapes and dtypes, printing both on failure.
-void ExpectEqual(const at::Tensor& actual, const at::Tensor& expected) {
-  ASSERT_EQ(actual.scalar_type(), expected.scalar_type());
-  ASSERT_EQ(actual.sizes(), expected.sizes());
-  EXPECT_TRUE(at::equal(actual, expected)) << "actual:\n"
-                                           << actual << "\nexpected:\n"
-                                           << expected;
-}
-
-// Bit-for-bit equality of two 2-byte tensors (bfloat16), NaN payloads and
-// signed zeros included.
-void ExpectSameBits(const at::Tensor& actual, const at::Tensor& expected) {
-  ExpectEqual(actual.view(at::kShort), expected.view(at::kShort));
-}
-
-// 1, 2, ..., numel as float32 times `factor`.
-at::Tensor Ramp(int64_t numel, double factor,
-                at::ScalarType dtype = at::kFloat) {
-  return (at::arange(1, numel + 1, at::kDouble) * factor).to(dtype);
-}
-
-// n(n+1)/2: the sum of (rank + 1) over ranks.
-int64_t Triangle(int n) { return static_cast<int64_t>(n) * (n + 1) / 2; }
 
 class CommunicatorTest : public ::testing::TestWithParam<int> {
  protected:

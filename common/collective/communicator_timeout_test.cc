@@ -138,6 +138,38 @@ TEST(CommunicatorTimeout, HungPeerInChunkedReduceScatterAndDirectAllGather) {
   }
 }
 
+// The all-reduce algorithms off c10d's path (Gloo's bcube on the second
+// context, our reduce-scatter + all-gather) run on threads of their own too:
+// a peer that stops after one successful call (which also built bcube's
+// context) surfaces at Wait() as the collective's timeout.
+TEST(CommunicatorTimeout, HungPeerInBcubeAndReduceScatterAllGatherAllReduce) {
+  for (const AllReduceAlgorithm algorithm :
+       {AllReduceAlgorithm::kBcube, AllReduceAlgorithm::kReduceScatterAllGather}) {
+    SCOPED_TRACE(std::string(AllReduceAlgorithmName(algorithm)));
+    ThreadRanksOptions options;
+    options.timeout = kTimeout;
+    options.all_reduce_algorithm = algorithm;
+    options.reduce_scatter_chunk_bytes = 16;
+    absl::BlockingCounter waiting_ranks(1);
+    const absl::Status run = RunRanksAsThreads(
+        2,
+        [&](Communicator& comm) {
+          ASSERT_TRUE(comm.AllReduce(at::ones({16})).ok());
+          if (comm.rank() == 1) {
+            waiting_ranks.Wait();
+            return;
+          }
+          CountDownOnExit done(waiting_ranks);
+          const absl::Time start = absl::Now();
+          const absl::Status status = comm.AllReduce(at::ones({16}));
+          ExpectTimeoutThenRefusal(comm, status, absl::Now() - start,
+                                   "all_reduce #1 (float32, 16 elements)");
+        },
+        options);
+    ASSERT_TRUE(run.ok()) << run;
+  }
+}
+
 TEST(CommunicatorTimeout, SetTimeoutTightensLaterCollectives) {
   ThreadRanksOptions options;
   options.timeout = absl::Minutes(2);  // generous for the "first step"

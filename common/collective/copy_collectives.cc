@@ -96,10 +96,11 @@ CollectiveHandle Communicator::Impl::AllGather(const at::Tensor& input,
       c10::intrusive_ptr<GlooProcessGroup> group = group_;
       const int me = rank();
       const int n = world_size();
-      return Launched{RunInBackground([group, me, n, flat_input, flat_output,
-                                       tag] {
-                        DirectAllGather(*group, me, n, flat_input, flat_output,
-                                        tag);
+      const std::vector<int64_t> blocks(n, flat_input.numel());
+      return Launched{RunInBackground([group, me, blocks, flat_input,
+                                       flat_output, tag] {
+                        DirectAllGather(*group, me, flat_input, flat_output,
+                                        blocks, tag);
                       }),
                       nullptr};
     });

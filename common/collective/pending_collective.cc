@@ -73,8 +73,9 @@ PendingCollective::PendingCollective(std::shared_ptr<CommState> state,
 
 PendingCollective::~PendingCollective() { (void)Wait(); }
 
-void PendingCollective::Launched(c10::intrusive_ptr<c10d::Work> work,
-                                 std::function<void()> finish) {
+void PendingCollective::Launched(
+    c10::intrusive_ptr<c10d::Work> work, std::function<void()> finish,
+    std::shared_ptr<const ReduceScatterPhases> phases) {
   // The transfer's own completion instant, whoever waits and whenever. Gloo's
   // AsyncWork completes its future before waking wait(); works without a
   // future (send, recv) throw here and keep the observed time.
@@ -89,6 +90,7 @@ void PendingCollective::Launched(c10::intrusive_ptr<c10d::Work> work,
   absl::MutexLock lock(&mutex_);
   work_ = std::move(work);
   finish_ = std::move(finish);
+  phases_ = std::move(phases);
 }
 
 void PendingCollective::CompleteNow(const absl::Status& raw,
@@ -145,6 +147,12 @@ void PendingCollective::Complete(const absl::Status& raw,
                                    : now;
   record_.duration = record_.transfer_done_time - record_.issue_time;
   record_.wait_time = wait_time;
+  if (phases_ != nullptr && status_.ok()) {
+    record_.reduce_time = phases_->reduce;
+    record_.receive_wait_time = phases_->receive_wait;
+    record_.send_wait_time = phases_->send_wait;
+  }
+  phases_ = nullptr;
   record_.status = status_;
   if (!status_.ok()) state_->Break(status_);
   state_->log.Complete(record_);

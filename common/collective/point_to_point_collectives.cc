@@ -21,6 +21,7 @@
 
 #include "ATen/ATen.h"
 #include "ATen/core/ivalue.h"
+#include "absl/time/clock.h"
 #include "glog/logging.h"
 
 namespace mtb::collective {
@@ -68,21 +69,29 @@ void WaitAll(std::vector<c10::intrusive_ptr<c10d::Work>>& works) {
   works.clear();
 }
 
-void Combine(at::Tensor& accumulator, const at::Tensor& contribution,
+// target = a op b, elementwise (target may be a or b).
+void Combine(at::Tensor& target, const at::Tensor& a, const at::Tensor& b,
              ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
-      accumulator.add_(contribution);
+      at::add_out(target, a, b);
       return;
     case ReduceOp::kMax:
-      at::maximum_out(accumulator, accumulator, contribution);
+      at::maximum_out(target, a, b);
       return;
     case ReduceOp::kMin:
-      at::minimum_out(accumulator, accumulator, contribution);
+      at::minimum_out(target, a, b);
       return;
   }
   LOG(FATAL) << "unknown ReduceOp";
+}
+
+// Whether the two tensors' bytes overlap.
+bool BytesOverlap(const at::Tensor& a, const at::Tensor& b) {
+  const char* a_begin = static_cast<const char*>(a.data_ptr());
+  const char* b_begin = static_cast<const char*>(b.data_ptr());
+  return a_begin < b_begin + b.nbytes() && b_begin < a_begin + a.nbytes();
 }
 
 }  // namespace
@@ -105,8 +114,10 @@ void ChunkedReduceScatter(GlooProcessGroup& group, int rank,
                           const at::Tensor& flat_input,
                           const std::vector<int64_t>& block_elements,
                           const at::Tensor& result, int64_t chunk_elements,
-                          ReduceOp op, int tag) {
+                          int depth, ReduceOp op, int tag,
+                          ReduceScatterPhases* phases) {
   CHECK_GT(chunk_elements, 0);
+  CHECK_GT(depth, 0);
   const int n = static_cast<int>(block_elements.size());
   std::vector<int64_t> block_offsets(n, 0);
   for (int p = 1; p < n; ++p) {
@@ -121,79 +132,146 @@ void ChunkedReduceScatter(GlooProcessGroup& group, int rank,
     return flat_input.narrow(0, block_offsets[p] + step * chunk_elements,
                              chunk_size(p, step));
   };
+  auto out_chunk = [&](int64_t step) {
+    return result.narrow(0, step * chunk_elements, chunk_size(rank, step));
+  };
   // The most steps any block needs: this rank sends for that long.
   int64_t steps = 0;
   for (int p = 0; p < n; ++p) {
     steps = std::max(steps,
                      (block_elements[p] + chunk_elements - 1) / chunk_elements);
   }
+  if (steps == 0) return;
+  // Out of place, the direct peer's chunks land in `result` itself, with
+  // every receive posted at once: no staging, nothing to throttle them.
+  const bool out_of_place =
+      n > 1 && !BytesOverlap(result, flat_input);
+  const int direct_peer = !out_of_place ? -1 : rank == 0 ? 1 : 0;
+  const int staged_peers = n - 1 - (direct_peer >= 0 ? 1 : 0);
+  const int slot_count =
+      staged_peers == 0 ? 0 : static_cast<int>(std::min<int64_t>(depth, steps));
   const int64_t staged = std::min(chunk_elements, mine);
-  // slots[s][p]: rank p's chunk of this rank's block in slot s (p != rank).
-  std::vector<std::vector<at::Tensor>> slots(2);
+  // slots[s][p]: rank p's chunk of this rank's block in slot s (staged p).
+  std::vector<std::vector<at::Tensor>> slots(slot_count);
   for (auto& slot : slots) {
     slot.resize(n);
     for (int p = 0; p < n; ++p) {
-      if (p != rank) slot[p] = at::empty({staged}, flat_input.options());
+      if (p != rank && p != direct_peer) {
+        slot[p] = at::empty({staged}, flat_input.options());
+      }
     }
   }
-  at::Tensor accumulator = at::empty({staged}, flat_input.options());
-  std::vector<std::vector<c10::intrusive_ptr<c10d::Work>>> receives(2), sends(2);
+  std::vector<c10::intrusive_ptr<c10d::Work>> direct_receives(steps), sends;
+  std::vector<std::vector<c10::intrusive_ptr<c10d::Work>>> staged_receives(
+      slot_count);
+  absl::Duration receive_wait, reduce_time, send_wait;
 
-  auto post = [&](int64_t step) {
-    const int slot = static_cast<int>(step % 2);
-    const int64_t size = chunk_size(rank, step);
+  // Every send at once, in step order per peer (Gloo matches the messages of
+  // one pair and tag in posting order); they leave as the peers post their
+  // receives.
+  for (int64_t step = 0; step < steps; ++step) {
     for (int p = 0; p < n; ++p) {
-      if (p == rank) continue;
-      if (size > 0) {
-        receives[slot].push_back(
-            Recv(group, slots[slot][p].narrow(0, 0, size), p, tag));
-      }
-      if (chunk_size(p, step) > 0) {
-        sends[slot].push_back(Send(group, chunk_of_block(p, step), p, tag));
+      if (p != rank && chunk_size(p, step) > 0) {
+        sends.push_back(Send(group, chunk_of_block(p, step), p, tag));
       }
     }
+  }
+  if (direct_peer >= 0) {
+    for (int64_t step = 0; step < steps; ++step) {
+      if (chunk_size(rank, step) > 0) {
+        direct_receives[step] = Recv(group, out_chunk(step), direct_peer, tag);
+      }
+    }
+  }
+  auto post_staged = [&](int64_t step) {
+    const int slot = static_cast<int>(step % slot_count);
+    const int64_t size = chunk_size(rank, step);
+    if (size == 0) return;
+    for (int p = 0; p < n; ++p) {
+      if (p == rank || p == direct_peer) continue;
+      staged_receives[slot].push_back(
+          Recv(group, slots[slot][p].narrow(0, 0, size), p, tag));
+    }
   };
+  // Contributions combine in rank order, (((c0 op c1) op c2) ...), so every
+  // rank computes the same bits as the alltoall algorithm, one pass per
+  // contribution and no copy. The running value lives in `result` when this
+  // is rank 0 (its own chunk is c0) or out of place (the direct peer's chunk
+  // is c0, or c1 on rank 0, which is combined as c0 op c1), else in peer 0's
+  // staging chunk; the last combination writes `result`. In place, `result`
+  // is this rank's own chunk: it is written by the combination that reads it
+  // or after it was read, elementwise.
   auto reduce = [&](int64_t step) {
-    const int slot = static_cast<int>(step % 2);
-    WaitAll(receives[slot]);
+    const absl::Time wait_begin = absl::Now();
+    if (direct_receives[step]) {
+      direct_receives[step]->wait();
+      direct_receives[step].reset();
+    }
+    const int slot = slot_count == 0 ? 0 : static_cast<int>(step % slot_count);
+    if (slot_count > 0) WaitAll(staged_receives[slot]);
+    const absl::Time reduce_begin = absl::Now();
+    receive_wait += reduce_begin - wait_begin;
     const int64_t size = chunk_size(rank, step);
     if (size > 0) {
-      at::Tensor sum = accumulator.narrow(0, 0, size);
       const at::Tensor own = chunk_of_block(rank, step);
+      at::Tensor out = out_chunk(step);
       auto contribution = [&](int p) {
-        return p == rank ? own : slots[slot][p].narrow(0, 0, size);
+        if (p == rank) return own;
+        if (p == direct_peer) return out;
+        return slots[slot][p].narrow(0, 0, size);
       };
-      sum.copy_(contribution(0));
-      for (int p = 1; p < n; ++p) Combine(sum, contribution(p), op);
-      result.narrow(0, step * chunk_elements, size).copy_(sum);
+      const bool running_in_out = rank == 0 || out_of_place;
+      at::Tensor running = contribution(0);
+      for (int p = 1; p < n; ++p) {
+        at::Tensor target = p == n - 1 || running_in_out ? out : contribution(0);
+        Combine(target, running, contribution(p), op);
+        running = target;
+      }
+      if (n == 1 && out.data_ptr() != running.data_ptr()) out.copy_(running);
     }
-    WaitAll(sends[slot]);
+    reduce_time += absl::Now() - reduce_begin;
   };
 
-  if (steps == 0) return;
-  post(0);
+  for (int64_t step = 0; step + 1 < slot_count; ++step) post_staged(step);
   for (int64_t step = 0; step < steps; ++step) {
-    if (step + 1 < steps) post(step + 1);
+    if (slot_count > 0 && step + slot_count - 1 < steps) {
+      post_staged(step + slot_count - 1);
+    }
     reduce(step);
+  }
+  const absl::Time send_begin = absl::Now();
+  WaitAll(sends);
+  send_wait = absl::Now() - send_begin;
+  if (phases != nullptr) {
+    phases->receive_wait = receive_wait;
+    phases->reduce = reduce_time;
+    phases->send_wait = send_wait;
   }
 }
 
-void DirectAllGather(GlooProcessGroup& group, int rank, int world_size,
+void DirectAllGather(GlooProcessGroup& group, int rank,
                      const at::Tensor& flat_input,
-                     const at::Tensor& flat_output, int tag) {
-  const int64_t k = flat_input.numel();
-  if (k == 0) return;
+                     const at::Tensor& flat_output,
+                     const std::vector<int64_t>& block_elements, int tag) {
+  const int n = static_cast<int>(block_elements.size());
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  for (int p = 0; p < world_size; ++p) {
-    if (p == rank) continue;
-    works.push_back(Recv(group, flat_output.narrow(0, p * k, k), p, tag));
+  int64_t offset = 0;
+  at::Tensor own;
+  for (int p = 0; p < n; ++p) {
+    const at::Tensor block = flat_output.narrow(0, offset, block_elements[p]);
+    offset += block_elements[p];
+    if (p == rank) {
+      own = block;
+    } else if (block_elements[p] > 0) {
+      works.push_back(Recv(group, block, p, tag));
+    }
   }
-  for (int p = 0; p < world_size; ++p) {
-    if (p == rank) continue;
-    works.push_back(Send(group, flat_input, p, tag));
+  if (flat_input.numel() > 0) {
+    for (int p = 0; p < n; ++p) {
+      if (p != rank) works.push_back(Send(group, flat_input, p, tag));
+    }
+    if (own.data_ptr() != flat_input.data_ptr()) own.copy_(flat_input);
   }
-  at::Tensor own = flat_output.narrow(0, rank * k, k);
-  if (own.data_ptr() != flat_input.data_ptr()) own.copy_(flat_input);
   WaitAll(works);
 }
 

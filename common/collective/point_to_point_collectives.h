@@ -6,8 +6,8 @@
 // (block p: rank p's contribution to an all-gather, or the elements reduced
 // onto rank p by a reduce-scatter). A *chunk* is a piece of a block moved in
 // one *step*; chunk c of a block is its elements [c*chunk, (c+1)*chunk). The
-// *staging* buffers are where received chunks wait to be reduced: two *slots*
-// (step c uses slot c % 2) of n-1 chunks each, plus one *accumulator* chunk.
+// *staging* buffers are where received chunks wait to be reduced: `depth`
+// *slots* (step c uses slot c % depth) of n-1 chunks each.
 #ifndef MTB_COMMON_COLLECTIVE_POINT_TO_POINT_COLLECTIVES_H_
 #define MTB_COMMON_COLLECTIVE_POINT_TO_POINT_COLLECTIVES_H_
 
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ATen/core/Tensor.h"
+#include "absl/time/time.h"
 #include "common/collective/communicator.h"
 #include "common/collective/process_group.h"
 
@@ -26,28 +27,46 @@ namespace mtb::collective {
 // transfer-done instant is the body's end.
 c10::intrusive_ptr<c10d::Work> RunInBackground(std::function<void()> body);
 
+// Where a chunked reduce-scatter's thread spent its time (sums of the
+// steps): blocked until a step's chunks had arrived, combining them, blocked
+// until the step's sent chunks had left this rank.
+struct ReduceScatterPhases {
+  absl::Duration receive_wait;
+  absl::Duration reduce;
+  absl::Duration send_wait;
+};
+
 // Reduce-scatter of `flat_input` (1-D, contiguous, sum(block_elements)
 // elements laid out block after block) into `result` (1-D, contiguous,
 // block_elements[rank] elements). Moves `chunk_elements` (> 0) of each block
-// per step with send/recv tagged `tag`; step c+1's messages are in flight
-// while step c is reduced. The reduction runs in rank order 0..n-1 (the same
-// bits on every rank and as the alltoall algorithm). `result` may alias this
-// rank's block of `flat_input`. Allocates (2 (n-1) + 1) * chunk elements of
-// staging, at most. Collective over `group`; throws what c10d throws.
+// per step with send/recv tagged `tag`. Every send is posted at once (they
+// leave as the peers post their receives). Out of place, one peer's chunks
+// (rank 0's; rank 1's on rank 0) are received straight into `result`, all
+// posted at once; every other peer's go through staging with `depth` (> 0)
+// steps in flight: steps c+1 .. c+depth-1 move while step c is reduced. The
+// reduction runs in rank order 0..n-1 (the same bits on every rank and as the
+// alltoall algorithm), one pass per contribution into `result` or a staging
+// chunk, no copy. `result` may alias this rank's block of `flat_input` (in
+// place). Staging: depth (n-1) chunks in place, depth (n-2) out of place (none
+// at 2 ranks). Fills `phases` when not null. Collective over `group`; throws
+// what c10d throws.
 void ChunkedReduceScatter(GlooProcessGroup& group, int rank,
                           const at::Tensor& flat_input,
                           const std::vector<int64_t>& block_elements,
                           const at::Tensor& result, int64_t chunk_elements,
-                          ReduceOp op, int tag);
+                          int depth, ReduceOp op, int tag,
+                          ReduceScatterPhases* phases = nullptr);
 
-// All-gather with equal blocks: `flat_output` (1-D, contiguous, n * k
-// elements) receives rank p's `flat_input` (1-D, contiguous, k elements) at
-// [p*k, (p+1)*k). The input is sent to every peer at once and every peer's
-// block is received into its view of the output. `flat_input` may be this
-// rank's block of `flat_output`. Collective; throws what c10d throws.
-void DirectAllGather(GlooProcessGroup& group, int rank, int world_size,
+// All-gather: `flat_output` (1-D, contiguous, sum(block_elements) elements,
+// block after block) receives rank p's `flat_input` (1-D, contiguous,
+// block_elements[p] elements on rank p) as its block p. The input is sent to
+// every peer at once and every peer's block is received into its view of the
+// output. `flat_input` may be this rank's block of `flat_output`. Collective;
+// throws what c10d throws.
+void DirectAllGather(GlooProcessGroup& group, int rank,
                      const at::Tensor& flat_input,
-                     const at::Tensor& flat_output, int tag);
+                     const at::Tensor& flat_output,
+                     const std::vector<int64_t>& block_elements, int tag);
 
 }  // namespace mtb::collective
 

@@ -8,7 +8,9 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/collective/communicator_internal.h"
+#include "common/collective/gloo_allreduce.h"
 #include "common/collective/halving_doubling.h"
 #include "common/collective/point_to_point_collectives.h"
 #include "common/collective/store_impl.h"
@@ -49,20 +51,25 @@ HalvingDoublingOp ToHalvingDoubling(ReduceOp op) {
 }
 
 // Combines the n blocks of `blocks` (n, k) into `out` (k elements) in rank
-// order 0, 1, ..., n-1, so every rank computes bit-identical results.
+// order, ((b0 op b1) op b2) ..., so every rank computes bit-identical
+// results; one pass per block, the first straight into `out`.
 void ReduceBlocks(const at::Tensor& blocks, at::Tensor out, ReduceOp op) {
-  out.copy_(blocks[0]);
+  if (blocks.size(0) == 1) {
+    out.copy_(blocks[0]);
+    return;
+  }
   for (int64_t p = 1; p < blocks.size(0); ++p) {
+    const at::Tensor running = p == 1 ? blocks[0] : out;
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAvg:
-        out.add_(blocks[p]);
+        at::add_out(out, running, blocks[p]);
         break;
       case ReduceOp::kMax:
-        at::maximum_out(out, out, blocks[p]);
+        at::maximum_out(out, running, blocks[p]);
         break;
       case ReduceOp::kMin:
-        at::minimum_out(out, out, blocks[p]);
+        at::minimum_out(out, running, blocks[p]);
         break;
     }
   }
@@ -70,20 +77,46 @@ void ReduceBlocks(const at::Tensor& blocks, at::Tensor out, ReduceOp op) {
 
 // kAuto's choice for an input of `bytes` (S) at `world_size` ranks, measured
 // with //common/collective:reduce_scatter_benchmark (docs/collective.md,
-// "Reduce-scatter", two sweeps at 2 and 3 ranks on two shared cores): alltoall
-// + local sum won at every S up to 8 MiB in both sweeps; at 16 MiB each won
-// one of the two sweeps at each world size; from 32 MiB up chunked send/recv
-// (1 MiB chunks) won every time, 1.7-2.5x. Halving-doubling lost everywhere
-// from 64 KiB up. So alltoall below 16 MiB, where its temporary (S bytes) is
-// small, and chunked from 16 MiB up, where it is faster and its staging stays
-// at 2(n-1)+1 chunks.
+// "Reduce-scatter": sweeps at 2 and 3 ranks, in and out of place, on two
+// shared cores). Since issue 22's second pass the chunked algorithm runs at
+// the speed of the bare exchange (a direct all-gather of the same bytes):
+// at 2 ranks it won from 4 MiB in every sweep (2 MiB was a toss-up, 1 MiB
+// alltoall's); at 3 ranks alltoall held up to 8 MiB in one of two sweeps and
+// chunked won from 16 MiB in both, where alltoall falls (0.10-0.19 GB/s at
+// 64 MiB against 0.28-0.45). Halving-doubling lost everywhere. So alltoall
+// below 4 MiB at 2 ranks and below 16 MiB from 3 ranks (its S-byte
+// temporary stays small), chunked above.
+constexpr int64_t kChunkedReduceScatterFromBytesTwoRanks = int64_t{4} << 20;
 constexpr int64_t kChunkedReduceScatterFromBytes = int64_t{16} << 20;
 
 ReduceScatterAlgorithm ChooseReduceScatter(int64_t bytes, int world_size) {
   if (world_size == 1) return ReduceScatterAlgorithm::kAllToAll;
-  return bytes >= kChunkedReduceScatterFromBytes
-             ? ReduceScatterAlgorithm::kChunked
-             : ReduceScatterAlgorithm::kAllToAll;
+  const int64_t from = world_size == 2 ? kChunkedReduceScatterFromBytesTwoRanks
+                                       : kChunkedReduceScatterFromBytes;
+  return bytes >= from ? ReduceScatterAlgorithm::kChunked
+                       : ReduceScatterAlgorithm::kAllToAll;
+}
+
+// kAuto's choice for an all-reduce of `bytes` at `world_size` ranks, measured
+// with reduce_scatter_benchmark --op=all_reduce (docs/collective.md,
+// "All-reduce"): Gloo's ring (c10d's) won at 2 ranks at every size from
+// 64 KiB to 64 MiB, and from 4 MiB up at 3 and 4 ranks; below that, at 3
+// and 4 ranks, Gloo's bcube won every point (1.3-2.2x: the ring's latency
+// floor, ~4.5 ms at 3 ranks on these loaded cores, is its 2(n-1) steps); at
+// 2 MiB they tied. Our reduce-scatter + all-gather never won twice.
+constexpr int64_t kRingAllReduceFromBytes = int64_t{2} << 20;
+
+AllReduceAlgorithm ChooseAllReduce(int64_t bytes, int world_size) {
+  return world_size >= 3 && bytes < kRingAllReduceFromBytes ? AllReduceAlgorithm::kBcube
+                                                            : AllReduceAlgorithm::kRing;
+}
+
+// Elements of each rank's block when `numel` is split as evenly as it goes:
+// the first numel % n ranks hold one more.
+std::vector<int64_t> EvenBlocks(int64_t numel, int n) {
+  std::vector<int64_t> blocks(n, numel / n);
+  for (int p = 0; p < numel % n; ++p) ++blocks[p];
+  return blocks;
 }
 
 absl::Status CheckReduceOp(absl::string_view what, ReduceOp op,
@@ -113,13 +146,69 @@ CollectiveHandle Communicator::Impl::AllReduce(const at::Tensor& tensor,
   CollectiveRecord record = NewRecord(kind, tensor, transport.tensor, tensor);
   SetReduction(record, op, transport);
   SetTraffic(record, AllReduceTraffic(transport.tensor.nbytes(), world_size()));
+  const at::Tensor flat = transport.tensor.view({-1});
+  AllReduceAlgorithm algorithm = all_reduce_algorithm_;
+  if (algorithm == AllReduceAlgorithm::kAuto) {
+    algorithm = ChooseAllReduce(transport.tensor.nbytes(), world_size());
+    // The default never names an algorithm it cannot run.
+    if (!GlooAllreduceSupports(flat.scalar_type())) algorithm = AllReduceAlgorithm::kRing;
+  }
+  if (world_size() == 1 || flat.numel() == 0) algorithm = AllReduceAlgorithm::kRing;
+  const std::function<void()> finish = FinishReduction(transport, tensor, op);
+  if (algorithm == AllReduceAlgorithm::kBcube &&
+      GlooAllreduceSupports(flat.scalar_type())) {
+    record.algorithm = "gloo_allreduce_bcube";
+    const int tag = NextReservedTag();
+    return Launch(std::move(record), [&] {
+      const std::shared_ptr<::gloo::Context> context = HalvingDoublingContext();
+      const std::chrono::milliseconds timeout = ToChronoMs(timeout_);
+      const HalvingDoublingOp gloo_op = ToHalvingDoubling(op);
+      return Launched{RunInBackground([context, flat, gloo_op, tag, timeout] {
+                        GlooAllreduce(context, flat, GlooAllreduceAlgorithm::kBcube,
+                                      gloo_op, static_cast<uint32_t>(tag), timeout);
+                      }),
+                      finish};
+    });
+  }
+  if (algorithm == AllReduceAlgorithm::kReduceScatterAllGather) {
+    const int64_t element_size = flat.element_size();
+    const int64_t chunk_elements =
+        std::max<int64_t>(1, reduce_scatter_chunk_bytes_ / element_size);
+    const int depth = reduce_scatter_depth_;
+    record.algorithm = absl::StrCat(
+        "reduce_scatter(gloo_send_recv_chunked(", chunk_elements * element_size,
+        " B/peer, depth ", depth, "), in place)+all_gather(gloo_send_recv_direct)");
+    const int tag = NextReservedTag();
+    return Launch(std::move(record), [&] {
+      c10::intrusive_ptr<GlooProcessGroup> group = group_;
+      const int me = rank();
+      const std::vector<int64_t> blocks = EvenBlocks(flat.numel(), world_size());
+      int64_t offset = 0;
+      for (int p = 0; p < me; ++p) offset += blocks[p];
+      const at::Tensor shard = flat.narrow(0, offset, blocks[me]);
+      auto phases = std::make_shared<ReduceScatterPhases>();
+      return Launched{
+          RunInBackground([group, me, flat, blocks, shard, chunk_elements, depth,
+                           op, tag, phases] {
+            // One tag for both halves: the all-gather's messages follow the
+            // reduce-scatter's on every pair, in order.
+            ChunkedReduceScatter(*group, me, flat, blocks, shard, chunk_elements,
+                                 depth, op, tag, phases.get());
+            DirectAllGather(*group, me, shard, flat, blocks, tag);
+          }),
+          finish, phases};
+    });
+  }
   record.algorithm = "gloo_allreduce";
+  if (algorithm == AllReduceAlgorithm::kBcube) {
+    absl::StrAppend(&record.algorithm, " (bcube does not take ",
+                    DtypeName(flat.scalar_type()), ")");
+  }
   return Launch(std::move(record), [&] {
     std::vector<at::Tensor> tensors{transport.tensor};
     c10d::AllreduceOptions options;
     options.reduceOp = ToC10d(op);
-    return Launched{group_->allreduce(tensors, options),
-                    FinishReduction(transport, tensor, op)};
+    return Launched{group_->allreduce(tensors, options), finish};
   });
 }
 
@@ -258,21 +347,25 @@ CollectiveHandle Communicator::Impl::IssueReduceScatter(
   if (algorithm == ReduceScatterAlgorithm::kChunked) {
     const int64_t chunk_elements =
         std::max<int64_t>(1, reduce_scatter_chunk_bytes_ / element_size);
+    const int depth = reduce_scatter_depth_;
     record.algorithm =
         absl::StrCat("gloo_send_recv_chunked(", chunk_elements * element_size,
-                     " B/peer)+overlapped_reduce");
+                     " B/peer", depth == 2 ? "" : absl::StrCat(", depth ", depth),
+                     ")+overlapped_reduce");
     const int tag = NextReservedTag();
     return Launch(std::move(record), [&] {
       c10::intrusive_ptr<GlooProcessGroup> group = group_;
       const at::Tensor reduced = result.tensor;
       const int me = rank();
+      auto phases = std::make_shared<ReduceScatterPhases>();
       c10::intrusive_ptr<c10d::Work> work = RunInBackground(
-          [group, me, flat_input, block_elements, reduced, chunk_elements, op,
-           tag] {
+          [group, me, flat_input, block_elements, reduced, chunk_elements,
+           depth, op, tag, phases] {
             ChunkedReduceScatter(*group, me, flat_input, block_elements,
-                                 reduced, chunk_elements, op, tag);
+                                 reduced, chunk_elements, depth, op, tag,
+                                 phases.get());
           });
-      return Launched{work, finish_result};
+      return Launched{work, finish_result, phases};
     });
   }
   record.algorithm = "gloo_alltoall_base+local_reduce";
@@ -288,10 +381,15 @@ CollectiveHandle Communicator::Impl::IssueReduceScatter(
     c10::intrusive_ptr<c10d::Work> work =
         group_->alltoall_base(blocks, in, recv_counts, send_counts);
     const at::Tensor reduced = result.tensor;
-    return Launched{work, [blocks, reduced, n, mine, op, finish_result] {
+    auto phases = std::make_shared<ReduceScatterPhases>();
+    return Launched{work,
+                    [blocks, reduced, n, mine, op, finish_result, phases] {
+                      const absl::Time begin = absl::Now();
                       ReduceBlocks(blocks.view({n, mine}), reduced, op);
+                      phases->reduce = absl::Now() - begin;
                       if (finish_result) finish_result();
-                    }};
+                    },
+                    phases};
   });
 }
 

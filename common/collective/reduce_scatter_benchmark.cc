@@ -14,6 +14,7 @@
 // algorithm runs `--reps` rounds of `iters` timed calls, alternating, and the
 // table shows the median round (per call, slowest rank).
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -34,8 +35,8 @@
 #include "glog/logging.h"
 
 ABSL_FLAG(std::string, op, "reduce_scatter",
-          "reduce_scatter, all_gather or all_reduce (c10d's Gloo all-reduce "
-          "against our reduce_scatter + all_gather)");
+          "reduce_scatter, all_gather or all_reduce (Gloo's ring through c10d, "
+          "Gloo's bcube, our reduce_scatter + all_gather)");
 ABSL_FLAG(std::string, world_sizes, "2,3", "comma-separated rank counts");
 ABSL_FLAG(int64_t, min_bytes, 1024, "smallest size S (float32 bytes)");
 ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest size S");
@@ -48,6 +49,19 @@ ABSL_FLAG(bool, halving_doubling, true,
           "reduce_scatter: include Gloo's halving-doubling (slow at large S)");
 ABSL_FLAG(std::string, chunk_bytes, "262144,1048576,4194304",
           "reduce_scatter: the chunked algorithm's chunk sizes, one column each");
+ABSL_FLAG(std::string, depths, "2",
+          "reduce_scatter: the chunked algorithm's steps in flight (comma "
+          "list; a column per chunk size and depth)");
+ABSL_FLAG(bool, in_place, false,
+          "reduce_scatter: the output is the rank's own block of the input (the "
+          "chunked algorithm then stages every peer's chunks)");
+ABSL_FLAG(bool, exchange_only, true,
+          "reduce_scatter: add a column moving the same bytes with no sums "
+          "(a direct all-gather of the blocks): the transfer's own time");
+ABSL_FLAG(bool, breakdown, true,
+          "reduce_scatter: also print where each algorithm's time went (per "
+          "call, mean over ranks and timed calls: in flight, local reduce, "
+          "and for chunked the waits for received and sent chunks)");
 
 namespace mtb::collective {
 namespace {
@@ -57,10 +71,11 @@ struct Variant {
   std::string label;
   ReduceScatterAlgorithm reduce_scatter = ReduceScatterAlgorithm::kAuto;
   int64_t chunk_bytes = 0;  // kChunked only
+  int depth = 0;            // kChunked only
   AllGatherAlgorithm all_gather = AllGatherAlgorithm::kAuto;
-  // all_reduce: ReduceScatter then AllGather (kAuto each) instead of
-  // AllReduce.
-  bool composite = false;
+  AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto;
+  // reduce_scatter mode: a direct all-gather of the same bytes instead.
+  bool exchange_only = false;
 };
 
 bool AllReduceMode() { return absl::GetFlag(FLAGS_op) == "all_reduce"; }
@@ -68,16 +83,19 @@ bool AllReduceMode() { return absl::GetFlag(FLAGS_op) == "all_reduce"; }
 std::vector<Variant> Variants(bool reduce_scatter) {
   std::vector<Variant> variants;
   if (AllReduceMode()) {
-    variants.push_back({"gloo_allreduce"});
-    Variant composite{"reduce_scatter+all_gather"};
-    composite.composite = true;
-    variants.push_back(composite);
+    for (AllReduceAlgorithm algorithm :
+         {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kBcube,
+          AllReduceAlgorithm::kReduceScatterAllGather, AllReduceAlgorithm::kAuto}) {
+      Variant variant{std::string(AllReduceAlgorithmName(algorithm))};
+      variant.all_reduce = algorithm;
+      variants.push_back(variant);
+    }
     return variants;
   }
   if (!reduce_scatter) {
-    variants.push_back({"list", {}, 0, AllGatherAlgorithm::kList});
-    variants.push_back({"direct", {}, 0, AllGatherAlgorithm::kDirect});
-    variants.push_back({"auto", {}, 0, AllGatherAlgorithm::kAuto});
+    variants.push_back({"list", {}, 0, 0, AllGatherAlgorithm::kList});
+    variants.push_back({"direct", {}, 0, 0, AllGatherAlgorithm::kDirect});
+    variants.push_back({"auto", {}, 0, 0, AllGatherAlgorithm::kAuto});
     return variants;
   }
   variants.push_back({"alltoall", ReduceScatterAlgorithm::kAllToAll});
@@ -88,10 +106,21 @@ std::vector<Variant> Variants(bool reduce_scatter) {
   for (absl::string_view text :
        absl::StrSplit(absl::GetFlag(FLAGS_chunk_bytes), ',')) {
     const int64_t chunk = std::stoll(std::string(text));
-    variants.push_back({absl::StrCat("chunked ", chunk / 1024, " KiB"),
-                        ReduceScatterAlgorithm::kChunked, chunk});
+    for (absl::string_view depth_text :
+         absl::StrSplit(absl::GetFlag(FLAGS_depths), ',')) {
+      const int depth = std::stoi(std::string(depth_text));
+      Variant variant{absl::StrCat("chunked ", chunk / 1024, " KiB x", depth),
+                      ReduceScatterAlgorithm::kChunked, chunk};
+      variant.depth = depth;
+      variants.push_back(variant);
+    }
   }
   variants.push_back({"auto", ReduceScatterAlgorithm::kAuto});
+  if (absl::GetFlag(FLAGS_exchange_only)) {
+    Variant exchange{"exchange only", {}, 0, 0, AllGatherAlgorithm::kDirect};
+    exchange.exchange_only = true;
+    variants.push_back(exchange);
+  }
   return variants;
 }
 
@@ -100,6 +129,9 @@ struct Row {
   int64_t bytes = 0;
   std::vector<double> seconds;  // per variant: per call, median round, slowest rank
   std::vector<std::string> algorithm;
+  // per variant, per call, mean over ranks and timed calls (seconds): in
+  // flight, local reduce, receive wait, send wait.
+  std::vector<std::array<double, 4>> phases;
   bool correct = true;
 };
 
@@ -120,44 +152,52 @@ absl::Status MeasureWorldSize(int n, bool reduce_scatter,
                         v_count, std::vector<std::vector<double>>(
                                      reps, std::vector<double>(n, 0))));
   std::vector<Row> measured(sizes.size());
-  for (Row& row : measured) row.algorithm.resize(v_count);
+  for (Row& row : measured) {
+    row.algorithm.resize(v_count);
+    row.phases.assign(v_count, {0, 0, 0, 0});
+  }
   absl::Mutex mutex;
   ThreadRanksOptions options;
   options.timeout = absl::Minutes(2);
-  auto run = [&](Communicator& comm, int v, const at::Tensor& input,
-                 const at::Tensor& output) {
-    if (AllReduceMode()) {
-      // In place on `output`, which holds the input (see below).
-      if (!variants[v].composite) return comm.AllReduce(output);
-      const int64_t k = output.numel() / comm.world_size();
-      const at::Tensor shard = output.narrow(0, comm.rank() * k, k);
-      absl::Status status = comm.ReduceScatter(output, shard);
-      if (!status.ok()) return status;
-      return comm.AllGather(shard, output);
-    }
-    if (reduce_scatter) return comm.ReduceScatter(input, output);
-    return comm.AllGather(input, output);
+  // One rank's buffers for one size.
+  struct Buffers {
+    at::Tensor input, output, expected;
+    // reduce_scatter's exchange-only column: this rank's block in, every
+    // block out.
+    at::Tensor exchange_input, exchange_output, exchange_expected;
   };
-  // Variants of one communicator: those without a chunk size share one, each
-  // chunk size has its own (the chunk is fixed at creation).
-  std::vector<int64_t> chunk_sizes = {CommunicatorOptions().reduce_scatter_chunk_bytes};
-  for (const Variant& variant : variants) {
-    if (variant.chunk_bytes > 0) chunk_sizes.push_back(variant.chunk_bytes);
-  }
-  std::sort(chunk_sizes.begin(), chunk_sizes.end());
-  chunk_sizes.erase(std::unique(chunk_sizes.begin(), chunk_sizes.end()),
-                    chunk_sizes.end());
-  for (int64_t chunk : chunk_sizes) {
+  auto run = [&](Communicator& comm, int v, const Buffers& b) {
+    // all_reduce: in place on `output`, which holds the input (see below).
+    if (AllReduceMode()) return comm.AllReduce(b.output);
+    if (variants[v].exchange_only) {
+      return comm.AllGather(b.exchange_input, b.exchange_output);
+    }
+    if (reduce_scatter) return comm.ReduceScatter(b.input, b.output);
+    return comm.AllGather(b.input, b.output);
+  };
+  // Variants of one communicator: those without a chunk size share one (with
+  // the default chunking), each (chunk, depth) has its own (fixed at
+  // creation).
+  const std::pair<int64_t, int> default_chunking = {
+      CommunicatorOptions().reduce_scatter_chunk_bytes,
+      CommunicatorOptions().reduce_scatter_depth};
+  auto chunking_of = [&](const Variant& variant) {
+    return variant.chunk_bytes > 0
+               ? std::make_pair(variant.chunk_bytes, variant.depth)
+               : default_chunking;
+  };
+  std::vector<std::pair<int64_t, int>> chunkings;
+  for (const Variant& variant : variants) chunkings.push_back(chunking_of(variant));
+  std::sort(chunkings.begin(), chunkings.end());
+  chunkings.erase(std::unique(chunkings.begin(), chunkings.end()), chunkings.end());
+  for (const auto& [chunk, depth] : chunkings) {
     std::vector<int> mine;
     for (int v = 0; v < v_count; ++v) {
-      const bool chunked = variants[v].chunk_bytes > 0;
-      if (chunked ? variants[v].chunk_bytes == chunk
-                  : chunk == CommunicatorOptions().reduce_scatter_chunk_bytes) {
-        mine.push_back(v);
-      }
+      if (chunking_of(variants[v]) == std::make_pair(chunk, depth)) mine.push_back(v);
     }
     if (mine.empty()) continue;
     options.reduce_scatter_chunk_bytes = chunk;
+    options.reduce_scatter_depth = depth;
     RETURN_IF_ERROR(RunRanksAsThreads(
         n,
         [&](Communicator& comm) {
@@ -168,47 +208,84 @@ absl::Status MeasureWorldSize(int n, bool reduce_scatter,
             const int64_t k = elements / n;
             const at::Tensor pattern = at::arange(elements, at::kFloat).fmod_(1000);
             const bool all_reduce = AllReduceMode();
-            const at::Tensor input =
+            const bool in_place = reduce_scatter && absl::GetFlag(FLAGS_in_place);
+            Buffers b;
+            const at::Tensor source =
                 reduce_scatter || all_reduce
                     ? pattern * (comm.rank() + 1)
                     : pattern.narrow(0, comm.rank() * k, k).clone();
-            at::Tensor output =
-                at::empty({reduce_scatter && !all_reduce ? k : elements});
-            const at::Tensor expected =
+            // In place, the input is a copy refreshed before the check (the
+            // timed calls overwrite its own block: values change, shapes not).
+            b.input = in_place ? source.clone() : source;
+            b.output = in_place ? b.input.narrow(0, comm.rank() * k, k)
+                                : at::empty({reduce_scatter && !all_reduce ? k : elements});
+            b.expected =
                 all_reduce ? pattern * (n * (n + 1) / 2)
                 : reduce_scatter
                     ? (pattern * (n * (n + 1) / 2)).narrow(0, comm.rank() * k, k)
                     : pattern;
+            if (reduce_scatter) {
+              b.exchange_input = source.narrow(0, comm.rank() * k, k);
+              b.exchange_output = at::empty({elements});
+              b.exchange_expected = at::empty({elements});
+              for (int p = 0; p < n; ++p) {
+                b.exchange_expected.narrow(0, p * k, k)
+                    .copy_(pattern.narrow(0, p * k, k) * (p + 1));
+              }
+            }
             const int iters = static_cast<int>(std::clamp<int64_t>(
                 absl::GetFlag(FLAGS_bytes_per_round) / sizes[i], 3,
                 absl::GetFlag(FLAGS_max_iters)));
             for (int v : mine) {
               comm.SetReduceScatterAlgorithm(variants[v].reduce_scatter);
               comm.SetAllGatherAlgorithm(variants[v].all_gather);
+              comm.SetAllReduceAlgorithm(variants[v].all_reduce);
               if (all_reduce) {
-                output.copy_(input);
+                b.output.copy_(b.input);
+              } else if (in_place) {
+                b.input.copy_(source);
               } else {
-                output.fill_(-1);
+                b.output.fill_(-1);
               }
-              absl::Status status = run(comm, v, input, output);
-              const bool ok = status.ok() && at::equal(output, expected);
+              absl::Status status = run(comm, v, b);
+              const bool ok =
+                  status.ok() &&
+                  (variants[v].exchange_only
+                       ? at::equal(b.exchange_output, b.exchange_expected)
+                       : at::equal(b.output, b.expected));
               absl::MutexLock lock(&mutex);
               if (!ok) measured[i].correct = false;
               measured[i].algorithm[v] = comm.log().Records().back().algorithm;
             }
+            std::vector<std::array<double, 4>> phases(v_count, {0, 0, 0, 0});
             for (int rep = 0; rep < reps; ++rep) {
               for (int v : mine) {
                 comm.SetReduceScatterAlgorithm(variants[v].reduce_scatter);
                 comm.SetAllGatherAlgorithm(variants[v].all_gather);
+              comm.SetAllReduceAlgorithm(variants[v].all_reduce);
                 (void)comm.Barrier();
+                (void)comm.log().TakeRecords();
                 const absl::Time start = absl::Now();
                 for (int it = 0; it < iters; ++it)
-                  (void)run(comm, v, input, output);
+                  (void)run(comm, v, b);
                 seconds[i][v][rep][comm.rank()] =
                     absl::ToDoubleSeconds(absl::Now() - start) / iters;
+                for (const CollectiveRecord& r : comm.log().TakeRecords()) {
+                  if (r.op != CollectiveOp::kReduceScatter) continue;
+                  const double calls = static_cast<double>(iters) * reps * n;
+                  phases[v][0] += absl::ToDoubleSeconds(r.duration) / calls;
+                  phases[v][1] += absl::ToDoubleSeconds(r.reduce_time) / calls;
+                  phases[v][2] += absl::ToDoubleSeconds(r.receive_wait_time) / calls;
+                  phases[v][3] += absl::ToDoubleSeconds(r.send_wait_time) / calls;
+                }
               }
             }
-            (void)comm.log().TakeRecords();
+            {
+              absl::MutexLock lock(&mutex);
+              for (int v : mine) {
+                for (int k = 0; k < 4; ++k) measured[i].phases[v][k] += phases[v][k];
+              }
+            }
             if (comm.rank() == 0) {
               LOG(INFO) << "n=" << n << " chunk " << chunk << ": size "
                         << (i + 1) << "/" << sizes.size() << " done";
@@ -279,6 +356,24 @@ int Main(int argc, char** argv) {
     std::printf(" %s | %s |\n", variants[fastest].label.c_str(),
                 row.correct ? "yes" : "WRONG");
     all_correct = all_correct && row.correct;
+  }
+  if (reduce_scatter && absl::GetFlag(FLAGS_breakdown)) {
+    std::printf(
+        "\nwhere reduce_scatter's time went, us per call (mean over ranks and "
+        "timed calls): in flight = local reduce + (chunked) receive wait + "
+        "send wait + the rest (posting messages, which also writes them to "
+        "the socket)\n| n | S (bytes) | algorithm | in flight | local reduce "
+        "| receive wait | send wait | rest |\n|---|---|---|---|---|---|---|---|\n");
+    for (const Row& row : rows) {
+      for (size_t v = 0; v < variants.size(); ++v) {
+        if (variants[v].label == "auto" || variants[v].exchange_only) continue;
+        const std::array<double, 4>& p = row.phases[v];
+        std::printf("| %d | %lld | %s | %.0f | %.0f | %.0f | %.0f | %.0f |\n",
+                    row.world_size, static_cast<long long>(row.bytes),
+                    variants[v].label.c_str(), p[0] * 1e6, p[1] * 1e6, p[2] * 1e6,
+                    p[3] * 1e6, (p[0] - p[1] - p[2] - p[3]) * 1e6);
+      }
+    }
   }
   std::printf("algorithms at the largest size:");
   for (const std::string& name : rows.back().algorithm) {

@@ -7,8 +7,9 @@
 // group over a TCPStore on 127.0.0.1, and reduce-scatters an 8 MiB input
 // (values with a closed-form sum) with each algorithm, measuring the peak of
 // live tensor bytes above what was live before the call. The rank prints one
-// line per algorithm and exits 0 only when the result is exact and the
-// chunked algorithm stayed within (2 (n-1) + 1) chunks.
+// line per case and exits 0 only when every result is exact and the chunked
+// algorithm stayed within its bound: depth (n-1) chunks in place, depth (n-2)
+// out of place (none at 2 ranks: the peer's chunks land in the output).
 //
 // The negative case shows the counter can see staging: the alltoall
 // algorithm's full-size temporary (S bytes) must show up in the same figure.
@@ -42,6 +43,7 @@ namespace {
 constexpr int kWorldSize = 2;
 constexpr int64_t kInputBytes = 8 << 20;  // S
 constexpr int64_t kChunkBytes = 64 << 10;
+constexpr int kDepth = 3;
 constexpr char kRankVariable[] = "MTB_STAGING_TEST_RANK";
 constexpr char kPortVariable[] = "MTB_STAGING_TEST_PORT";
 
@@ -59,6 +61,7 @@ int RunRank(int rank, int port) {
   options.first_step_timeout = absl::Seconds(60);
   options.collective_timeout = absl::Seconds(60);
   options.reduce_scatter_chunk_bytes = kChunkBytes;
+  options.reduce_scatter_depth = kDepth;
   absl::StatusOr<std::unique_ptr<Communicator>> comm = Rendezvous(options);
   if (!comm.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, comm.status().ToString().c_str());
@@ -71,26 +74,37 @@ int RunRank(int rank, int port) {
   const at::Tensor input = pattern * (rank + 1);
   const at::Tensor expected =
       (pattern * (kWorldSize * (kWorldSize + 1) / 2)).narrow(0, rank * k, k);
-  at::Tensor output = at::empty({k});
+  const at::Tensor separate_output = at::empty({k});
+  const at::Tensor in_place_input = input.clone();
   bool ok = true;
-  for (ReduceScatterAlgorithm algorithm :
-       {ReduceScatterAlgorithm::kChunked, ReduceScatterAlgorithm::kAllToAll}) {
-    (*comm)->SetReduceScatterAlgorithm(algorithm);
-    output.fill_(-1);
+  struct Case {
+    const char* name;
+    ReduceScatterAlgorithm algorithm;
+    bool in_place;
+    int64_t bound;  // staging bytes at most; -1: no bound (the negative case)
+  };
+  for (const Case& c :
+       {Case{"chunked_out_of_place", ReduceScatterAlgorithm::kChunked, false,
+             kDepth * (kWorldSize - 2) * kChunkBytes},
+        Case{"chunked_in_place", ReduceScatterAlgorithm::kChunked, true,
+             kDepth * (kWorldSize - 1) * kChunkBytes},
+        Case{"alltoall", ReduceScatterAlgorithm::kAllToAll, false, -1}}) {
+    (*comm)->SetReduceScatterAlgorithm(c.algorithm);
+    in_place_input.copy_(input);
+    const at::Tensor source = c.in_place ? in_place_input : input;
+    const at::Tensor output =
+        c.in_place ? in_place_input.narrow(0, rank * k, k) : separate_output;
+    if (!c.in_place) output.fill_(-1);
     const int64_t before = CpuMemory().current_bytes;
     ResetCpuPeak();
-    const absl::Status status = (*comm)->ReduceScatter(input, output);
+    const absl::Status status = (*comm)->ReduceScatter(source, output);
     const int64_t staging = CpuMemory().peak_bytes - before;
     const bool exact = status.ok() && at::equal(output, expected);
     ok = ok && exact;
-    std::printf("rank %d %s staging_bytes=%lld exact=%d %s\n", rank,
-                std::string(ReduceScatterAlgorithmName(algorithm)).c_str(),
+    std::printf("rank %d %s staging_bytes=%lld exact=%d %s\n", rank, c.name,
                 static_cast<long long>(staging), exact ? 1 : 0,
                 status.ToString().c_str());
-    if (algorithm == ReduceScatterAlgorithm::kChunked &&
-        staging > (2 * (kWorldSize - 1) + 1) * kChunkBytes) {
-      ok = false;
-    }
+    if (c.bound >= 0 && staging > c.bound) ok = false;
   }
   std::fflush(stdout);
   return ok ? 0 : 1;
@@ -171,14 +185,22 @@ TEST(ReduceScatterStaging, ChunkedStagingIsBoundedByTheChunkInRealProcesses) {
     ASSERT_EQ(::waitpid(pids[rank], &status, 0), pids[rank]);
     const std::string text = ReadFile(outputs[rank]);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
-    // Chunked: at most 3 chunks of 64 KiB (two slots of one peer chunk and
-    // the accumulator), against an 8 MiB input.
-    const int64_t chunked_staging = StagingBytes(text, rank, "chunked");
-    EXPECT_LE(chunked_staging, (2 * (kWorldSize - 1) + 1) * kChunkBytes) << text;
-    EXPECT_GT(chunked_staging, 0) << text;
+    // Chunked in place: depth slots of one peer chunk (3 x 64 KiB) against
+    // an 8 MiB input; the counter sees them (> 0).
+    const int64_t in_place = StagingBytes(text, rank, "chunked_in_place");
+    EXPECT_LE(in_place, kDepth * (kWorldSize - 1) * kChunkBytes) << text;
+    EXPECT_GT(in_place, 0) << text;
     EXPECT_TRUE(absl::StrContains(
-        text, absl::StrCat("rank ", rank, " chunked staging_bytes=",
-                           chunked_staging, " exact=1 OK")))
+        text, absl::StrCat("rank ", rank, " chunked_in_place staging_bytes=",
+                           in_place, " exact=1 OK")))
+        << text;
+    // Out of place at 2 ranks the peer's chunks land in the output: nothing
+    // staged at all.
+    const int64_t out_of_place = StagingBytes(text, rank, "chunked_out_of_place");
+    EXPECT_EQ(out_of_place, 0) << text;
+    EXPECT_TRUE(absl::StrContains(
+        text, absl::StrCat("rank ", rank, " chunked_out_of_place staging_bytes=0",
+                           " exact=1 OK")))
         << text;
     // Alltoall: its temporary is the whole input, so the counter must see
     // at least S: the figure above is not blind to staging.

@@ -168,6 +168,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(
   communicator_options.keep_records = options.keep_records;
   communicator_options.reduce_scatter_chunk_bytes =
       options.reduce_scatter_chunk_bytes;
+  communicator_options.reduce_scatter_depth = options.reduce_scatter_depth;
   if (communicator_options.gloo_interface.empty() &&
       communicator_options.gloo_hostname.empty() &&
       IsLoopback(options.master_addr)) {

@@ -51,9 +51,10 @@ struct RendezvousOptions {
   // tools that issue many collectives and never read the records (a
   // benchmark sweep, a long training run); the observer still sees each one.
   bool keep_records = true;
-  // CommunicatorOptions::reduce_scatter_chunk_bytes.
+  // CommunicatorOptions::reduce_scatter_chunk_bytes and _depth.
   int64_t reduce_scatter_chunk_bytes =
       CommunicatorOptions().reduce_scatter_chunk_bytes;
+  int reduce_scatter_depth = CommunicatorOptions().reduce_scatter_depth;
 };
 
 // Checks the fields (ranks, port, timeouts) without touching the network:

@@ -38,7 +38,9 @@ absl::Status RunRanksAsThreads(int world_size,
           options.reduce_scatter_algorithm;
       communicator_options.reduce_scatter_chunk_bytes =
           options.reduce_scatter_chunk_bytes;
+      communicator_options.reduce_scatter_depth = options.reduce_scatter_depth;
       communicator_options.all_gather_algorithm = options.all_gather_algorithm;
+      communicator_options.all_reduce_algorithm = options.all_reduce_algorithm;
       absl::StatusOr<std::unique_ptr<Communicator>> communicator =
           Communicator::Create(store, communicator_options);
       if (!communicator.ok()) {

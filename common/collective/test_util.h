@@ -26,7 +26,9 @@ struct ThreadRanksOptions {
       ReduceScatterAlgorithm::kAuto;
   int64_t reduce_scatter_chunk_bytes =
       CommunicatorOptions().reduce_scatter_chunk_bytes;
+  int reduce_scatter_depth = CommunicatorOptions().reduce_scatter_depth;
   AllGatherAlgorithm all_gather_algorithm = AllGatherAlgorithm::kAuto;
+  AllReduceAlgorithm all_reduce_algorithm = AllReduceAlgorithm::kAuto;
 };
 
 // Runs body(communicator) on world_size threads, one per rank, and returns

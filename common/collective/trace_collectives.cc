@@ -15,9 +15,14 @@ namespace mtb::collective {
 
 CollectiveLog::ObserverId TraceCollectives(Communicator& communicator,
                                            trace::TraceRecorder* recorder) {
-  return communicator.log().AddObserver(
+  return TraceCollectives(communicator.log(), recorder);
+}
+
+CollectiveLog::ObserverId TraceCollectives(CollectiveLog& log,
+                                           trace::TraceRecorder* recorder) {
+  return log.AddObserver(
       [recorder](CollectiveEvent event, const CollectiveRecord& r) {
-        if (event != CollectiveEvent::kCompleted) return;
+        if (event != CollectiveEvent::kCompleted || !recorder->enabled()) return;
         const std::string op(CollectiveOpName(r.op));
         recorder->AddSpan(op, "collective", trace::kCommTrack, r.issue_time,
                           r.transfer_done_time,

@@ -16,8 +16,12 @@
 namespace mtb::collective {
 
 // Adds the observer; remove it (communicator.log().RemoveObserver) before
-// `recorder` goes away.
+// `recorder` goes away. While the recorder is disabled (outside
+// --trace_steps' window) the observer returns before building anything.
 CollectiveLog::ObserverId TraceCollectives(Communicator& communicator,
+                                           trace::TraceRecorder* recorder);
+// The same on a log (what the Communicator overload uses).
+CollectiveLog::ObserverId TraceCollectives(CollectiveLog& log,
                                            trace::TraceRecorder* recorder);
 
 // rank, world size, tool, host, the run id rank 0 makes (host-pid-UTC time)
