@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "comm_bench/comm_bench.pb.h"
@@ -107,6 +108,47 @@ TEST(CommBenchSmoke, BadFlagsExitTwoBeforeAnyRankStarts) {
   EXPECT_EQ(RunCommBench("--nproc=2 --plot=/proc/no_such_dir/p.svg", log), 2);
   EXPECT_THAT(Log(log), HasSubstr("--plot=/proc/no_such_dir/p.svg: cannot write there"));
   EXPECT_THAT(Log(log), ::testing::Not(HasSubstr("[rank 0]")));
+}
+
+TEST(CommBenchSmoke, AHangAtASweepPointIsNamedByTheLaunchersHeartbeat) {
+  // Points: all_reduce 1K, 4K, then all_gather 1K (point 3), 4K. Rank 1
+  // hangs as point 3 starts, outside any collective; rank 0 waits in the
+  // point's first barrier. The 30 s collective timeout never fires.
+  const std::string dir = TempDir() + "/hang";
+  const std::string log = TempDir() + "/hang.log";
+  const int code = RunCommBench(
+      absl::StrCat("--nproc=2 --ops=all_reduce,all_gather --minbytes=1K --maxbytes=4K "
+                   "--stepfactor=4 --iters=2 --warmup_iters=0 --fault=hang:rank=1,step=3 "
+                   "--heartbeat_timeout=2s --collective_timeout=30s --log_dir=",
+                   dir, " --out=", dir, "/cb.json"),
+      log);
+  EXPECT_EQ(code, 1) << Log(log);
+  EXPECT_THAT(Log(log), HasSubstr("--fault=hang:rank=1,step=3: this rank stops making progress"));
+  EXPECT_THAT(Log(log), ::testing::ContainsRegex(
+                            "launch: heartbeat: no progress for [0-9.]+s: rank 1 is in no "
+                            "collective \\(step 3, all_gather\\); last completed #[0-9]+ "
+                            "while rank 0 waits in barrier #[0-9]+ \\(step 3, all_gather\\): "
+                            "the group waits for rank 1"));
+  EXPECT_THAT(Log(log), ::testing::Not(HasSubstr("failed after timeout")));
+  // Both ranks dumped their flight recorders at the teardown.
+  absl::StatusOr<std::vector<std::string>> dumps = ListDirectory(dir, "flight_", ".json");
+  ASSERT_TRUE(dumps.ok()) << dumps.status();
+  EXPECT_EQ(dumps->size(), 2u);
+}
+
+TEST(CommBenchSmoke, ABadFaultExitsTwoBeforeAnyRankStarts) {
+  const std::string log = TempDir() + "/bad_fault.log";
+  EXPECT_EQ(RunCommBench("--nproc=2 --ops=all_reduce --fault=kill:rank=1,stp=2,phase=all_reduce",
+                         log),
+            2);
+  EXPECT_THAT(Log(log), HasSubstr("'stp' is not a key of kill (rank, step, phase)"));
+  EXPECT_EQ(RunCommBench("--nproc=2 --ops=all_reduce --minbytes=1K --maxbytes=4K "
+                         "--stepfactor=4 --fault=exit:rank=0,step=3,code=4",
+                         log),
+            2);
+  EXPECT_THAT(Log(log), HasSubstr("--fault=exit:rank=0,step=3,code=4: sweep point 3 is "
+                                  "after the last sweep point 2 (1-2 all_reduce)"));
+  EXPECT_THAT(Log(log), ::testing::Not(HasSubstr("[rank")));
 }
 
 }  // namespace

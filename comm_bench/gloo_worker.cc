@@ -10,6 +10,8 @@
 #include "comm_bench/report_files.h"
 #include "comm_bench/table.h"
 #include "common/collective/rendezvous.h"
+#include "common/faults/fault_injector.h"
+#include "common/results/atomic_file.h"
 #include "common/collective/trace_collectives.h"
 #include "common/results/output_path.h"
 #include "common/trace/recorder.h"
@@ -64,6 +66,12 @@ absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
   collective::RendezvousOptions rendezvous =
       RendezvousOptionsFor(options.rank_env, options.timeouts);
   rendezvous.keep_records = false;  // the backend follows the observer
+  // Without the launcher's --log_dir the flight recorder dumps beside the
+  // result.
+  if (rendezvous.flight_recorder_dir.empty()) {
+    rendezvous.flight_recorder_dir =
+        DirectoryOf(ResolveOutputPaths(options.flags, "comm_bench").json);
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<collective::Communicator> communicator,
                    collective::Rendezvous(rendezvous));
   std::unique_ptr<Backend> backend = NewGlooBackend(*communicator);
@@ -86,11 +94,21 @@ absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
     listener = tracing.get();
     observer = collective::TraceCollectives(*communicator, recorder.get());
   }
+  collective::FlightRecorder& flight = communicator->flight_recorder();
+  FaultInjector faults(options.faults, options.rank_env.rank,
+                       options.rank_env.restart_count);
+  SweepHooks hooks;
+  hooks.before_point = [&](int64_t point, const std::string& op) {
+    flight.SetPosition(point, op);
+    (void)faults.At(point, op);
+  };
+  hooks.after_first_point = [&] {
+    // Start-up is over: the steady-state timeout, and the heartbeat watch.
+    flight.MarkSteady();
+    return communicator->SetTimeout(options.timeouts.collective_timeout);
+  };
   ASSIGN_OR_RETURN(CommBenchResult result,
-                   RunSweep(*backend, options.sweep, listener, [&] {
-                     return communicator->SetTimeout(
-                         options.timeouts.collective_timeout);
-                   }));
+                   RunSweep(*backend, options.sweep, listener, hooks));
   if (recorder != nullptr) {
     communicator->log().RemoveObserver(observer);
     RETURN_IF_ERROR(recorder->WriteTo(ResolveUserPath(options.flags.trace_dir)));

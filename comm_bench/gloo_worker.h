@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "comm_bench/harness.h"
 #include "comm_bench/options.h"
+#include "common/faults/fault_spec.h"
 #include "common/launch/rank_env.h"
 #include "common/launch/timeouts.h"
 #include "common/results/results.pb.h"
@@ -21,6 +22,8 @@ struct GlooWorkerOptions {
   TimeoutOptions timeouts;
   // Started by main (NewRunContext) so its start time is the run's.
   RunContext context;
+  // --fault=, validated against the sweep (ResolveFaults).
+  std::vector<Fault> faults;
 };
 
 // Runs this rank and returns the process's exit code: 0 pass, 1 a wrong

@@ -273,10 +273,31 @@ absl::Status CheckSupported(const Backend& backend,
       options);
 }
 
-absl::StatusOr<CommBenchResult> RunSweep(
-    Backend& backend, const SweepOptions& options, SweepListener* listener,
-    const std::function<absl::Status()>& after_first_point) {
+absl::StatusOr<std::vector<std::string>> SweepPointOps(const SweepOptions& options,
+                                                       int world_size) {
+  CallContext context;
+  context.world_size = world_size;
+  context.dtype = options.dtype;
+  context.redop = options.redop;
+  context.root = options.root;
+  std::vector<std::string> ops;
+  for (const std::string& name : options.ops) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Collective> op,
+                     MakeCollective(name, options.all_to_allv));
+    for (int64_t requested : op->SweepSizes(options.min_bytes, options.max_bytes,
+                                            options.step_factor)) {
+      if (op->Shape(requested, context).bytes > 0) ops.push_back(name);
+    }
+  }
+  return ops;
+}
+
+absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,
+                                         const SweepOptions& options,
+                                         SweepListener* listener,
+                                         const SweepHooks& hooks) {
   bool first_point_done = false;
+  int64_t point = 0;
   CHECK_GE(options.iters, 1);
   CallContext context;
   context.rank = backend.rank();
@@ -333,13 +354,15 @@ absl::StatusOr<CommBenchResult> RunSweep(
     summary.set_op(name);
     double op_busbw_sum = 0;
     for (const CallShape& shape : shapes) {
+      ++point;
+      if (hooks.before_point) hooks.before_point(point, name);
       RowRunner runner(backend, *op, options, context, shape);
       std::vector<CommBenchRow> rows;
       for (bool in_place : {false, true}) {
         if (in_place && !op->supports_in_place()) continue;
         ASSIGN_OR_RETURN(CommBenchRow row, runner.Run(in_place, seed++, *send, *recv));
-        if (!first_point_done && after_first_point) {
-          RETURN_IF_ERROR(after_first_point());
+        if (!first_point_done && hooks.after_first_point) {
+          RETURN_IF_ERROR(hooks.after_first_point());
         }
         first_point_done = true;
         row.set_emulated(support.emulated);

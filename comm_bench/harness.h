@@ -82,16 +82,34 @@ absl::Status CheckSupported(const SupportQuery& supports,
                             const SweepOptions& options);
 absl::Status CheckSupported(const Backend& backend, const SweepOptions& options);
 
+// The op each sweep point runs, in sweep order: point p (counting from 1,
+// as traces' ProfilerStep#p and --fault's step) is element p - 1. A point is
+// one size of one op (its out-of-place and in-place rows); sizes that round
+// to 0 bytes at `world_size` ranks are not points. Errors as
+// CheckSupported's for an unknown op.
+absl::StatusOr<std::vector<std::string>> SweepPointOps(const SweepOptions& options,
+                                                       int world_size);
+
+// What the caller hears as the sweep runs (each may be empty).
+struct SweepHooks {
+  // Once, after the first sweep point (e.g. to tighten the collective
+  // timeout from the first-step to the steady-state value); an error fails
+  // the sweep.
+  std::function<absl::Status()> after_first_point;
+  // Before each sweep point: its index (from 1) and op (where faults act
+  // and the flight recorder's position is set).
+  std::function<void(int64_t point, const std::string& op)> before_point;
+};
+
 // Runs the sweep on this rank. Collective: every rank calls it with the same
 // options, in the same order relative to other collectives. Returns rows,
 // per-op summaries, the average busbw, the verdict and notes, identical on
 // every rank; `context` and `options` are the caller's to fill.
-// `listener` may be null. `after_first_point`, when set, runs once after
-// the first sweep point (e.g. to tighten the collective timeout from the
-// first-step to the steady-state value); an error fails the sweep.
-absl::StatusOr<CommBenchResult> RunSweep(
-    Backend& backend, const SweepOptions& options, SweepListener* listener,
-    const std::function<absl::Status()>& after_first_point = nullptr);
+// `listener` may be null.
+absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,
+                                         const SweepOptions& options,
+                                         SweepListener* listener,
+                                         const SweepHooks& hooks = {});
 
 // 0 when the verdict is "pass", 1 otherwise.
 int VerdictExitCode(const CommBenchResult& result);

@@ -55,6 +55,34 @@ std::vector<CommBenchResult> Sweep(int world_size, const SweepOptions& options,
   return results;
 }
 
+TEST(Sweep, PointsAreEachOpsSizesInOrderAsTheHookAndSweepPointOpsSayAlike) {
+  SweepOptions options = SmallSweep();
+  options.ops = {"all_reduce", "reduce_scatter"};
+  // 4, 16, 64 B: reduce_scatter's 4 B and 16 B round to 0 at 3 ranks (each
+  // rank's block is a multiple of 16 bytes: ShardedCount), so they are no
+  // points.
+  options.min_bytes = 4;
+  options.max_bytes = 64;
+  options.step_factor = 4;
+  const absl::StatusOr<std::vector<std::string>> planned = SweepPointOps(options, 3);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  EXPECT_EQ(*planned, (std::vector<std::string>{"all_reduce", "all_reduce", "all_reduce",
+                                                "reduce_scatter"}));
+  auto group = NewThreadGroup(3);
+  std::vector<std::vector<std::string>> seen(3);
+  std::vector<absl::Status> statuses = RunRanks(3, [&](int rank) {
+    ThreadBackend backend(group, rank);
+    SweepHooks hooks;
+    hooks.before_point = [&, rank](int64_t point, const std::string& op) {
+      EXPECT_EQ(point, static_cast<int64_t>(seen[rank].size()) + 1);
+      seen[rank].push_back(op);
+    };
+    return RunSweep(backend, options, nullptr, hooks).status();
+  });
+  for (const absl::Status& status : statuses) EXPECT_TRUE(status.ok()) << status;
+  for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(seen[rank], *planned) << rank;
+}
+
 class EveryOp : public ::testing::TestWithParam<int> {};
 
 TEST_P(EveryOp, CheckReportsZeroWrongInAndOutOfPlace) {

@@ -40,13 +40,19 @@ int main(int argc, char** argv) {
   }
 
   // Every flag is checked before the launcher starts a rank (exit 2).
-  const mtb::LaunchDefaults launch_defaults{/*nproc=*/2};
+  mtb::LaunchDefaults launch_defaults;
+  launch_defaults.nproc = 2;
+  launch_defaults.reports_heartbeats = true;
   absl::StatusOr<int> world_size = mtb::PlannedWorldSize(launch_defaults);
   if (!world_size.ok()) return mtb::ReportAndExitCode("comm_bench", world_size.status());
   absl::StatusOr<SweepOptions> sweep = ResolveOptions(worker.flags, *world_size);
   if (!sweep.ok()) return mtb::ReportAndExitCode("comm_bench", sweep.status());
   absl::Status supported = CheckSupported(GlooSupports, *sweep);
   if (!supported.ok()) return mtb::ReportAndExitCode("comm_bench", supported);
+  absl::StatusOr<std::vector<mtb::Fault>> faults =
+      ResolveFaults(worker.flags, *sweep, *world_size);
+  if (!faults.ok()) return mtb::ReportAndExitCode("comm_bench", faults.status());
+  worker.faults = *std::move(faults);
   worker.sweep = *std::move(sweep);
 
   absl::StatusOr<mtb::LaunchDecision> launch =

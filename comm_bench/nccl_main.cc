@@ -46,6 +46,13 @@ int main(int argc, char** argv) {
             "--trace_dir is not supported by comm_bench_nccl yet (only the "
             "Gloo comm_bench writes traces)"));
   }
+  if (!worker.flags.fault.empty()) {
+    return mtb::ReportAndExitCode(
+        "comm_bench_nccl",
+        absl::InvalidArgumentError(
+            "--fault is not supported by comm_bench_nccl yet (only the Gloo "
+            "comm_bench injects faults)"));
+  }
 
   // Every flag is checked before the launcher starts a rank (exit 2).
   const mtb::LaunchDefaults launch_defaults{/*nproc=*/1};

@@ -57,6 +57,11 @@ ABSL_FLAG(std::string, trace_dir, "",
           "each rank writes DIR/rank_<r>.trace.json (Perfetto; bazel run "
           "//profiler_agg -- DIR): a ProfilerStep#N span per sweep point and "
           "every collective");
+ABSL_FLAG(std::string, fault, "",
+          "inject faults (docs/faults.md), step = the sweep point (1 = the first "
+          "size of the first op), phase = the op: kill:rank=R,step=S,phase=OP; "
+          "hang:rank=R,step=S[,phase=OP]; slow:rank=R,ms=M[,every=K]; "
+          "exit:rank=R,step=S,code=C; several separated by ';'");
 ABSL_FLAG(std::string, testonly_corrupt, "",
           "Testing only: OP:RANK makes RANK corrupt one element of OP's output "
           "before every check, to prove the check and the exit code.");
@@ -96,7 +101,25 @@ FlagValues ReadFlags() {
   flags.ceiling = absl::GetFlag(FLAGS_ceiling);
   flags.testonly_corrupt = absl::GetFlag(FLAGS_testonly_corrupt);
   flags.trace_dir = absl::GetFlag(FLAGS_trace_dir);
+  flags.fault = absl::GetFlag(FLAGS_fault);
   return flags;
+}
+
+absl::StatusOr<std::vector<Fault>> ResolveFaults(const FlagValues& flags,
+                                                 const SweepOptions& options,
+                                                 int world_size) {
+  ASSIGN_OR_RETURN(std::vector<Fault> faults,
+                   ParseFaults(flags.fault, SweepFaultGrammar("comm_bench",
+                                                              CollectiveNames(),
+                                                              "sweep point")));
+  if (faults.empty()) return faults;
+  FaultBounds bounds;
+  bounds.world_size = world_size;
+  ASSIGN_OR_RETURN(bounds.phase_of_step, SweepPointOps(options, world_size));
+  bounds.steps = static_cast<int64_t>(bounds.phase_of_step.size());
+  bounds.step_name = "sweep point";
+  RETURN_IF_ERROR(ValidateFaults(faults, bounds));
+  return faults;
 }
 
 absl::StatusOr<SweepOptions> ResolveOptions(const FlagValues& flags,

@@ -12,6 +12,7 @@
 #include "comm_bench/comm_bench.pb.h"
 #include "comm_bench/harness.h"
 #include "comm_bench/report_files.h"
+#include "common/faults/fault_spec.h"
 
 namespace mtb::comm_bench {
 
@@ -40,6 +41,8 @@ struct FlagValues {
   std::string testonly_corrupt;  // "OP:RANK"
   // --trace_dir: each rank's Chrome trace (docs/traces.md); "" none.
   std::string trace_dir;
+  // --fault= (docs/faults.md): step = sweep point, phase = op; "" none.
+  std::string fault;
 };
 
 // The values of the flags defined in options.cc (after ParseCommandLine).
@@ -54,6 +57,14 @@ absl::StatusOr<SweepOptions> ResolveOptions(const FlagValues& flags,
 // Output paths: --out (or results/comm_bench_<time>.json), --markdown and
 // --plot, resolved against the user's checkout under `bazel run`.
 OutputPaths ResolveOutputPaths(const FlagValues& flags, absl::string_view tool);
+
+// --fault= for `options` at `world_size` ranks (common/faults): step is the
+// sweep point (SweepPointOps), phase its op. kInvalidArgument naming the bad
+// part, a rank outside the world, a point past the sweep's last or an op the
+// point does not run.
+absl::StatusOr<std::vector<Fault>> ResolveFaults(const FlagValues& flags,
+                                                 const SweepOptions& options,
+                                                 int world_size);
 
 // OptionsProto(options) plus what only the flags know.
 CommBenchOptions OptionsForResult(const SweepOptions& options,

@@ -1,6 +1,8 @@
 #include "comm_bench/options.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/results/atomic_file.h"
 #include "gmock/gmock.h"
@@ -151,6 +153,42 @@ TEST(ResolveOptions, SplitMatrixWithAnExplicitSizeRangeSaysWhichWins) {
   ASSERT_TRUE(only.ok()) << only.status();
   ASSERT_EQ(only->notes.size(), 1u);
   EXPECT_NE(only->notes[0].find("change nothing here"), std::string::npos);
+}
+
+TEST(ResolveFaults, StepsAreSweepPointsAndPhasesTheirOps) {
+  FlagValues flags;
+  flags.ops = "all_reduce,all_gather";
+  flags.minbytes = "1K";
+  flags.maxbytes = "4K";
+  flags.stepfactor = 4;  // points: all_reduce 1K, 4K; all_gather 1K, 4K
+  const SweepOptions options = *ResolveOptions(flags, 2);
+  flags.fault = "kill:rank=1,step=3,phase=all_gather;hang:rank=0,step=2;slow:rank=1,ms=5";
+  absl::StatusOr<std::vector<Fault>> faults = ResolveFaults(flags, options, 2);
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  EXPECT_EQ(faults->size(), 3u);
+  flags.fault = "";
+  EXPECT_TRUE(ResolveFaults(flags, options, 2)->empty());
+  // Each way a spec can be wrong: one line naming it.
+  for (const auto& [spec, message] : std::vector<std::pair<std::string, std::string>>{
+           {"kill:rank=1,step=3", "'kill:rank=1,step=3' lacks phase (kill needs rank, step, phase)"},
+           {"nan:rank=0,step=1", "'nan' is not a fault comm_bench injects (kill, hang, slow, "
+                                 "exit): it has no loss to make NaN"},
+           {"kill:rank=0,step=1,phase=forward",
+            "'forward' is not a phase (all_reduce, all_gather, reduce_scatter, broadcast, "
+            "all_to_all, all_to_allv)"},
+           {"kill:rank=1,step=1,phase=all_gather",
+            "sweep point 1 runs all_reduce, not all_gather (1-2 all_reduce, 3-4 all_gather)"},
+           {"hang:rank=0,step=5", "sweep point 5 is after the last sweep point 4"},
+           {"exit:rank=2,step=1,code=3", "rank 2 is not a rank of the world size 2"},
+       }) {
+    flags.fault = spec;
+    const absl::StatusOr<std::vector<Fault>> refused = ResolveFaults(flags, options, 2);
+    ASSERT_FALSE(refused.ok()) << spec;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << spec;
+    EXPECT_THAT(std::string(refused.status().message()),
+                HasSubstr("--fault=" + spec.substr(0, spec.find(':')))) << spec;
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr(message)) << spec;
+  }
 }
 
 }  // namespace

@@ -48,7 +48,8 @@ Bandwidth BandwidthOf(double mean_bytes, double bottleneck_bytes,
 
 absl::StatusOr<ConfigResult> RunBenchmarkConfig(const MoeConfig& config,
                                                 const MoeCommOptions& options,
-                                                collective::Communicator& comm) {
+                                                collective::Communicator& comm,
+                                                const PhaseHook& before_phase) {
   const int n = comm.world_size(), rank = comm.rank();
   const absl::Time start = absl::Now();
   return CallGuarded("moe benchmark", [&]() -> absl::StatusOr<ConfigResult> {
@@ -59,6 +60,7 @@ absl::StatusOr<ConfigResult> RunBenchmarkConfig(const MoeConfig& config,
     layer.num_experts = config.num_experts();
     layer.top_k = config.top_k();
     layer.capacity_factor = config.capacity_factor();
+    layer.before_phase = before_phase;
 
     at::NoGradGuard no_grad;
     std::vector<double> dispatch, combine, expert;

@@ -9,15 +9,18 @@
 
 #include "absl/status/statusor.h"
 #include "common/collective/communicator.h"
+#include "moe_comm/layer.h"
 #include "moe_comm/moe_comm.pb.h"
 
 namespace mtb::moe_comm {
 
 // Collective: every rank calls it with the same arguments. Every rank returns
 // the same ConfigResult (the per-rank figures are all-gathered).
+// `before_phase` goes to every layer call (layer.h).
 absl::StatusOr<ConfigResult> RunBenchmarkConfig(const MoeConfig& config,
                                                 const MoeCommOptions& options,
-                                                collective::Communicator& comm);
+                                                collective::Communicator& comm,
+                                                const PhaseHook& before_phase = {});
 
 }  // namespace mtb::moe_comm
 

@@ -66,7 +66,8 @@ std::vector<ExpectedCollective> ExpectedCollectives(
 absl::StatusOr<ConfigCheck> RunMoeCheck(const MoeConfig& config,
                                         const MoeCommOptions& options,
                                         collective::Communicator& comm,
-                                        const MoeCheckHooks& hooks) {
+                                        const MoeCheckHooks& hooks,
+                                        const PhaseHook& before_phase) {
   const int n = comm.world_size(), rank = comm.rank();
   return CallGuarded("moe check", [&]() -> absl::StatusOr<ConfigCheck> {
     const MoeInstance instance = SeededInstance(config, options.seed(), n);
@@ -100,6 +101,7 @@ absl::StatusOr<ConfigCheck> RunMoeCheck(const MoeConfig& config,
     layer.top_k = config.top_k();
     layer.capacity_factor = config.capacity_factor();
     layer.packing = hooks.packing;
+    layer.before_phase = before_phase;
 
     CheckRecorder recorder(
         "moe_layer", MoeCheckTensors(),

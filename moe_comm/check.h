@@ -37,7 +37,8 @@ std::vector<equivalence::TensorSpec> MoeCheckTensors();
 absl::StatusOr<ConfigCheck> RunMoeCheck(const MoeConfig& config,
                                         const MoeCommOptions& options,
                                         collective::Communicator& comm,
-                                        const MoeCheckHooks& hooks = {});
+                                        const MoeCheckHooks& hooks = {},
+                                        const PhaseHook& before_phase = {});
 
 }  // namespace mtb::moe_comm
 

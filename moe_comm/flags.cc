@@ -46,6 +46,12 @@ ABSL_FLAG(std::string, trace_dir, "",
           "every collective");
 ABSL_FLAG(std::string, trace_steps, "",
           "A:B: trace only configurations A..B of the sweep (default: all)");
+ABSL_FLAG(std::string, fault, "",
+          "inject faults (docs/faults.md), step = the configuration (from 1, "
+          "in sweep order), phase = dispatch or combine: "
+          "kill:rank=R,step=S,phase=P; hang:rank=R,step=S[,phase=P]; "
+          "slow:rank=R,ms=M[,every=K]; exit:rank=R,step=S,code=C; several "
+          "separated by ';'");
 ABSL_FLAG(bool, plot, true,
           "write the time and drop-rate SVGs beside --out (benchmark mode)");
 
@@ -112,5 +118,7 @@ absl::StatusOr<MoeTraceOptions> TraceOptionsFromFlags(int configurations,
 std::string OutFlag() { return absl::GetFlag(FLAGS_out); }
 bool MarkdownFlag() { return absl::GetFlag(FLAGS_markdown); }
 bool PlotFlag() { return absl::GetFlag(FLAGS_plot); }
+
+std::string FaultFlag() { return absl::GetFlag(FLAGS_fault); }
 
 }  // namespace mtb::moe_comm

@@ -22,6 +22,8 @@ MoeCheckHooks HooksFromFlags();
 absl::StatusOr<MoeTraceOptions> TraceOptionsFromFlags(int configurations,
                                                       absl::Duration timeout);
 std::string OutFlag();
+// --fault= as given ("" none).
+std::string FaultFlag();
 bool MarkdownFlag();
 bool PlotFlag();
 

@@ -124,6 +124,7 @@ absl::StatusOr<LayerOutput> ExpertParallelMoe(const nn::MoeParams& params,
     trace.recv_counts = ToVector(trace.recv_counts_by_expert.sum(1));
 
     const at::Tensor send_rows = x.index_select(0, token);  // (A, D)
+    if (options.before_phase) options.before_phase("dispatch");
     absl::Time start = absl::Now();
     const at::Tensor dispatched = nn::AllToAllVWithGrad(
         send_rows, trace.send_counts, trace.recv_counts, &comm);
@@ -159,6 +160,7 @@ absl::StatusOr<LayerOutput> ExpertParallelMoe(const nn::MoeParams& params,
     const at::Tensor expert_out = at::cat(expert_outputs).index_select(0, inverse);
 
     trace.expert_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    if (options.before_phase) options.before_phase("combine");
     start = absl::Now();
     const at::Tensor combined = nn::AllToAllVWithGrad(
         expert_out, trace.recv_counts, trace.send_counts, &comm);

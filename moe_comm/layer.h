@@ -18,6 +18,7 @@
 #define MTB_MOE_COMM_LAYER_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ATen/core/Tensor.h"
@@ -37,11 +38,17 @@ enum class PackingOrder {
   kExpertThenDestination,  // test hook: wrong on purpose
 };
 
+// Told the name of each of the layer's communication phases as it starts:
+// "dispatch", then "combine" (where --fault acts and the flight recorder's
+// position is set).
+using PhaseHook = std::function<void(const char* phase)>;
+
 struct LayerOptions {
   int num_experts = 0;  // E, divisible by the world size
   int top_k = 1;        // 1 or 2
   double capacity_factor = 1.25;
   PackingOrder packing = PackingOrder::kDestinationThenExpert;
+  PhaseHook before_phase;  // may be empty
 };
 
 // What one call did, for tests and the benchmark (all on this rank).

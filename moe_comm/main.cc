@@ -12,6 +12,8 @@
 #include "common/base/flags.h"
 #include "common/base/logging.h"
 #include "common/collective/rendezvous.h"
+#include "common/faults/fault_injector.h"
+#include "common/results/atomic_file.h"
 #include "common/launch/launch.h"
 #include "common/launch/launch_options.h"
 #include "common/launch/rendezvous_env.h"
@@ -43,7 +45,9 @@ int main(int argc, char** argv) {
   mtb::ParseCommandLineOrExit(argc, argv, kUsage);
 
   // Every flag is checked before the launcher starts a rank (exit 2).
-  const mtb::LaunchDefaults launch_defaults{/*nproc=*/2};
+  mtb::LaunchDefaults launch_defaults;
+  launch_defaults.nproc = 2;
+  launch_defaults.reports_heartbeats = true;
   absl::StatusOr<MoeCommOptions> options = OptionsFromFlags();
   if (!options.ok()) return mtb::ReportAndExitCode(kProgram, options.status());
   absl::StatusOr<mtb::PlannedWorld> world =
@@ -58,6 +62,9 @@ int main(int argc, char** argv) {
       static_cast<int>(ExpandSweep(*options, world->world_size).size()),
       timeouts.connect_timeout);
   if (!trace.ok()) return mtb::ReportAndExitCode(kProgram, trace.status());
+  absl::StatusOr<std::vector<mtb::Fault>> faults =
+      ResolveFaults(FaultFlag(), *options, world->world_size);
+  if (!faults.ok()) return mtb::ReportAndExitCode(kProgram, faults.status());
   const std::string out = OutFlag().empty()
                               ? mtb::DefaultResultPath(kProgram, "json")
                               : mtb::ResolveUserPath(OutFlag());
@@ -70,9 +77,15 @@ int main(int argc, char** argv) {
       mtb::LaunchOrBecomeWorker(argc, argv, launch_defaults);
   if (!launch.ok()) return mtb::ReportAndExitCode(kProgram, launch.status());
   if (launch->is_launcher()) return launch->exit_code;
+  mtb::collective::RendezvousOptions rendezvous =
+      mtb::RendezvousOptionsFor(launch->rank_env, timeouts);
+  // Without the launcher's --log_dir the flight recorder dumps beside the
+  // result.
+  if (rendezvous.flight_recorder_dir.empty()) {
+    rendezvous.flight_recorder_dir = mtb::DirectoryOf(out);
+  }
   absl::StatusOr<std::unique_ptr<mtb::collective::Communicator>> comm =
-      mtb::collective::Rendezvous(
-          mtb::RendezvousOptionsFor(launch->rank_env, timeouts));
+      mtb::collective::Rendezvous(rendezvous);
   if (!comm.ok()) return mtb::ReportAndExitCode(kProgram, comm.status());
   mtb::collective::Communicator& communicator = **comm;
 
@@ -83,10 +96,21 @@ int main(int argc, char** argv) {
   context.set_world_size(communicator.world_size());
   context.set_backend(std::string(communicator.backend()));
 
-  absl::StatusOr<MoeCommResult> result =
-      RunMoeComm(*options, communicator, HooksFromFlags(), [&] {
+  mtb::collective::FlightRecorder& flight = communicator.flight_recorder();
+  mtb::FaultInjector injector(*faults, launch->rank_env.rank,
+                              launch->rank_env.restart_count);
+  absl::StatusOr<MoeCommResult> result = RunMoeComm(
+      *options, communicator, HooksFromFlags(),
+      [&] {
+        // Start-up is over: the steady-state timeout, and the heartbeat watch.
+        flight.MarkSteady();
         return communicator.SetTimeout(timeouts.collective_timeout);
-      }, *trace);
+      },
+      *trace,
+      [&](int64_t configuration, const char* phase) {
+        flight.SetPosition(configuration, phase);
+        (void)injector.At(configuration, phase);
+      });
   if (!result.ok()) return mtb::ReportAndExitCode(kProgram, result.status());
 
   absl::Status written = absl::OkStatus();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "common/launch/tool_run.h"
 #include "common/results/atomic_file.h"
@@ -110,6 +111,37 @@ TEST(MoeCommBinary, BadFlagsExitTwoWithOneLineBeforeAnyRank) {
   ExpectUsageError("capacity", "--nproc=2 --capacity_factor=0",
                    "--capacity_factor=0 must be > 0");
   ExpectUsageError("skew", "--nproc=2 --skew=zipf:x", "--skew");
+  ExpectUsageError("fault", "--nproc=2 --skew=uniform --fault=hang:rank=0,step=2",
+                   "--fault=hang:rank=0,step=2: configuration 2 is after the last "
+                   "configuration 1");
+}
+
+TEST(MoeCommBinary, AHangInCombineIsNamedByTheLaunchersHeartbeat) {
+  // Two configurations; rank 1 hangs as configuration 2's combine starts,
+  // outside any collective, while rank 0 waits in the combine all_to_allv.
+  const std::string dir = TempDir() + "/hang";
+  const ToolRun run = RunTool(
+      "hang", absl::StrCat("--nproc=2 ", kTiny,
+                           "--skew=uniform,zipf:1 --fault=hang:rank=1,step=2,phase=combine "
+                           "--heartbeat_timeout=2s --collective_timeout=30s --log_dir=",
+                           dir, " --out=", dir, "/moe.json"));
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_NE(run.err.find("--fault=hang:rank=1,step=2,phase=combine: this rank stops "
+                         "making progress"),
+            std::string::npos)
+      << run.err;
+  const std::vector<std::string> lines = absl::StrSplit(run.err, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_TRUE(absl::StartsWith(lines.back(), "launch: heartbeat: no progress for ")) << run.err;
+  EXPECT_NE(lines.back().find("rank 1 is in no collective (step 2, combine)"),
+            std::string::npos)
+      << lines.back();
+  EXPECT_NE(lines.back().find("while rank 0 waits in all_to_allv #"), std::string::npos)
+      << lines.back();
+  EXPECT_NE(lines.back().find("(step 2, combine): the group waits for rank 1"),
+            std::string::npos)
+      << lines.back();
+  EXPECT_EQ(ListDirectory(dir, "flight_", ".json")->size(), 2u);
 }
 
 }  // namespace

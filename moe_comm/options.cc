@@ -160,4 +160,18 @@ Skew SkewOf(const MoeConfig& config) {
   return *skew;
 }
 
+absl::StatusOr<std::vector<Fault>> ResolveFaults(const std::string& spec,
+                                                 const MoeCommOptions& options,
+                                                 int world_size) {
+  absl::StatusOr<std::vector<Fault>> faults = ParseFaults(
+      spec, SweepFaultGrammar("moe_comm", {"dispatch", "combine"}, "configuration"));
+  if (!faults.ok() || faults->empty()) return faults;
+  FaultBounds bounds;
+  bounds.world_size = world_size;
+  bounds.steps = static_cast<int64_t>(ExpandSweep(options, world_size).size());
+  bounds.step_name = "configuration";
+  if (absl::Status valid = ValidateFaults(*faults, bounds); !valid.ok()) return valid;
+  return faults;
+}
+
 }  // namespace mtb::moe_comm

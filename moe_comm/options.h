@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/base/skew.h"
+#include "common/faults/fault_spec.h"
 #include "moe_comm/moe_comm.pb.h"
 
 namespace mtb::moe_comm {
@@ -40,6 +41,14 @@ absl::Status ValidateOptions(const MoeCommOptions& options, int world_size,
 // skew fastest), with num_experts 0 resolved for `world_size`.
 std::vector<MoeConfig> ExpandSweep(const MoeCommOptions& options,
                                    int world_size);
+
+// --fault= for this sweep at `world_size` ranks (common/faults): step is the
+// configuration's index in ExpandSweep's order (from 1), phase "dispatch" or
+// "combine". kInvalidArgument naming the bad part, a rank outside the world
+// or a configuration past the last.
+absl::StatusOr<std::vector<Fault>> ResolveFaults(const std::string& spec,
+                                                 const MoeCommOptions& options,
+                                                 int world_size);
 
 // "N=1024 D=256 E=4 k=2 cf=1.25 skew=zipf:1.2".
 std::string DescribeConfig(const MoeConfig& config);

@@ -62,5 +62,24 @@ TEST(MoeOptions, SweepIsTheCartesianProductWithExpertsResolved) {
   EXPECT_EQ(configs[5].top_k(), 1);
 }
 
+TEST(MoeOptions, FaultsCountConfigurationsAndTakeTheLayersPhases) {
+  const MoeCommOptions options = DefaultOptions();  // 5 skews: 5 configurations
+  absl::StatusOr<std::vector<Fault>> faults =
+      ResolveFaults("kill:rank=1,step=5,phase=combine;hang:rank=0,step=2", options, 2);
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  EXPECT_EQ(faults->size(), 2u);
+  EXPECT_EQ(ResolveFaults("hang:rank=0,step=6", options, 2).status().message(),
+            "--fault=hang:rank=0,step=6: configuration 6 is after the last "
+            "configuration 5");
+  EXPECT_EQ(ResolveFaults("kill:rank=0,step=1,phase=forward", options, 2).status().message(),
+            "--fault=kill:rank=0,step=1,phase=forward: 'forward' is not a phase "
+            "(dispatch, combine)");
+  EXPECT_EQ(ResolveFaults("nan:rank=0,step=1", options, 2).status().message(),
+            "--fault=nan:rank=0,step=1: 'nan' is not a fault moe_comm injects "
+            "(kill, hang, slow, exit): it has no loss to make NaN");
+  EXPECT_EQ(ResolveFaults("exit:rank=2,step=1,code=3", options, 2).status().message(),
+            "--fault=exit:rank=2,step=1,code=3: rank 2 is not a rank of the world size 2");
+}
+
 }  // namespace
 }  // namespace mtb::moe_comm

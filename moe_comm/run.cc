@@ -21,7 +21,8 @@ namespace mtb::moe_comm {
 absl::StatusOr<MoeCommResult> RunMoeComm(
     const MoeCommOptions& options, collective::Communicator& comm,
     const MoeCheckHooks& hooks, const std::function<absl::Status()>& after_first,
-    const MoeTraceOptions& trace) {
+    const MoeTraceOptions& trace,
+    const std::function<void(int64_t, const char*)>& at_phase) {
   const std::vector<MoeConfig> configs = ExpandSweep(options, comm.world_size());
   MoeCommResult result;
   result.set_schema_version(1);
@@ -62,9 +63,14 @@ absl::StatusOr<MoeCommResult> RunMoeComm(
         absl::StrCat(result.mode(), " ", i + 1, "/", total, " ",
                      DescribeConfig(config));
     if (comm.rank() == 0) LOG(INFO) << label << " on " << comm.world_size() << " ranks";
+    PhaseHook before_phase;
+    if (at_phase) {
+      before_phase = [&at_phase, i](const char* phase) { at_phase(i + 1, phase); };
+    }
     std::string summary;
     if (options.check()) {
-      ASSIGN_OR_RETURN(ConfigCheck check, RunMoeCheck(config, options, comm, hooks));
+      ASSIGN_OR_RETURN(ConfigCheck check,
+                       RunMoeCheck(config, options, comm, hooks, before_phase));
       std::vector<std::string> failed;
       for (const auto& t : check.check().tensors()) {
         if (!t.ok()) failed.push_back(absl::StrCat(t.name(), " (", t.message(), ")"));
@@ -78,7 +84,8 @@ absl::StatusOr<MoeCommResult> RunMoeComm(
       if (!check.check().pass()) result.set_pass(false);
       *result.add_checks() = std::move(check);
     } else {
-      ASSIGN_OR_RETURN(ConfigResult row, RunBenchmarkConfig(config, options, comm));
+      ASSIGN_OR_RETURN(ConfigResult row,
+                       RunBenchmarkConfig(config, options, comm, before_phase));
       summary = absl::StrFormat(
           "dispatch %.3f ms, combine %.3f ms, experts %.3f ms on the slowest "
           "rank (means), drop %.1f%%, imbalance %.2f, aux %.4f",

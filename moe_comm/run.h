@@ -30,14 +30,17 @@ struct MoeTraceOptions {
 };
 
 // `after_first` runs once the first configuration is done (the caller
-// tightens the collective timeout there). Collective: every rank calls it.
-// The result has mode, options, configs or checks and pass; run_context is
-// the caller's.
+// tightens the collective timeout there); `at_phase` hears the
+// configuration's index (from 1) and the layer's phase ("dispatch",
+// "combine") at the start of each (where --fault acts). Collective: every
+// rank calls it. The result has mode, options, configs or checks and pass;
+// run_context is the caller's.
 absl::StatusOr<MoeCommResult> RunMoeComm(
     const MoeCommOptions& options, collective::Communicator& comm,
     const MoeCheckHooks& hooks = {},
     const std::function<absl::Status()>& after_first = {},
-    const MoeTraceOptions& trace = {});
+    const MoeTraceOptions& trace = {},
+    const std::function<void(int64_t, const char*)>& at_phase = {});
 
 }  // namespace mtb::moe_comm
 

@@ -1,7 +1,5 @@
 #include "profiler_agg/analysis.h"
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <map>
 #include <set>
@@ -84,20 +82,14 @@ absl::Status Bad(const std::string& path, const std::string& why) {
 }  // namespace
 
 absl::StatusOr<std::vector<RankTrace>> ReadTraces(const std::string& directory) {
-  DIR* listing = ::opendir(directory.c_str());
-  if (listing == nullptr) {
+  absl::StatusOr<std::vector<std::string>> names =
+      ListDirectory(directory, "rank_", ".trace.json");
+  if (!names.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(directory, ": not a directory of traces"));
   }
   std::vector<std::string> paths;
-  while (dirent* entry = ::readdir(listing)) {
-    const std::string name = entry->d_name;
-    if (absl::StartsWith(name, "rank_") && absl::EndsWith(name, ".trace.json")) {
-      paths.push_back(absl::StrCat(directory, "/", name));
-    }
-  }
-  ::closedir(listing);
-  std::sort(paths.begin(), paths.end());
+  for (const std::string& name : *names) paths.push_back(absl::StrCat(directory, "/", name));
   if (paths.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         directory, ": no rank_<r>.trace.json files (give the --trace_dir of a run)"));

@@ -2,8 +2,11 @@
 // reports phases across ranks, stragglers, exposed communication and the
 // measured overlap; writes a ProfilerAggResult JSON with a Markdown summary,
 // an SVG timeline of one step and the merged, clock-aligned trace beside it.
+// `forensics DIR` instead reads a run's flight recorder dumps and names the
+// rank and collective where the group diverged (profiler_agg/forensics.h).
 //
 //   bazel run //profiler_agg -- traces/ [--step=N] [--out=PATH]
+//   bazel run //profiler_agg -- forensics logs/ [--out=PATH]
 #include <iostream>
 #include <string>
 #include <vector>
@@ -16,6 +19,7 @@
 #include "common/results/output_path.h"
 #include "common/results/run_context.h"
 #include "profiler_agg/analysis.h"
+#include "profiler_agg/forensics.h"
 
 ABSL_FLAG(std::string, out, "",
           "result JSON (default results/profiler_agg_<UTC time>.json); the "
@@ -24,13 +28,53 @@ ABSL_FLAG(int32_t, step, 0, "the step drawn in the SVG timeline (0: the middle o
 
 namespace {
 constexpr char kProgram[] = "profiler_agg";
+
+// `profiler_agg forensics DIR`: the verdict on stdout, the ForensicsResult
+// JSON at --out. Exit 0 once analysed (the verdict is what it found), 2 for a
+// folder without dumps, 1 for a dump that does not parse.
+int Forensics(int argc, char** argv, const std::string& directory) {
+  const std::string out =
+      absl::GetFlag(FLAGS_out).empty()
+          ? mtb::DefaultResultPath("profiler_agg_forensics", "json")
+          : mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
+  if (absl::Status writable = mtb::CheckOutputWritable("out", out); !writable.ok()) {
+    return mtb::ReportAndExitCode(kProgram, writable);
+  }
+  absl::StatusOr<std::vector<mtb::profiler_agg::FlightDumpFile>> dumps =
+      mtb::profiler_agg::ReadFlightDumps(directory);
+  if (!dumps.ok()) return mtb::ReportAndExitCode(kProgram, dumps.status());
+  mtb::RunContext context = mtb::NewRunContext(kProgram, argc, argv);
+  mtb::profiler_agg::ForensicsResult result =
+      mtb::profiler_agg::AnalyzeFlightDumps(*dumps);
+  result.set_directory(directory);
+  mtb::FinishRunContext(&context);
+  *result.mutable_run_context() = context;
+  if (absl::Status written = mtb::WriteJsonFile(result, out); !written.ok()) {
+    return mtb::ReportAndExitCode(kProgram, written);
+  }
+  std::cout << mtb::profiler_agg::RenderForensics(result) << "\nresult: " << out
+            << "\n";
+  return mtb::kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args = mtb::ParseCommandLineOrExit(
       argc, argv,
-      "merges the per-rank traces of one run: phases, stragglers, overlap.\n"
-      "  profiler_agg TRACE_DIR [--step=N] [--out=PATH]");
+      "merges the per-rank traces of one run: phases, stragglers, overlap;\n"
+      "or names where a group diverged from its flight recorder dumps.\n"
+      "  profiler_agg TRACE_DIR [--step=N] [--out=PATH]\n"
+      "  profiler_agg forensics LOG_DIR [--out=PATH]");
+  if (args.size() >= 2 && args[1] == "forensics") {
+    if (args.size() != 3) {
+      std::cerr << kProgram
+                << ": forensics takes one folder of flight recorder dumps (a "
+                   "run's --log_dir)\n";
+      return mtb::kExitUsage;
+    }
+    return Forensics(argc, argv, mtb::ResolveUserPath(args[2]));
+  }
   if (args.size() != 2) {
     std::cerr << kProgram << ": give one trace directory (a run's --trace_dir)\n";
     return mtb::kExitUsage;

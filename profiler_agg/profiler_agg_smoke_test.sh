@@ -28,4 +28,10 @@ echo '{"mine": 1}' > "$out/other.merged.trace.json"
 grep -qF "kept $out/other.merged.trace.json" "$out/stdout" || fail "a foreign file was not kept"
 [[ "$(cat "$out/other.merged.trace.json")" == '{"mine": 1}' ]] || fail "a foreign file was overwritten"
 [[ "$(run "$fixtures/two_ranks" --step=7 --out="$out/y.json")" == 2 ]] || fail "--step=7: want exit 2"
+
+# forensics (real dumps: trainer_hang_test): a folder without dumps or no
+# folder is a usage error.
+[[ "$(run forensics)" == 2 ]] || fail "forensics without a folder: want exit 2"
+[[ "$(run forensics "$fixtures" --out="$out/f.json")" == 2 ]] || fail "forensics without dumps: want exit 2"
+grep -qF "no flight recorder dumps (flight_*.json)" "$out/stderr" || fail "no-dumps message"
 echo PASS

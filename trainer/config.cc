@@ -154,11 +154,6 @@ absl::Status ValidateConfig(const TrainConfig& c) {
                                 " must be in [0, --steps=", c.steps(),
                                 ") so that some step is timed"));
   }
-  if (c.inject_nan_step() < 0 || c.inject_nan_step() > c.steps()) {
-    return Invalid(absl::StrCat("--inject_nan_step=", c.inject_nan_step(),
-                                " must be in [0, --steps=", c.steps(),
-                                "] (0: never)"));
-  }
   if (absl::StatusOr<StrategyKind> kind = ParseStrategy(c.strategy());
       !kind.ok()) {
     return kind.status();
@@ -170,10 +165,6 @@ absl::Status ValidateConfig(const TrainConfig& c) {
   if (!(c.bucket_cap_mb() > 0)) {
     return Invalid(absl::StrCat("--bucket_cap_mb=", c.bucket_cap_mb(),
                                 " must be positive"));
-  }
-  if (c.inject_nan_rank() < 0) {
-    return Invalid(absl::StrCat("--inject_nan_rank=", c.inject_nan_rank(),
-                                " must be non-negative"));
   }
   if (c.ddp_launch_after_backward() && c.strategy() != "ddp") {
     return Invalid(absl::StrCat("--ddp_overlap=false applies to --strategy=ddp, not ",
@@ -195,10 +186,6 @@ absl::Status ValidateConfigForWorldSize(const TrainConfig& c, int world_size) {
     return Invalid(absl::StrCat(
         "--strategy=single runs one rank, but the world size is ", world_size,
         ": use --strategy=ddp (or zero1, zero2) or --nproc=1"));
-  }
-  if (c.inject_nan_rank() >= world_size) {
-    return Invalid(absl::StrCat("--inject_nan_rank=", c.inject_nan_rank(),
-                                " must be < the world size ", world_size));
   }
   return absl::OkStatus();
 }

@@ -43,8 +43,8 @@ void ResolveConfig(TrainConfig* config, int ranks_per_host);
 absl::Status ValidateConfig(const TrainConfig& config);
 
 // The rules that need the world size (known before any rank communicates:
-// from the launch flags or WORLD_SIZE): --strategy=single needs one rank,
-// --inject_nan_rank must name a rank. kInvalidArgument, one line.
+// from the launch flags or WORLD_SIZE): --strategy=single needs one rank.
+// kInvalidArgument, one line.
 absl::Status ValidateConfigForWorldSize(const TrainConfig& config,
                                         int world_size);
 

@@ -125,9 +125,6 @@ TEST(TrainConfig, EachRuleNamesItsFlag) {
   c.set_timing_warmup_steps(c.steps());
   ExpectInvalid(c, "--timing_warmup_steps");
   c = Defaults();
-  c.set_inject_nan_step(c.steps() + 1);
-  ExpectInvalid(c, "--inject_nan_step");
-  c = Defaults();
   c.set_min_lr(1.0);
   ExpectInvalid(c, "--min_lr=1 must be in [0, --lr=");
   c = Defaults();
@@ -180,12 +177,6 @@ TEST(TrainConfig, GradSyncAutoIsEveryForZero2AndLastOtherwise) {
 
 TEST(TrainConfig, WorldSizeRulesNameTheFlagAndTheWorldSize) {
   TrainConfig c = Defaults();
-  c.set_inject_nan_rank(2);
-  EXPECT_TRUE(ValidateConfigForWorldSize(c, 3).ok());
-  const absl::Status rank = ValidateConfigForWorldSize(c, 2);
-  EXPECT_EQ(rank.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(rank.message(), "--inject_nan_rank=2 must be < the world size 2");
-  c = Defaults();
   c.set_strategy("single");
   EXPECT_TRUE(ValidateConfigForWorldSize(c, 1).ok());
   EXPECT_EQ(ValidateConfigForWorldSize(c, 4).message(),

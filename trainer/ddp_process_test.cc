@@ -91,17 +91,27 @@ TEST(Ddp, GradSyncLastAndEveryGiveCloseParametersAndExpectedBytes) {
   std::cout << comparison.Describe() << "\n";
 }
 
-TEST(Ddp, NanOnOneRankStopsEveryRankAtThatStepWithExitOne) {
+TEST(Ddp, NanOnOneRankStopsEveryRankAtThatStepAndIsNotRestarted) {
   std::vector<std::string> flags = TinyDdpFlags();
   flags.push_back("--batch_size=4");
-  flags.push_back("--inject_nan_step=3");
-  flags.push_back("--inject_nan_rank=1");
+  flags.push_back("--fault=nan:rank=1,step=3");
+  // A non-finite loss would only happen again: every rank exits 3
+  // (kExitDeterministicFailure) and the launcher does not restart it.
+  flags.push_back("--max_restarts=1");
   const TrainerLaunch launch = RunTrainer("nan", 3, flags);
   EXPECT_EQ(launch.exit_code, 1) << launch.output;
+  EXPECT_NE(launch.output.find(") exited with code 3"), std::string::npos)
+      << launch.output;
+  EXPECT_NE(launch.output.find("launch: not restarting: exit code 3 is a "
+                               "deterministic failure"),
+            std::string::npos)
+      << launch.output;
+  EXPECT_EQ(launch.output.find("launch: restarting"), std::string::npos)
+      << launch.output;
   const std::string error =
       "trainer: step 3 of 5: the loss is not finite on rank 1 (nan) and the "
-      "gradient norm (nan) is not finite (injected by --inject_nan_step=3 on "
-      "rank 1); every rank stopped before the optimizer update";
+      "gradient norm (nan) is not finite (injected by --fault=nan:rank=1,step=3); "
+      "every rank stopped before the optimizer update";
   for (int rank = 0; rank < 3; ++rank) {
     EXPECT_NE(launch.output.find(absl::StrCat("[rank ", rank, "] ", error)),
               std::string::npos)

@@ -56,11 +56,6 @@ ABSL_FLAG(int32_t, timing_warmup_steps, 2,
 ABSL_FLAG(int32_t, repeat, 1, "runs from scratch; the summary is mean ± std");
 ABSL_FLAG(uint64_t, seed, 1234,
           "seeds initialisation, data sampling and dropout masks");
-ABSL_FLAG(int32_t, inject_nan_step, 0,
-          "fault injection: make the loss NaN at this step (0: never) on "
-          "--inject_nan_rank; every rank stops before the update, exit 1");
-ABSL_FLAG(int32_t, inject_nan_rank, 0,
-          "the rank whose loss --inject_nan_step makes NaN");
 ABSL_FLAG(int32_t, intra_op_threads, 0,
           "LibTorch intra-op threads per rank (0: this machine's cores divided "
           "among this host's ranks)");
@@ -133,13 +128,11 @@ TrainConfig TrainConfigFromFlags() {
   c.set_timing_warmup_steps(absl::GetFlag(FLAGS_timing_warmup_steps));
   c.set_repeat(absl::GetFlag(FLAGS_repeat));
   c.set_seed(absl::GetFlag(FLAGS_seed));
-  c.set_inject_nan_step(absl::GetFlag(FLAGS_inject_nan_step));
   c.set_intra_op_threads(absl::GetFlag(FLAGS_intra_op_threads));
   c.set_log_every(absl::GetFlag(FLAGS_log_every));
   c.set_strategy(absl::GetFlag(FLAGS_strategy));
   c.set_bucket_cap_mb(absl::GetFlag(FLAGS_bucket_cap_mb));
   c.set_grad_sync(absl::GetFlag(FLAGS_grad_sync));
-  c.set_inject_nan_rank(absl::GetFlag(FLAGS_inject_nan_rank));
   c.set_peak_flops(absl::GetFlag(FLAGS_peak_flops));
   c.set_ddp_launch_after_backward(!absl::GetFlag(FLAGS_ddp_overlap));
   return c;

@@ -73,8 +73,20 @@ int main(int argc, char** argv) {
   mtb::InitLogging(argv[0]);
   mtb::ParseCommandLineOrExit(argc, argv, kUsage);
 
+  // Two ranks unless told otherwise; the ranks report heartbeats. A run
+  // that saves checkpoints from step 0 restarts (--max_restarts) from its
+  // newest one: --resume=latest (none yet: from step 0 again). A run
+  // resumed from a PATH restarts from that PATH; one started with
+  // --overwrite_checkpoints restarts as it started (docs/checkpoint.md).
+  mtb::LaunchDefaults launch_defaults;
+  launch_defaults.nproc = 2;
+  launch_defaults.reports_heartbeats = true;
+  if (const mtb::checkpoint::CheckpointOptions saving = mtb::CheckpointOptionsFromFlags();
+      !saving.dir.empty() && saving.resume.empty() && !saving.overwrite) {
+    launch_defaults.restart_args = {"--resume=latest"};
+  }
   absl::StatusOr<mtb::PlannedWorld> world =
-      mtb::PlanWorld(mtb::ProcessEnvironment(), {/*nproc=*/2});
+      mtb::PlanWorld(mtb::ProcessEnvironment(), launch_defaults);
   if (!world.ok()) return mtb::ReportAndExitCode(kProgram, world.status());
   const mtb::TimeoutOptions timeouts = mtb::TimeoutOptionsFromFlags();
   if (absl::Status valid = mtb::ValidateTimeoutOptions(timeouts); !valid.ok()) {
@@ -176,7 +188,7 @@ int main(int argc, char** argv) {
   }
 
   absl::StatusOr<mtb::LaunchDecision> launch =
-      mtb::LaunchOrBecomeWorker(argc, argv, {/*nproc=*/2});
+      mtb::LaunchOrBecomeWorker(argc, argv, launch_defaults);
   if (!launch.ok()) return mtb::ReportAndExitCode(kProgram, launch.status());
   if (launch->is_launcher()) return launch->exit_code;
 

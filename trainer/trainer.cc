@@ -1,10 +1,5 @@
 #include "trainer/trainer.h"
 
-#include <unistd.h>
-#include <csignal>
-#include <chrono>
-#include <thread>
-#include <cstdio>
 #include <algorithm>
 #include <optional>
 #include <cmath>
@@ -22,6 +17,7 @@
 #include "common/nn/autocast.h"
 #include "common/report/report.h"
 #include "common/nn/layers.h"
+#include "common/base/flags.h"
 #include "common/base/status.h"
 #include "common/libtorch/matmul_peak.h"
 #include "common/libtorch/torch_status.h"
@@ -132,30 +128,14 @@ int64_t Trainer::tokens_per_step() const {
          config_.batch_size() * config_.seq_len();
 }
 
+void Trainer::set_faults(std::vector<Fault> faults, int attempt) {
+  injector_ = FaultInjector(faults, rank_.rank, attempt);
+  faults_ = injector_.empty() ? std::vector<Fault>() : std::move(faults);
+}
+
 bool Trainer::InjectFaults(int64_t step, const char* phase) const {
-  if (faults_.empty()) return false;
-  const int rank = rank_.rank;
-  if (const Fault* slow = FindFault(faults_, FaultKind::kSlow, rank, step, phase);
-      slow != nullptr && std::string(phase) == "data") {
-    std::this_thread::sleep_for(std::chrono::milliseconds(slow->ms));
-  }
-  if (const Fault* kill = FindFault(faults_, FaultKind::kKill, rank, step, phase)) {
-    LOG(ERROR) << "--fault=" << FaultToString(*kill) << ": killing this rank";
-    google::FlushLogFiles(google::GLOG_INFO);
-    std::fflush(nullptr);
-    ::raise(SIGKILL);
-  }
-  if (const Fault* exit = FindFault(faults_, FaultKind::kExit, rank, step, phase)) {
-    LOG(ERROR) << "--fault=" << FaultToString(*exit) << ": exiting with code "
-               << exit->code;
-    std::fflush(nullptr);
-    ::_exit(exit->code);
-  }
-  if (const Fault* hang = FindFault(faults_, FaultKind::kHang, rank, step, phase)) {
-    LOG(ERROR) << "--fault=" << FaultToString(*hang) << ": this rank stops making progress";
-    while (true) std::this_thread::sleep_for(std::chrono::hours(1));
-  }
-  return FindFault(faults_, FaultKind::kNan, rank, step, phase) != nullptr;
+  if (phase_observer_) phase_observer_(step, phase);
+  return injector_.At(step, phase);
 }
 
 absl::StatusOr<StepRecord> Trainer::Step() {
@@ -193,8 +173,7 @@ absl::StatusOr<StepRecord> Trainer::Step() {
       const at::Tensor logits = model_.Forward(
           batch.inputs, ForwardOptionsOf(config_, step, batch.sample_indices));
       loss = nn::CrossEntropy(logits, batch.targets);
-      if (nan_fault || (step == config_.inject_nan_step() &&
-                        rank_.rank == config_.inject_nan_rank())) {
+      if (nan_fault) {
         // A multiplication, so that the gradients are NaN too.
         loss = loss * std::numeric_limits<double>::quiet_NaN();
       }
@@ -240,9 +219,11 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   record.set_loss(loss);
   record.set_grad_norm(grad_norm);
   if (!non_finite_loss_ranks.empty() || !norm_finite) {
-    return absl::AbortedError(NonFiniteMessage(
+    // It would only happen again from the same state: the launcher must not
+    // restart it (exit kExitDeterministicFailure).
+    return MarkDeterministic(absl::AbortedError(NonFiniteMessage(
         step, non_finite_loss_ranks, non_finite_losses, norm_finite,
-        non_finite_norm));
+        non_finite_norm)));
   }
   const double max_norm = config_.max_grad_norm();
   if (max_norm > 0 && grad_norm > max_norm) {
@@ -310,9 +291,10 @@ std::string Trainer::NonFiniteMessage(
     absl::StrAppend(&message, "the gradient norm (", format(norm),
                     ") is not finite (every rank's loss is finite)");
   }
-  if (step == config_.inject_nan_step()) {
-    absl::StrAppend(&message, " (injected by --inject_nan_step=", step,
-                    " on rank ", config_.inject_nan_rank(), ")");
+  for (const Fault& fault : faults_) {
+    if (fault.kind == FaultKind::kNan && fault.step == step) {
+      absl::StrAppend(&message, " (injected by --fault=", FaultToString(fault), ")");
+    }
   }
   absl::StrAppend(&message,
                   "; every rank stopped before the optimizer update");
@@ -511,7 +493,10 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                           step <= hooks.trace_last_step;
       if (hooks.trace != nullptr) hooks.trace->set_enabled(traced);
       trainer->set_trace(traced ? hooks.trace : nullptr);
-      if (step == start_step + 1) trainer->set_faults(hooks.faults);
+      if (step == start_step + 1) {
+        trainer->set_faults(hooks.faults, hooks.attempt);
+        trainer->set_phase_observer(hooks.phase_observer);
+      }
       const absl::Time step_begin = absl::Now();
       ASSIGN_OR_RETURN(
           StepRecord record,

@@ -28,6 +28,7 @@
 #include "trainer/lr_schedule.h"
 #include "trainer/model.h"
 #include "trainer/strategy.h"
+#include "common/faults/fault_injector.h"
 #include "common/faults/fault_spec.h"
 #include "common/trace/recorder.h"
 #include "trainer/checkpoint/checkpoint.pb.h"
@@ -93,8 +94,15 @@ class Trainer {
   // `trace` (nullptr: none; the default).
   void set_trace(trace::TraceRecorder* trace) { trace_ = trace; }
   // --fault=: injected at the start of each phase of the steps they name
-  // (common/faults/fault_spec.h).
-  void set_faults(std::vector<Fault> faults) { faults_ = std::move(faults); }
+  // (common/faults/fault_spec.h), on the first attempt only (`attempt` is
+  // the launcher's restart count; common/faults/fault_injector.h).
+  void set_faults(std::vector<Fault> faults, int attempt = 0);
+  // Told (step, phase) at the start of every phase, before any fault acts
+  // there (the flight recorder's position: heartbeats and dumps say where a
+  // rank is). Empty: nobody.
+  void set_phase_observer(std::function<void(int64_t, absl::string_view)> observer) {
+    phase_observer_ = std::move(observer);
+  }
   const GptModel& model() const { return model_; }
   // Global tokens per optimizer step.
   int64_t tokens_per_step() const;
@@ -116,11 +124,14 @@ class Trainer {
   int64_t first_step_ = 1;  // the first step this process runs
   trace::TraceRecorder* trace_ = nullptr;
   std::vector<Fault> faults_;
+  mutable FaultInjector injector_;
+  std::function<void(int64_t, absl::string_view)> phase_observer_;
 
  public:
-  // Acts on a fault of this rank at (step, phase): kill, exit and hang do
-  // not return; slow sleeps; returns whether a nan fault fires here. The
-  // loop calls it at each step phase, checkpoints at theirs.
+  // Reports the phase to the observer, then acts on a fault of this rank at
+  // (step, phase): kill, exit and hang do not return; slow sleeps (once per
+  // step); returns whether a nan fault fires here. The loop calls it at each
+  // step phase, checkpoints at theirs.
   bool InjectFaults(int64_t step, const char* phase) const;
 };
 
@@ -136,8 +147,12 @@ struct RunHooks {
   trace::TraceRecorder* trace = nullptr;
   int64_t trace_first_step = 1;
   int64_t trace_last_step = std::numeric_limits<int64_t>::max();
-  // --fault=, validated against the world size and steps.
+  // --fault=, validated against the world size and steps; they act on
+  // attempt 0 only (the launcher's restart count).
   std::vector<Fault> faults;
+  int attempt = 0;
+  // Trainer::set_phase_observer for every run.
+  std::function<void(int64_t, absl::string_view)> phase_observer;
   // --checkpoint_dir: resumes before the first step when its plan says so
   // and saves after the steps it names (nullptr: no checkpoints). Must be
   // the same kind of object on every rank (collective).

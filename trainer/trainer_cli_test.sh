@@ -12,7 +12,6 @@ expect 2 "--precision=fp16 must be fp32 or bf16" "${tiny[@]}" --precision=fp16
 expect 2 "--nproc=0 must be >= 1" "${tiny[@]}" --nproc=0
 expect 2 "--grad_accum=0 must be at least 1" "${tiny[@]}" --grad_accum=0
 expect 2 "--strategy=zero3 is not a strategy: use ddp, zero1, zero2 (or single, the one-rank reference)" "${tiny[@]}" --strategy=zero3
-expect 2 "--inject_nan_rank=2 must be < the world size 2" "${tiny[@]}" --inject_nan_rank=2
 expect 2 "--strategy=single runs one rank, but the world size is 2" "${tiny[@]}" --strategy=single
 expect 2 "--grad_sync=never must be auto, every or last" "${tiny[@]}" --grad_sync=never
 expect 2 "--out=/proc/no_such_dir/r.json: cannot write there" "${tiny[@]}" --out=/proc/no_such_dir/r.json

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ATen/ATen.h"
+#include "common/base/flags.h"
 #include "common/libtorch/allclose.h"
 #include "gtest/gtest.h"
 #include "trainer/data.h"
@@ -99,11 +100,11 @@ TEST(Trainer, ActivationCheckpointingChangesNoLossGradientOrParameter) {
 
 TEST(Trainer, NonFiniteLossStopsBeforeTheUpdateNamingTheStep) {
   TrainConfig config = TinyConfig();
-  config.set_inject_nan_step(2);
   const auto data = MakeSyntheticData(7, 64, 16);
   SingleStrategy strategy;
   auto trainer = Trainer::Create(config, RankInfo{}, &strategy, data.get());
   ASSERT_TRUE(trainer.ok()) << trainer.status();
+  (*trainer)->set_faults(*ParseFaults("nan:rank=0,step=2", TrainerFaultGrammar()));
   ASSERT_TRUE((*trainer)->Step().ok());
   std::vector<at::Tensor> before;
   for (const NamedParameter& p : (*trainer)->model().parameters()) {
@@ -112,10 +113,12 @@ TEST(Trainer, NonFiniteLossStopsBeforeTheUpdateNamingTheStep) {
   const absl::StatusOr<StepRecord> stopped = (*trainer)->Step();
   ASSERT_FALSE(stopped.ok());
   EXPECT_EQ(stopped.status().code(), absl::StatusCode::kAborted);
+  // It would happen again: the launcher must not restart it.
+  EXPECT_EQ(ExitCodeFor(stopped.status()), kExitDeterministicFailure);
   EXPECT_EQ(std::string(stopped.status().message()),
             "step 2 of 3: the loss is not finite on rank 0 (nan) and the "
             "gradient norm (nan) is not finite (injected by "
-            "--inject_nan_step=2 on rank 0); every rank stopped before the "
+            "--fault=nan:rank=0,step=2); every rank stopped before the "
             "optimizer update");
   EXPECT_EQ((*trainer)->completed_steps(), 1);
   for (size_t i = 0; i < before.size(); ++i) {

@@ -50,6 +50,12 @@ absl::StatusOr<std::unique_ptr<collective::Communicator>> JoinGroup(
   // The trainer reads totals (bytes per step) and the observer, never the
   // records: a long run would otherwise keep every collective's record.
   rendezvous.keep_records = false;
+  // Without the launcher's --log_dir the flight recorder dumps beside the
+  // result.
+  if (rendezvous.flight_recorder_dir.empty()) {
+    rendezvous.flight_recorder_dir = DirectoryOf(
+        options.out.empty() ? DefaultResultPath(kProgram, "json") : options.out);
+  }
   RETURN_IF_ERROR(collective::ValidateRendezvousOptions(rendezvous));
   return collective::Rendezvous(rendezvous);
 }
@@ -160,6 +166,7 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
 
   RunHooks hooks;
   hooks.faults = options.faults;
+  hooks.attempt = env.restart_count;
   std::unique_ptr<checkpoint::Checkpointer> checkpointer;
   if (options.checkpoint.enabled()) {
     checkpointer = std::make_unique<checkpoint::Checkpointer>(
@@ -167,10 +174,17 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
     hooks.checkpointer = checkpointer.get();
   }
   if (communicator) {
+    // Where the rank is, for heartbeats and flight recorder dumps.
+    hooks.phase_observer = [recorder = &communicator->flight_recorder()](
+                               int64_t step, absl::string_view phase) {
+      recorder->SetPosition(step, phase);
+    };
     hooks.after_first_step = [&] {
       // Start-up is over: from here on a hung peer fails the run after the
-      // steady-state timeout. Every rank calls it after the same step, with
-      // no collective in flight.
+      // steady-state timeout (and the launcher's heartbeat watch applies).
+      // Every rank calls it after the same step, with no collective in
+      // flight.
+      communicator->flight_recorder().MarkSteady();
       return communicator->SetTimeout(options.timeouts.collective_timeout);
     };
   }

@@ -9,6 +9,7 @@
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -153,8 +154,22 @@ bool FlagWasSet(absl::string_view name) {
   return SetFlags().count(Canonical(std::string(name))) > 0;
 }
 
+namespace {
+constexpr char kDeterministicPayload[] = "mtb/deterministic_failure";
+}  // namespace
+
+absl::Status MarkDeterministic(absl::Status status) {
+  if (!status.ok()) status.SetPayload(kDeterministicPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsDeterministic(const absl::Status& status) {
+  return status.GetPayload(kDeterministicPayload).has_value();
+}
+
 int ExitCodeFor(const absl::Status& status) {
   if (status.ok()) return kExitOk;
+  if (IsDeterministic(status)) return kExitDeterministicFailure;
   if (status.code() == absl::StatusCode::kInvalidArgument) return kExitUsage;
   return kExitFailure;
 }

@@ -19,6 +19,10 @@ namespace mtb {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // the run failed or a check failed
 inline constexpr int kExitUsage = 2;    // bad flags or input: nothing ran
+// A failure that would only happen again if the run were repeated (a
+// non-finite loss, a configuration the run cannot use): launchers never
+// restart it (common/launch, --max_restarts).
+inline constexpr int kExitDeterministicFailure = 3;
 
 // Makes --alias behave exactly as --canonical (e.g. nproc_per_node -> nproc).
 // Call before parsing.
@@ -40,8 +44,15 @@ std::vector<std::string> ParseCommandLineOrExit(int argc, char** argv,
 // True when --name (or an alias of it) was given on the command line.
 bool FlagWasSet(absl::string_view name);
 
+// Marks `status` (not OK) as deterministic: ExitCodeFor maps it to
+// kExitDeterministicFailure whatever its code. The mark is a payload, so it
+// survives copies and Annotate.
+absl::Status MarkDeterministic(absl::Status status);
+bool IsDeterministic(const absl::Status& status);
+
 // The exit code for a tool's final status: 0 for OK, 2 for kInvalidArgument
-// (bad input caught before anything ran), 1 otherwise.
+// (bad input caught before anything ran), 3 for a status marked
+// deterministic, 1 otherwise.
 int ExitCodeFor(const absl::Status& status);
 
 // Prints "<program>: <message>" on stderr and exits with ExitCodeFor(status);

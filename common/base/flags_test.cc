@@ -60,6 +60,16 @@ TEST(Flags, ExitCodes) {
   EXPECT_EQ(ExitCodeFor(absl::OkStatus()), 0);
   EXPECT_EQ(ExitCodeFor(absl::InvalidArgumentError("x")), 2);
   EXPECT_EQ(ExitCodeFor(absl::DataLossError("x")), 1);
+  // A deterministic failure keeps its code and message but exits 3, also
+  // when it was a usage-looking code.
+  const absl::Status marked = MarkDeterministic(absl::AbortedError("nan"));
+  EXPECT_EQ(marked.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(marked.message(), "nan");
+  EXPECT_TRUE(IsDeterministic(marked));
+  EXPECT_EQ(ExitCodeFor(marked), kExitDeterministicFailure);
+  EXPECT_EQ(ExitCodeFor(MarkDeterministic(absl::InvalidArgumentError("x"))), 3);
+  EXPECT_FALSE(IsDeterministic(absl::AbortedError("nan")));
+  EXPECT_TRUE(MarkDeterministic(absl::OkStatus()).ok());
 }
 
 TEST(FlagsDeathTest, ParseOrExitExitsTwoWithOneLine) {

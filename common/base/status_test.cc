@@ -60,5 +60,14 @@ TEST(Status, AnnotatePrefixesMessageAndKeepsCode) {
   EXPECT_TRUE(Annotate(absl::OkStatus(), "anything").ok());
 }
 
+TEST(Status, AnnotateKeepsPayloads) {
+  absl::Status status = absl::AbortedError("nan");
+  status.SetPayload("test/kind", absl::Cord("deterministic"));
+  const absl::Status annotated = Annotate(status, "rank 1");
+  EXPECT_EQ(annotated.message(), "rank 1: nan");
+  ASSERT_TRUE(annotated.GetPayload("test/kind").has_value());
+  EXPECT_EQ(std::string(*annotated.GetPayload("test/kind")), "deterministic");
+}
+
 }  // namespace
 }  // namespace mtb

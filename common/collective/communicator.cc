@@ -8,6 +8,7 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "common/collective/communicator_internal.h"
+#include "common/collective/flight_dumps.h"
 #include "common/collective/store_impl.h"
 #include "common/libtorch/dtype.h"
 #include "common/base/status.h"
@@ -124,6 +125,8 @@ Communicator::Impl::Impl(std::shared_ptr<CommState> state, Store store,
       all_reduce_algorithm_(options.all_reduce_algorithm) {}
 
 Communicator::Impl::~Impl() {
+  heartbeat.reset();  // its last line says the rank is done
+  UnregisterFromSignalDumps(state_->recorder.get());
   if (!state_->abandoned()) return;
   // A reference that is never dropped: the group, its worker threads and
   // their work live until the process exits.
@@ -268,6 +271,7 @@ void Communicator::Impl::SetTraffic(CollectiveRecord& record, Traffic traffic) {
 CollectiveHandle Communicator::Impl::Launch(
     CollectiveRecord record, const std::function<Launched()>& launch) {
   record = state_->log.Issue(std::move(record));
+  state_->recorder->Issued(record);
   auto pending = std::make_shared<PendingCollective>(state_, record, timeout_);
   absl::StatusOr<Launched> launched = CallGuarded(kGloo, launch);
   if (!launched.ok()) {
@@ -282,8 +286,11 @@ CollectiveHandle Communicator::Impl::Launch(
 CollectiveHandle Communicator::Impl::RunNow(CollectiveRecord record,
                                             const std::function<void()>& run) {
   record = state_->log.Issue(std::move(record));
+  state_->recorder->Issued(record);
   auto pending = std::make_shared<PendingCollective>(state_, record, timeout_);
   const absl::Time start = absl::Now();
+  // This thread blocks in it as in a Wait().
+  state_->recorder->SetWaiting(record.sequence, true);
   const absl::Status status = CallGuarded(kGloo, run);
   pending->CompleteNow(status, absl::Now() - start);
   return CollectiveHandle(std::move(pending));
@@ -324,7 +331,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
       CreateGlooProcessGroup(store.impl()->store, options.rank,
                              options.world_size, options.timeout, devices));
   auto state = std::make_shared<CommState>(options.rank, options.world_size,
-                                           options.keep_records);
+                                           options.keep_records,
+                                           options.flight_recorder_entries);
+  FlightIdentity identity;
+  identity.rank = options.rank;
+  identity.world_size = options.world_size;
+  state->recorder->SetIdentity(identity);
   return std::unique_ptr<Communicator>(new Communicator(std::make_unique<Impl>(
       std::move(state), store, std::move(devices), std::move(group), options)));
 }
@@ -367,6 +379,17 @@ AllReduceAlgorithm Communicator::all_reduce_algorithm() const {
   return impl_->all_reduce_algorithm();
 }
 CollectiveLog& Communicator::log() { return impl_->state().log; }
+FlightRecorder& Communicator::flight_recorder() {
+  return *impl_->state().recorder;
+}
+void Communicator::EnableFlightRecorderDumps(const std::string& path) {
+  impl_->state().recorder->SetDumpPath(path);
+  RegisterForSignalDumps(impl_->state().recorder);
+}
+void Communicator::StartHeartbeat(int fd, absl::Duration interval) {
+  impl_->heartbeat = std::make_unique<HeartbeatSender>(
+      impl_->state().recorder, fd, interval);
+}
 const CollectiveLog& Communicator::log() const { return impl_->state().log; }
 
 absl::Status Communicator::AllReduce(const at::Tensor& tensor, ReduceOp op) {

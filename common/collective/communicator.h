@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/collective/collective_log.h"
+#include "common/collective/flight_recorder.h"
 #include "common/collective/store.h"
 
 namespace mtb::collective {
@@ -140,6 +141,8 @@ struct CommunicatorOptions {
   AllReduceAlgorithm all_reduce_algorithm = AllReduceAlgorithm::kAuto;
   // Keep every CollectiveRecord (log().Records()); false keeps totals only.
   bool keep_records = true;
+  // The flight recorder's ring: the last this many collectives.
+  int flight_recorder_entries = kDefaultFlightRecorderEntries;
 };
 
 class PendingCollective;
@@ -243,6 +246,17 @@ class Communicator {
   // Records of completed collectives, totals and the observer hook.
   CollectiveLog& log();
   const CollectiveLog& log() const;
+
+  // The last collectives and the tool's position (flight_recorder.h): tools
+  // call SetPosition at each step/phase and MarkSteady once start-up is over.
+  FlightRecorder& flight_recorder();
+  // Dumps the flight recorder to `path` at the communicator's first failure
+  // (a collective that failed or timed out, a refusal, Abandon) and on
+  // SIGTERM and fatal signals (flight_dumps.h), until destroyed.
+  void EnableFlightRecorderDumps(const std::string& path);
+  // Sends a heartbeat line to `fd` every `interval` until destroyed
+  // (heartbeat.h; takes `fd`).
+  void StartHeartbeat(int fd, absl::Duration interval);
 
   // --- Collectives. Each blocking call is its Async variant + Wait(). ---
 

@@ -28,6 +28,8 @@
 #include "absl/time/time.h"
 #include "common/collective/collective_log.h"
 #include "common/collective/communicator.h"
+#include "common/collective/flight_recorder.h"
+#include "common/collective/heartbeat.h"
 #include "common/collective/point_to_point_collectives.h"
 #include "common/collective/process_group.h"
 #include "common/collective/tensor_checks.h"
@@ -41,11 +43,16 @@ inline constexpr absl::string_view kGloo = "gloo";
 // State shared by a communicator and its pending collectives (which may
 // outlive it).
 struct CommState {
-  CommState(int rank, int world_size, bool keep_records)
-      : rank(rank), world_size(world_size), log(keep_records) {}
+  CommState(int rank, int world_size, bool keep_records,
+            int flight_recorder_entries = kDefaultFlightRecorderEntries)
+      : rank(rank),
+        world_size(world_size),
+        log(keep_records),
+        recorder(std::make_shared<FlightRecorder>(flight_recorder_entries)) {}
 
   absl::Status Health() const;
-  // Keeps the first failure; later ones change nothing.
+  // Keeps the first failure; later ones change nothing. The first one is
+  // also the flight recorder's, and dumps it (when it has a dump path).
   void Break(const absl::Status& failure);
   // Communicator::Abandon: breaks it, and from now on pending collectives
   // are given up instead of waited for.
@@ -55,6 +62,8 @@ struct CommState {
   const int rank;
   const int world_size;
   CollectiveLog log;
+  // The last collectives and the tool's position (flight_recorder.h).
+  const std::shared_ptr<FlightRecorder> recorder;
   mutable absl::Mutex mutex;
   absl::Status first_failure ABSL_GUARDED_BY(mutex);
   std::atomic<bool> abandoned_flag{false};
@@ -245,6 +254,10 @@ class Communicator::Impl {
   std::shared_ptr<::gloo::rendezvous::Context> halving_doubling_context_
       ABSL_GUARDED_BY(issue_mutex_);
   int halving_doubling_generation_ ABSL_GUARDED_BY(issue_mutex_) = 0;
+
+ public:
+  // Communicator::StartHeartbeat's sender; stopped before the group goes.
+  std::unique_ptr<HeartbeatSender> heartbeat;
 };
 
 }  // namespace mtb::collective

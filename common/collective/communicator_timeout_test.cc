@@ -6,6 +6,7 @@
 // The rank that "hangs" stays alive (blocked on a latch) until its peers have
 // seen their errors: if it returned, its connections would close and the
 // peers could see a lost peer (kUnavailable) instead of a timeout.
+#include <cstdlib>
 #include <string>
 
 #include "ATen/ATen.h"
@@ -13,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "common/collective/communicator.h"
 #include "common/collective/test_util.h"
+#include "common/results/json_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -239,6 +241,56 @@ TEST(CommunicatorTimeout, HungPeerInRecvIsDeadlineExceeded) {
       },
       options);
   ASSERT_TRUE(run.ok()) << run;
+}
+
+TEST(CommunicatorTimeout, ATimeoutDumpsTheFlightRecorderNamingTheCollective) {
+  ThreadRanksOptions options;
+  options.timeout = kTimeout;
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      std::string(tmp != nullptr ? tmp : "/tmp") + "/timeout_dump.json";
+  absl::BlockingCounter waiting_ranks(1);
+  RankProgress hung;
+  const absl::Status run = RunRanksAsThreads(
+      2,
+      [&](Communicator& comm) {
+        comm.flight_recorder().SetPosition(5, "forward");
+        ASSERT_TRUE(comm.AllReduce(at::ones({12})).ok());  // #0: both ranks
+        if (comm.rank() == 1) {
+          waiting_ranks.Wait();  // never calls #1
+          hung = comm.flight_recorder().Progress();
+          return;
+        }
+        CountDownOnExit done(waiting_ranks);
+        comm.EnableFlightRecorderDumps(path);
+        comm.flight_recorder().SetPosition(5, "backward");
+        const absl::Status status = comm.AllReduce(at::ones({12}));
+        EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+      },
+      options);
+  ASSERT_TRUE(run.ok()) << run;
+  FlightRecorderDump dump;
+  ASSERT_TRUE(ReadJsonFile(path, &dump).ok());
+  EXPECT_EQ(dump.rank(), 0);
+  EXPECT_EQ(dump.world_size(), 2);
+  EXPECT_THAT(dump.reason(),
+              HasSubstr("communicator broken: all_reduce #1 (float32, 12 "
+                        "elements) on rank 0 of 2 failed after timeout 1s"));
+  EXPECT_EQ(dump.issued(), 2);
+  EXPECT_EQ(dump.last_completed(), 0);
+  ASSERT_EQ(dump.entries_size(), 2);
+  EXPECT_EQ(dump.entries(0).state(), "completed");
+  EXPECT_EQ(dump.entries(1).sequence(), 1);
+  EXPECT_EQ(dump.entries(1).state(), "failed");
+  EXPECT_EQ(dump.entries(1).phase(), "backward");
+  EXPECT_THAT(dump.entries(1).error(), HasSubstr("all_reduce #1"));
+  EXPECT_GT(dump.entries(1).issue_time_us(), 0);
+  EXPECT_GT(dump.entries(1).wait_return_time_us(), dump.entries(1).issue_time_us());
+  // The peer that never issued #1 is in no collective, one behind.
+  EXPECT_EQ(hung.collective, -1);
+  EXPECT_EQ(hung.issued, 1);
+  EXPECT_EQ(hung.last_completed, 0);
+  EXPECT_EQ(hung.phase, "forward");
 }
 
 }  // namespace

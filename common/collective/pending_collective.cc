@@ -37,10 +37,24 @@ absl::Status CommState::Health() const {
 }
 
 void CommState::Break(const absl::Status& failure) {
-  absl::MutexLock lock(&mutex);
-  if (!first_failure.ok()) return;
-  first_failure = failure;
+  {
+    absl::MutexLock lock(&mutex);
+    if (!first_failure.ok()) return;
+    first_failure = failure;
+  }
   LOG(ERROR) << "communicator broken: " << failure;
+  recorder->SetFailure(failure);
+  // The state of every rank at its first failure is what forensics compares
+  // (the collective a timeout names, the ones still in flight).
+  if (const std::string path = recorder->dump_path(); !path.empty()) {
+    const absl::Status dumped = recorder->Dump(
+        absl::StrCat("communicator broken: ", failure.message()));
+    if (dumped.ok()) {
+      LOG(ERROR) << "flight recorder dumped to " << path;
+    } else {
+      LOG(ERROR) << "flight recorder dump failed: " << dumped;
+    }
+  }
 }
 
 absl::Status CollectiveFailure(const CollectiveRecord& record, int rank,
@@ -82,8 +96,12 @@ void PendingCollective::Launched(
   try {
     c10::intrusive_ptr<c10::ivalue::Future> future = work->getFuture();
     future->addCallback(
-        [stamp = transfer_done_nanos_](c10::ivalue::Future&) {
-          stamp->store(absl::ToUnixNanos(absl::Now()));
+        [stamp = transfer_done_nanos_,
+         recorder = std::weak_ptr<FlightRecorder>(state_->recorder),
+         sequence = record_.sequence](c10::ivalue::Future&) {
+          const absl::Time now = absl::Now();
+          stamp->store(absl::ToUnixNanos(now));
+          if (auto alive = recorder.lock()) alive->TransferDone(sequence, now);
         });
   } catch (const std::exception&) {
   }
@@ -112,6 +130,7 @@ absl::Status PendingCollective::Wait() {
     return status_;
   }
   const absl::Time wait_start = absl::Now();
+  state_->recorder->SetWaiting(record_.sequence, true);
   const absl::Status raw = CallGuarded(kGloo, [&] {
     if (work_) work_->wait();
     if (finish_) finish_();
@@ -154,6 +173,7 @@ void PendingCollective::Complete(const absl::Status& raw,
   }
   phases_ = nullptr;
   record_.status = status_;
+  state_->recorder->Completed(record_);
   if (!status_.ok()) state_->Break(status_);
   state_->log.Complete(record_);
 }

@@ -184,6 +184,20 @@ absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(
                     absl::StrCat("rendezvous of group '", options.group_name,
                                  "' through ", store.DebugString()));
   }
+  FlightIdentity identity;
+  identity.rank = options.rank;
+  identity.world_size = options.world_size;
+  identity.group = options.group_name;
+  identity.run_id = options.run_id;
+  identity.attempt = options.attempt;
+  (*communicator)->flight_recorder().SetIdentity(identity);
+  if (!options.flight_recorder_dir.empty()) {
+    (*communicator)->EnableFlightRecorderDumps(absl::StrCat(
+        options.flight_recorder_dir, "/", FlightDumpFileName(identity)));
+  }
+  if (options.heartbeat_fd >= 0) {
+    (*communicator)->StartHeartbeat(options.heartbeat_fd, options.heartbeat_interval);
+  }
   return communicator;
 }
 

@@ -55,6 +55,17 @@ struct RendezvousOptions {
   int64_t reduce_scatter_chunk_bytes =
       CommunicatorOptions().reduce_scatter_chunk_bytes;
   int reduce_scatter_depth = CommunicatorOptions().reduce_scatter_depth;
+  // The flight recorder (flight_recorder.h): the job's id and restart count
+  // name its dumps; with a folder, it is dumped there
+  // (FlightDumpFileName) at the communicator's first failure, on SIGTERM and
+  // on fatal signals; empty: no dumps.
+  std::string run_id = "none";
+  int attempt = 0;
+  std::string flight_recorder_dir;
+  // A launcher's heartbeat pipe (heartbeat.h), or -1; the communicator
+  // sends on it every heartbeat_interval and owns it.
+  int heartbeat_fd = -1;
+  absl::Duration heartbeat_interval = absl::Seconds(1);
 };
 
 // Checks the fields (ranks, port, timeouts) without touching the network:

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -48,9 +49,23 @@ absl::Status Bad(absl::string_view spec, absl::string_view part,
 }  // namespace
 
 FaultGrammar TrainerFaultGrammar() {
-  return {{"data", "forward", "backward", "optimizer", "checkpoint_write",
-           "checkpoint_before_ready", "checkpoint_before_latest"},
-          "forward"};
+  FaultGrammar grammar;
+  grammar.phases = {"data", "forward", "backward", "optimizer", "checkpoint_write",
+                    "checkpoint_before_ready", "checkpoint_before_latest"};
+  grammar.default_phase = "forward";
+  return grammar;
+}
+
+FaultGrammar SweepFaultGrammar(std::string tool, std::vector<std::string> phases,
+                               std::string step_name) {
+  FaultGrammar grammar;
+  grammar.phases = std::move(phases);
+  grammar.tool = std::move(tool);
+  grammar.kinds = {FaultKind::kKill, FaultKind::kHang, FaultKind::kSlow,
+                   FaultKind::kExit};
+  grammar.kinds_note = "it has no loss to make NaN";
+  grammar.step_name = std::move(step_name);
+  return grammar;
 }
 
 absl::StatusOr<std::vector<Fault>> ParseFaults(absl::string_view spec,
@@ -69,6 +84,17 @@ absl::StatusOr<std::vector<Fault>> ParseFaults(absl::string_view spec,
                  absl::StrCat("is not a fault kind (", absl::StrJoin(names, ", "), ")"));
     }
     const KindRules& rules = kind->second;
+    if (!grammar.kinds.empty() &&
+        std::find(grammar.kinds.begin(), grammar.kinds.end(), rules.kind) ==
+            grammar.kinds.end()) {
+      std::vector<std::string> names;
+      for (FaultKind accepted : grammar.kinds) names.push_back(KindName(accepted));
+      return Bad(spec, kind_name,
+                 absl::StrCat("is not a fault ", grammar.tool, " injects (",
+                              absl::StrJoin(names, ", "), ")",
+                              grammar.kinds_note.empty() ? "" : ": ",
+                              grammar.kinds_note));
+    }
     std::vector<std::string> allowed = rules.required;
     allowed.insert(allowed.end(), rules.optional.begin(), rules.optional.end());
     Fault fault;
@@ -132,16 +158,52 @@ absl::StatusOr<std::vector<Fault>> ParseFaults(absl::string_view spec,
 
 absl::Status ValidateFaults(const std::vector<Fault>& faults, int world_size,
                             int64_t steps) {
+  FaultBounds bounds;
+  bounds.world_size = world_size;
+  bounds.steps = steps;
+  return ValidateFaults(faults, bounds);
+}
+
+namespace {
+
+// "1-3 all_reduce, 4 all_gather": runs of equal phases.
+std::string DescribePlan(const std::vector<std::string>& phase_of_step) {
+  std::vector<std::string> runs;
+  size_t begin = 0;
+  for (size_t i = 1; i <= phase_of_step.size(); ++i) {
+    if (i < phase_of_step.size() && phase_of_step[i] == phase_of_step[begin]) continue;
+    runs.push_back(absl::StrCat(begin + 1, i - begin > 1 ? absl::StrCat("-", i) : "",
+                                " ", phase_of_step[begin]));
+    begin = i;
+  }
+  return absl::StrJoin(runs, ", ");
+}
+
+}  // namespace
+
+absl::Status ValidateFaults(const std::vector<Fault>& faults,
+                            const FaultBounds& bounds) {
+  const bool planned = !bounds.phase_of_step.empty();
   for (const Fault& fault : faults) {
-    if (fault.rank >= world_size) {
+    const std::string prefix = absl::StrCat("--fault=", FaultToString(fault), ": ");
+    if (fault.rank >= bounds.world_size) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--fault=", FaultToString(fault), ": rank ", fault.rank,
-          " is not a rank of the world size ", world_size));
+          prefix, "rank ", fault.rank, " is not a rank of the world size ",
+          bounds.world_size));
     }
-    if (fault.step > steps) {
+    if (fault.step > bounds.steps) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--fault=", FaultToString(fault), ": step ", fault.step,
-          " is after the last step ", steps));
+          prefix, bounds.step_name, " ", fault.step, " is after the last ",
+          bounds.step_name, " ", bounds.steps,
+          planned ? absl::StrCat(" (", DescribePlan(bounds.phase_of_step), ")")
+                  : ""));
+    }
+    if (planned && fault.step >= 1 && !fault.phase.empty() &&
+        bounds.phase_of_step[fault.step - 1] != fault.phase) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, bounds.step_name, " ", fault.step, " runs ",
+          bounds.phase_of_step[fault.step - 1], ", not ", fault.phase, " (",
+          DescribePlan(bounds.phase_of_step), ")"));
     }
   }
   return absl::OkStatus();

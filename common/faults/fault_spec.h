@@ -8,7 +8,8 @@
 //   exit:rank=R,step=S,code=C       rank R exits with code C at step S
 //
 // In comm_bench and moe_comm `step` is the sweep point's index and `phase`
-// the op's name; each tool says which phases it has.
+// the op's name; each tool's FaultGrammar says which phases and kinds it has.
+// FaultInjector (fault_injector.h) acts on them.
 #ifndef MTB_COMMON_FAULTS_FAULT_SPEC_H_
 #define MTB_COMMON_FAULTS_FAULT_SPEC_H_
 
@@ -33,16 +34,31 @@ struct Fault {
   int code = 0;        // exit
 };
 
-// The phases a tool can fault in, for messages and validation.
+// What one tool accepts.
 struct FaultGrammar {
+  // The phases a tool can fault in, for messages and validation.
   std::vector<std::string> phases;
   // The trainer's default phase when a hang names none.
   std::string default_phase;
+  // The tool, for messages ("comm_bench").
+  std::string tool = "trainer";
+  // The kinds the tool acts on (empty: every kind); another kind is refused
+  // naming the tool and `kinds_note`.
+  std::vector<FaultKind> kinds;
+  std::string kinds_note;
+  // What `step` counts, for messages ("step", "sweep point").
+  std::string step_name = "step";
 };
 
 // The trainer's phases: data, forward, backward, optimizer, checkpoint_write,
-// checkpoint_before_ready, checkpoint_before_latest.
+// checkpoint_before_ready, checkpoint_before_latest; every kind.
 FaultGrammar TrainerFaultGrammar();
+
+// A benchmark's grammar (comm_bench, moe_comm): `phases` are its op names,
+// `step_name` what a step is ("sweep point", "configuration"); kill, hang,
+// slow and exit (nan has no loss to act on there).
+FaultGrammar SweepFaultGrammar(std::string tool, std::vector<std::string> phases,
+                               std::string step_name);
 
 // Parses `spec` (empty: no faults). kInvalidArgument, one line naming the
 // flag and the bad part: "--fault=kill:rank=1,stp=3: 'stp' is not a key of
@@ -53,6 +69,19 @@ absl::StatusOr<std::vector<Fault>> ParseFaults(absl::string_view spec,
 // The rules that need the run's size: rank < world_size, 1 <= step <= steps.
 absl::Status ValidateFaults(const std::vector<Fault>& faults, int world_size,
                             int64_t steps);
+
+// The same for a run whose steps are known before it starts.
+struct FaultBounds {
+  int world_size = 1;
+  int64_t steps = 0;
+  // When not empty (one per step, step s at s - 1): the only phase step s
+  // has (comm_bench: each sweep point runs one op), so a fault naming
+  // another phase at that step would never fire: refused, listing the plan.
+  std::vector<std::string> phase_of_step;
+  std::string step_name = "step";
+};
+absl::Status ValidateFaults(const std::vector<Fault>& faults,
+                            const FaultBounds& bounds);
 
 // The fault of `kind` that fires on `rank` at `step` in `phase` (phase ""
 // of a fault matches every phase), or nullptr.

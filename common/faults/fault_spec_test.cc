@@ -54,6 +54,48 @@ TEST(FaultSpec, RanksAndStepsOutOfRangeAreRefused) {
             "--fault=kill:rank=2,step=3,phase=data: step 3 is after the last step 2");
 }
 
+TEST(FaultSpec, ABenchmarkGrammarTakesItsOpsAsPhasesAndRefusesNan) {
+  const FaultGrammar grammar = SweepFaultGrammar(
+      "comm_bench", {"all_reduce", "all_gather"}, "sweep point");
+  absl::StatusOr<std::vector<Fault>> faults = ParseFaults(
+      "kill:rank=1,step=2,phase=all_gather;hang:rank=0,step=1;slow:rank=1,ms=5;"
+      "exit:rank=0,step=3,code=4",
+      grammar);
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  EXPECT_EQ(faults->size(), 4u);
+  EXPECT_EQ(ParseFaults("nan:rank=0,step=1", grammar).status().message(),
+            "--fault=nan:rank=0,step=1: 'nan' is not a fault comm_bench injects "
+            "(kill, hang, slow, exit): it has no loss to make NaN");
+  EXPECT_EQ(ParseFaults("kill:rank=0,step=1,phase=forward", grammar).status().message(),
+            "--fault=kill:rank=0,step=1,phase=forward: 'forward' is not a phase "
+            "(all_reduce, all_gather)");
+}
+
+TEST(FaultSpec, APlannedRunRefusesStepsPastItsEndAndPhasesAStepDoesNotRun) {
+  const FaultGrammar grammar = SweepFaultGrammar(
+      "comm_bench", {"all_reduce", "all_gather"}, "sweep point");
+  FaultBounds bounds;
+  bounds.world_size = 2;
+  bounds.steps = 5;
+  bounds.phase_of_step = {"all_reduce", "all_reduce", "all_reduce", "all_gather",
+                          "all_gather"};
+  bounds.step_name = "sweep point";
+  auto validate = [&](const char* spec) {
+    absl::StatusOr<std::vector<Fault>> faults = ParseFaults(spec, grammar);
+    EXPECT_TRUE(faults.ok()) << faults.status();
+    return ValidateFaults(*faults, bounds);
+  };
+  EXPECT_TRUE(validate("kill:rank=1,step=4,phase=all_gather;hang:rank=0,step=5").ok());
+  EXPECT_EQ(validate("kill:rank=1,step=2,phase=all_gather").message(),
+            "--fault=kill:rank=1,step=2,phase=all_gather: sweep point 2 runs "
+            "all_reduce, not all_gather (1-3 all_reduce, 4-5 all_gather)");
+  EXPECT_EQ(validate("exit:rank=0,step=6,code=3").message(),
+            "--fault=exit:rank=0,step=6,code=3: sweep point 6 is after the last "
+            "sweep point 5 (1-3 all_reduce, 4-5 all_gather)");
+  EXPECT_EQ(validate("hang:rank=2,step=1").message(),
+            "--fault=hang:rank=2,step=1: rank 2 is not a rank of the world size 2");
+}
+
 TEST(FaultSpec, AFaultFiresOnlyOnItsRankStepAndPhase) {
   const std::vector<Fault> faults =
       *ParseFaults("kill:rank=1,step=3,phase=backward;hang:rank=0,step=2;slow:rank=1,ms=5,every=2",

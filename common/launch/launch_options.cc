@@ -28,7 +28,12 @@ ABSL_FLAG(std::string, log_dir, "",
 ABSL_FLAG(int, max_restarts, 0,
           "after a rank fails, restart the whole group up to this many times "
           "(torchrun's --max-restarts; exit codes 2 and 3 are never "
-          "restarted); one node only");
+          "restarted); across nodes, node 0's launcher decides");
+ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::ZeroDuration(),
+          "when no rank makes progress for this long while one waits in a "
+          "collective, tear the group down naming the rank it waits for (each "
+          "rank reports its step, phase and collective); 0: off. Must be < "
+          "--collective_timeout (docs/launch.md, \"Timeouts\")");
 ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(5),
           "after a rank fails (or the launcher is interrupted), how long the "
           "other ranks get between SIGTERM and SIGKILL");
@@ -62,6 +67,8 @@ LaunchOptions LaunchOptionsFromFlags(const LaunchDefaults& defaults) {
   options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
   options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
   options.restart_args = defaults.restart_args;
+  options.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  options.reports_heartbeats = defaults.reports_heartbeats;
   return options;
 }
 
@@ -112,12 +119,25 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
     return Invalid(absl::StrCat("--max_restarts=", options.max_restarts,
                                 " must be >= 0"));
   }
-  if (options.max_restarts > 0 && options.nnodes > 1) {
+  if (options.heartbeat_timeout < absl::ZeroDuration()) {
     return Invalid(absl::StrCat(
-        "--max_restarts=", options.max_restarts, " with --nnodes=",
-        options.nnodes,
-        ": restarting a group across nodes is not supported yet (the "
-        "launchers would have to agree through the store); use one node"));
+        "--heartbeat_timeout=", absl::FormatDuration(options.heartbeat_timeout),
+        " must be >= 0 (0: off)"));
+  }
+  if (options.heartbeat_timeout > absl::ZeroDuration()) {
+    if (!options.reports_heartbeats) {
+      return Invalid(absl::StrCat(
+          "--heartbeat_timeout=", absl::FormatDuration(options.heartbeat_timeout),
+          ": this tool's ranks do not report heartbeats (the trainer, "
+          "comm_bench and moe_comm do); leave it unset"));
+    }
+    if (options.heartbeat_timeout < kMinHeartbeatTimeout) {
+      return Invalid(absl::StrCat(
+          "--heartbeat_timeout=", absl::FormatDuration(options.heartbeat_timeout),
+          " must be at least ", absl::FormatDuration(kMinHeartbeatTimeout),
+          " (ranks report 4 times per timeout; the launcher looks twice a "
+          "second)"));
+    }
   }
   if (options.kill_grace < absl::ZeroDuration()) {
     return Invalid(
@@ -127,8 +147,12 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
   return absl::OkStatus();
 }
 
+absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout) {
+  return heartbeat_timeout / 4;
+}
+
 bool IsRestartable(int exit_code) {
-  return exit_code != 2 && exit_code != kExitDeterministicFailure;
+  return exit_code != kExitUsage && exit_code != kExitDeterministicFailure;
 }
 
 LaunchOptions WithDefaultEndpoint(LaunchOptions options) {
@@ -189,7 +213,16 @@ EnvMap ChildEnvironment(const LaunchOptions& options, int local_rank,
     env[name] = value;
   }
   env["TORCHELASTIC_MAX_RESTARTS"] = absl::StrCat(options.max_restarts);
-  env["TORCHELASTIC_RUN_ID"] = "none";
+  env["TORCHELASTIC_RUN_ID"] = options.run_id;
+  // Our launcher's extras (rank_env.h), never inherited from a parent.
+  env.erase("MTB_HEARTBEAT_FD");
+  env.erase("MTB_HEARTBEAT_INTERVAL_MS");
+  env.erase("MTB_LOG_DIR");
+  if (options.heartbeat_timeout > absl::ZeroDuration()) {
+    env["MTB_HEARTBEAT_FD"] = absl::StrCat(kHeartbeatFd);
+    env["MTB_HEARTBEAT_INTERVAL_MS"] = absl::StrCat(
+        absl::ToInt64Milliseconds(HeartbeatInterval(options.heartbeat_timeout)));
+  }
   if (SetsOmpNumThreads(options, parent)) env["OMP_NUM_THREADS"] = "1";
   env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
   return env;

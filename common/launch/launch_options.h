@@ -6,7 +6,10 @@
 //   --master_addr, --master_port     where node 0's launcher hosts the TCPStore
 //   --standalone                     one node, on a free port of 127.0.0.1
 //   --log_dir                        also keep rank N's output in rank_N.log
+//                                    (and the ranks' flight recorder dumps)
 //   --kill_grace                     SIGTERM -> SIGKILL delay on teardown
+//   --max_restarts                   restart the whole group after a failure
+//   --heartbeat_timeout              name the rank a stalled group waits for
 #ifndef MTB_COMMON_LAUNCH_LAUNCH_OPTIONS_H_
 #define MTB_COMMON_LAUNCH_LAUNCH_OPTIONS_H_
 
@@ -16,7 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/base/flags.h"
 #include "common/launch/rank_env.h"
+#include "common/launch/spawn.h"
 
 namespace mtb {
 
@@ -44,6 +49,18 @@ struct LaunchOptions {
   // Appended to every rank's argv from the first restart on (the trainer's
   // "--resume=latest"); the tool sets it (LaunchDefaults), not a flag.
   std::vector<std::string> restart_args;
+  // --heartbeat_timeout: each rank reports where it is on a pipe; a group
+  // with no progress this long while a rank waits in a collective is torn
+  // down naming the rank it waits for (common/launch/heartbeat_watch.h).
+  // Zero: off.
+  absl::Duration heartbeat_timeout = absl::ZeroDuration();
+  // The tool sends heartbeats (LaunchDefaults); --heartbeat_timeout is
+  // refused otherwise.
+  bool reports_heartbeats = false;
+  // The job's id, told to the ranks as TORCHELASTIC_RUN_ID (it names their
+  // flight recorder dumps): node 0's launcher makes one, the others read it
+  // from the store. "none" until then.
+  std::string run_id = "none";
 
   int world_size() const { return nnodes * nproc; }
   // The global rank of this node's `local_rank`.
@@ -55,12 +72,20 @@ struct LaunchDefaults {
   int nproc = 1;  // the trainer uses 2 (SPEC §2)
   // LaunchOptions::restart_args.
   std::vector<std::string> restart_args;
+  // LaunchOptions::reports_heartbeats.
+  bool reports_heartbeats = false;
 };
 
-// Rank exit codes the launcher never restarts: a usage error (2) and a
-// deterministic failure (a non-finite loss, a bad configuration) that would
-// only happen again.
-inline constexpr int kExitDeterministicFailure = 3;
+// The shortest --heartbeat_timeout (other than 0, off).
+inline constexpr absl::Duration kMinHeartbeatTimeout = absl::Seconds(1);
+
+// How often a rank sends a heartbeat: a quarter of the timeout.
+absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout);
+
+// Rank exit codes the launcher never restarts: a usage error (kExitUsage, 2)
+// and a deterministic failure (kExitDeterministicFailure, 3: a non-finite
+// loss, a bad configuration) that would only happen again
+// (common/base/flags.h).
 bool IsRestartable(int exit_code);
 
 // The launch flags as parsed by ParseCommandLine (common/base/flags.h), with
@@ -79,7 +104,9 @@ LaunchOptions WithDefaultEndpoint(LaunchOptions options);
 
 // The environment of this node's `local_rank`: `parent` (the launcher's own
 // environment) plus the torchrun variables (TorchrunVariables with the agent
-// store on, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID=none), and
+// store on, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID=options.run_id),
+// with a heartbeat timeout MTB_HEARTBEAT_FD and MTB_HEARTBEAT_INTERVAL_MS
+// (MTB_LOG_DIR is the caller's: it resolves --log_dir), and
 // OMP_NUM_THREADS=1 and NCCL_ASYNC_ERROR_HANDLING=1 unless `parent` sets them
 // (OMP_NUM_THREADS only with more than one rank per node, as torchrun).
 // `options` must have its endpoint resolved (master_port != 0).

@@ -74,10 +74,21 @@ TEST(LaunchOptions, EveryRuleNamesTheFlag) {
   options.kill_grace = absl::Seconds(-1);
   ExpectInvalid(options, "--kill_grace=-1s must be >= 0");
   options = TwoNodes();
-  options.max_restarts = 1;
-  ExpectInvalid(options, "--max_restarts=1 with --nnodes=2: restarting a group "
-                         "across nodes is not supported yet (the launchers would "
-                         "have to agree through the store); use one node");
+  options.max_restarts = 1;  // node 0's launcher decides for all
+  EXPECT_TRUE(ValidateLaunchOptions(options).ok());
+  options = LaunchOptions();
+  options.heartbeat_timeout = absl::Seconds(-1);
+  ExpectInvalid(options, "--heartbeat_timeout=-1s must be >= 0 (0: off)");
+  options.heartbeat_timeout = absl::Seconds(3);
+  ExpectInvalid(options, "--heartbeat_timeout=3s: this tool's ranks do not "
+                         "report heartbeats (the trainer, comm_bench and "
+                         "moe_comm do); leave it unset");
+  options.reports_heartbeats = true;
+  EXPECT_TRUE(ValidateLaunchOptions(options).ok());
+  options.heartbeat_timeout = absl::Milliseconds(500);
+  ExpectInvalid(options, "--heartbeat_timeout=500ms must be at least 1s (ranks "
+                         "report 4 times per timeout; the launcher looks twice "
+                         "a second)");
   options = LaunchOptions();
   options.max_restarts = -1;
   ExpectInvalid(options, "--max_restarts=-1 must be >= 0");
@@ -156,6 +167,26 @@ TEST(LaunchOptions, ChildEnvironmentIsTorchrunsForTheGlobalRank) {
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->rank, 3);
   EXPECT_TRUE(parsed->agent_store);
+}
+
+TEST(LaunchOptions, AHeartbeatTimeoutGivesEachRankThePipeAndAQuarterAsInterval) {
+  LaunchOptions options = WithDefaultEndpoint(TwoNodes());
+  options.heartbeat_timeout = absl::Seconds(2);
+  options.reports_heartbeats = true;
+  options.run_id = "20261203T114636_4242";
+  // A parent's stale extras never reach a rank.
+  const EnvMap env = ChildEnvironment(options, 0, 1,
+                                      {{"MTB_LOG_DIR", "/stale"}, {"MTB_HEARTBEAT_FD", "9"}});
+  EXPECT_EQ(env.at("MTB_HEARTBEAT_FD"), "3");
+  EXPECT_EQ(env.at("MTB_HEARTBEAT_INTERVAL_MS"), "500");
+  EXPECT_EQ(env.count("MTB_LOG_DIR"), 0u);
+  EXPECT_EQ(env.at("TORCHELASTIC_RUN_ID"), "20261203T114636_4242");
+  absl::StatusOr<RankEnv> parsed = ParseRankEnv(env);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->heartbeat_fd, 3);
+  EXPECT_EQ(parsed->heartbeat_interval_ms, 500);
+  EXPECT_EQ(parsed->run_id, "20261203T114636_4242");
+  EXPECT_EQ(parsed->restart_count, 1);
 }
 
 TEST(LaunchOptions, OmpNumThreadsIsKeptWhenSetAndLeftAloneForOneRank) {

@@ -448,6 +448,13 @@ TEST(Launch, BadInputIsOneLineAndExitTwo) {
       {{"--nnodes=2", "--node_rank=2", "--master_addr=127.0.0.1"},
        {},
        "--node_rank=2 must be < --nnodes=2"},
+      // The timeout hierarchy: the heartbeat must end a hang before the
+      // collective timeout would.
+      {{"--nproc=2", "--heartbeat_timeout=5s", "--collective_timeout=5s"},
+       {},
+       "--heartbeat_timeout=5s must be < --collective_timeout=5s: in a hang the "
+       "waiting ranks' collective timeout would end the run before the launcher "
+       "could name the rank they wait for (0 turns the heartbeat off)"},
   };
   int index = 0;
   for (const BadInput& bad : cases) {

@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/results/atomic_file.h"
-#include "common/launch/supervisor.h"
 #include "common/results/output_path.h"
 #include "common/base/status.h"
 
@@ -23,13 +22,75 @@ std::vector<std::string> EnvLines(const EnvMap& env) {
 
 }  // namespace
 
+NodeOutcome OutcomeOf(const SupervisionResult& result, int node) {
+  NodeOutcome outcome;
+  outcome.node = node;
+  outcome.exit_code = result.exit_code;
+  if (result.exit_code == 0) return outcome;
+  if (!result.external_stop.empty()) {
+    outcome.what = result.external_stop;  // another node's failure decides
+  } else if (result.failure < 0) {
+    outcome.restartable = false;  // a signal sent to the launcher
+    outcome.what = absl::StrCat("the launcher received ",
+                                SignalName(result.forwarded_signal));
+    outcome.not_restartable_why = outcome.what;
+  } else {
+    const ChildEnd& failed = result.ends[result.failure];
+    outcome.restartable = failed.signaled || IsRestartable(failed.exit_code);
+    if (!outcome.restartable) {
+      outcome.not_restartable_why =
+          absl::StrCat("exit code ", failed.exit_code,
+                       " is a deterministic failure (it would happen again)");
+    }
+    outcome.what = !result.stall.empty()
+                       ? absl::StrCat("heartbeat: ", result.stall)
+                       : absl::StrCat("rank ", failed.rank, " (pid ", failed.pid,
+                                      ") ", failed.Describe());
+  }
+  return outcome;
+}
+
+RestartDecision DecideRestart(const std::vector<NodeOutcome>& outcomes,
+                              int attempt, int max_restarts) {
+  RestartDecision decision;
+  bool failed = false;
+  for (const NodeOutcome& outcome : outcomes) {
+    if (outcome.exit_code == 0) continue;
+    failed = true;
+    if (!outcome.restartable) {
+      decision.reason = absl::StrCat(
+          "not restarting: ",
+          outcomes.size() > 1 ? absl::StrCat("node ", outcome.node, ": ") : "",
+          outcome.not_restartable_why);
+      return decision;
+    }
+  }
+  if (!failed) return decision;
+  if (attempt >= max_restarts) {
+    decision.reason = absl::StrCat("giving up after ", attempt,
+                                   " restart(s) (--max_restarts=", max_restarts, ")");
+    return decision;
+  }
+  decision.restart = true;
+  return decision;
+}
+
 absl::StatusOr<int> SuperviseLocalRanks(const LaunchOptions& options,
                                         const std::string& executable,
                                         const std::vector<std::string>& argv,
                                         const EnvMap& parent_env,
-                                        const EnvMap& extra_env) {
+                                        const EnvMap& extra_env,
+                                        GroupCoordinator* coordinator) {
+  if (coordinator == nullptr && options.nnodes > 1 && options.max_restarts > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_restarts=", options.max_restarts, " with --nnodes=", options.nnodes,
+        ": restarting across nodes needs the launchers' store, which this "
+        "tool does not host"));
+  }
   SupervisorOptions supervision;
   supervision.kill_grace = options.kill_grace;
+  supervision.heartbeat_timeout = options.heartbeat_timeout;
+  supervision.children_are_whole_group = options.nnodes == 1;
   if (!options.log_dir.empty()) {
     supervision.log_dir = ResolveUserPath(options.log_dir);
     absl::Status created = CreateDirectories(supervision.log_dir);
@@ -57,41 +118,44 @@ absl::StatusOr<int> SuperviseLocalRanks(const LaunchOptions& options,
                           options.restart_args.end());
       }
       EnvMap env = ChildEnvironment(options, local_rank, attempt, parent_env);
+      if (!supervision.log_dir.empty()) env["MTB_LOG_DIR"] = supervision.log_dir;
       for (const auto& [name, value] : extra_env) env[name] = value;
       child.env = EnvLines(env);
       children.push_back(std::move(child));
     }
+    if (coordinator != nullptr) {
+      supervision.external_stop = [coordinator, attempt] {
+        return coordinator->OtherNodeStopped(attempt);
+      };
+      supervision.on_teardown = [coordinator, attempt](const ChildEnd*,
+                                                       const std::string& what) {
+        coordinator->Stopping(attempt, what);
+      };
+    }
     ASSIGN_OR_RETURN(const SupervisionResult result,
                      Supervise(children, supervision));
     if (!result.summary.empty()) PrintLine(result.summary);
-    if (result.exit_code == 0 || result.failure < 0) return result.exit_code;
-    // A rank failed (not a signal forwarded to us): restart the whole group
-    // unless the failure would only happen again, or the budget is spent.
-    const ChildEnd& failed = result.ends[result.failure];
-    if (!failed.signaled && !IsRestartable(failed.exit_code)) {
-      if (options.max_restarts > 0) {
-        PrintLine(absl::StrCat("launch: not restarting: exit code ",
-                               failed.exit_code,
-                               " is a deterministic failure (it would happen "
-                               "again)"));
+    const NodeOutcome outcome = OutcomeOf(result, options.node_rank);
+    RestartDecision decision;
+    if (coordinator != nullptr) {
+      ASSIGN_OR_RETURN(decision, coordinator->Decide(attempt, outcome));
+    } else {
+      decision = DecideRestart({outcome}, attempt, options.max_restarts);
+    }
+    if (!decision.restart) {
+      if (!decision.reason.empty() && options.max_restarts > 0) {
+        PrintLine(absl::StrCat("launch: ", decision.reason));
       }
       return result.exit_code;
     }
-    if (attempt >= options.max_restarts) {
-      if (options.max_restarts > 0) {
-        PrintLine(absl::StrCat("launch: giving up after ", attempt,
-                               " restart(s) (--max_restarts=",
-                               options.max_restarts, ")"));
-      }
-      return result.exit_code;
-    }
-    PrintLine(absl::StrCat("launch: restarting all ", options.nproc,
-                           " ranks (restart ", attempt + 1, " of ",
-                           options.max_restarts, ")",
-                           options.restart_args.empty()
-                               ? ""
-                               : absl::StrCat(" with ",
-                                              absl::StrJoin(options.restart_args, " "))));
+    PrintLine(absl::StrCat(
+        "launch: restarting all ", options.world_size(), " ranks",
+        options.nnodes > 1 ? absl::StrCat(" on ", options.nnodes, " nodes") : "",
+        " (restart ", attempt + 1, " of ", options.max_restarts, ")",
+        options.restart_args.empty()
+            ? ""
+            : absl::StrCat(" with ", absl::StrJoin(options.restart_args, " ")),
+        options.nnodes > 1 && options.node_rank != 0 ? ", as node 0 decided" : ""));
   }
 }
 

@@ -5,6 +5,11 @@
 # the all-reduce (//common/collective over Gloo, bound to the namespace's interface
 # through GLOO_SOCKET_IFNAME) really cross "hosts".
 #
+# With --max_restarts=1 rank 3 (node 1) fails the first attempt: node 1's
+# launcher tells node 0's through the store, node 0's launcher tears its
+# ranks down and decides the restart, node 1 follows, and the second attempt
+# all-reduces across both namespaces.
+#
 # Must run as root or under CI=true: there, failing to create the namespaces
 # fails the test. Elsewhere it says why it did not run and passes (Bazel shows
 # a skipped test as PASSED either way, hence the rule).
@@ -67,6 +72,7 @@ launch() {  # namespace interface node_rank
   timeout 300 ip netns exec "$1" env GLOO_SOCKET_IFNAME="$2" "$worker" \
     --nnodes=2 --node_rank="$3" --nproc=2 --master_addr="$addr0" \
     --master_port=29500 --all_reduce --connect_timeout=60s \
+    --max_restarts=1 --exit_rank=3 --exit_code=5 --exit_attempts=1 \
     >"$out_dir/node$3.out" 2>"$out_dir/node$3.err"
 }
 # Node 1 first: its ranks wait for node 0's store to appear.
@@ -98,5 +104,20 @@ if ! grep -qF "TCPStore at $addr0:29500 (hosted by node 0)" "$out_dir/node1.err"
   cat "$out_dir/node1.err" >&2
   status=1
 fi
-[[ $status == 0 ]] && echo "netns_test: 4 ranks on 2 namespaces all-reduced to 6"
+expect_line() {  # node text
+  if ! grep -qF -- "$2" "$out_dir/node$1.$3"; then
+    echo "netns_test: node $1's $3 lacks '$2':" >&2
+    cat "$out_dir/node$1.$3" >&2
+    status=1
+  fi
+}
+expect_line 1 ") exited with code 5" err
+expect_line 0 "launch: node 1 stopped: rank 3 (pid" err
+expect_line 0 "launch: restarting all 4 ranks on 2 nodes (restart 1 of 1) with --resumed" err
+expect_line 1 "launch: restarting all 4 ranks on 2 nodes (restart 1 of 1) with --resumed, as node 0 decided" err
+for rank in 0 1 2 3; do
+  expect_line $((rank / 2)) "[rank $rank] rank $rank pid" out
+  expect_line $((rank / 2)) "ready (attempt 1, resumed)" out
+done
+[[ $status == 0 ]] && echo "netns_test: a failure on node 1 restarted all 4 ranks on 2 namespaces; they all-reduced to 6"
 exit $status

@@ -114,6 +114,15 @@ absl::StatusOr<RankEnv> ParseRankEnv(const EnvMap& env) {
                    ParseInt(env, "TORCHELASTIC_RESTART_COUNT", 0, 0));
   ASSIGN_OR_RETURN(rank_env.agent_store,
                    ParseBool(env, "TORCHELASTIC_USE_AGENT_STORE"));
+  if (std::optional<std::string> run_id = Lookup(env, "TORCHELASTIC_RUN_ID");
+      run_id.has_value() && !run_id->empty()) {
+    rank_env.run_id = *run_id;
+  }
+  rank_env.log_dir = Lookup(env, "MTB_LOG_DIR").value_or("");
+  // Descriptors 0-2 are the standard streams: a heartbeat pipe is above.
+  ASSIGN_OR_RETURN(rank_env.heartbeat_fd, ParseInt(env, "MTB_HEARTBEAT_FD", -1, 3));
+  ASSIGN_OR_RETURN(rank_env.heartbeat_interval_ms,
+                   ParseInt(env, "MTB_HEARTBEAT_INTERVAL_MS", 1000, 1));
 
   std::optional<std::string> master_addr = Lookup(env, "MASTER_ADDR");
   if (!master_addr.has_value() || master_addr->empty()) {

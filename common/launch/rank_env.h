@@ -9,6 +9,14 @@
 //   GROUP_RANK                    the node's rank (default 0)
 //   TORCHELASTIC_RESTART_COUNT    how often the group was restarted (default 0)
 //   TORCHELASTIC_USE_AGENT_STORE  "True" when the launcher hosts the TCPStore
+//   TORCHELASTIC_RUN_ID           the job's id (default "none")
+//
+// and our launcher adds (docs/launch.md), all optional:
+//
+//   MTB_LOG_DIR                   the launcher's --log_dir (flight recorder
+//                                 dumps go there)
+//   MTB_HEARTBEAT_FD              a pipe to the launcher for heartbeats
+//   MTB_HEARTBEAT_INTERVAL_MS     how often to send one
 //
 // The defaults are what `torch.distributed`'s env:// init needs by hand: RANK,
 // WORLD_SIZE, MASTER_ADDR and MASTER_PORT. docs/launch.md is the contract;
@@ -40,6 +48,11 @@ struct RankEnv {
   // rank 0 included, connects as a client. False when nobody hosts it for us
   // (ranks started by hand or by another launcher): rank 0 hosts it.
   bool agent_store = false;
+  std::string run_id = "none";
+  // Our launcher's extras: empty / -1 when absent.
+  std::string log_dir;
+  int heartbeat_fd = -1;
+  int heartbeat_interval_ms = 0;
 
   // Whether this rank must host the TCPStore server itself.
   bool HostsStore() const { return !agent_store && rank == 0; }

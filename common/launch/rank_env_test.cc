@@ -141,5 +141,24 @@ TEST(RankEnv, LocalRanksMustFitTheNode) {
                 "False, 1 or 0)");
 }
 
+TEST(RankEnv, OurLaunchersExtrasAreOptionalAndChecked) {
+  absl::StatusOr<RankEnv> plain = ParseRankEnv(ByHand({}));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->heartbeat_fd, -1);
+  EXPECT_EQ(plain->log_dir, "");
+  EXPECT_EQ(plain->run_id, "none");
+  absl::StatusOr<RankEnv> extras = ParseRankEnv(
+      ByHand({{"MTB_HEARTBEAT_FD", "3"}, {"MTB_HEARTBEAT_INTERVAL_MS", "250"},
+              {"MTB_LOG_DIR", "/logs"}, {"TORCHELASTIC_RUN_ID", "job7"}}));
+  ASSERT_TRUE(extras.ok()) << extras.status();
+  EXPECT_EQ(extras->heartbeat_fd, 3);
+  EXPECT_EQ(extras->heartbeat_interval_ms, 250);
+  EXPECT_EQ(extras->log_dir, "/logs");
+  EXPECT_EQ(extras->run_id, "job7");
+  ExpectInvalid(ByHand({{"MTB_HEARTBEAT_FD", "1"}}), "MTB_HEARTBEAT_FD=1 must be >= 3");
+  ExpectInvalid(ByHand({{"MTB_HEARTBEAT_INTERVAL_MS", "0"}}),
+                "MTB_HEARTBEAT_INTERVAL_MS=0 must be >= 1");
+}
+
 }  // namespace
 }  // namespace mtb

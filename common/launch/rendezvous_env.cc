@@ -18,6 +18,11 @@ collective::RendezvousOptions RendezvousOptionsFor(
   options.wait_progress_every = timeouts.wait_progress_every;
   options.group_name =
       absl::StrCat("attempt_", rank_env.restart_count, "/world");
+  options.run_id = rank_env.run_id;
+  options.attempt = rank_env.restart_count;
+  options.flight_recorder_dir = rank_env.log_dir;
+  options.heartbeat_fd = rank_env.heartbeat_fd;
+  options.heartbeat_interval = absl::Milliseconds(rank_env.heartbeat_interval_ms);
   return options;
 }
 

@@ -24,7 +24,10 @@ namespace mtb {
 // prefix), so a relaunched group on the launcher's long-lived store never
 // reads the previous attempt's keys. Gloo binds as collective::RendezvousOptions
 // documents (GLOO_SOCKET_IFNAME, loopback, host name).
-// The timeouts are common/launch/timeouts.h's vocabulary.
+// The timeouts are common/launch/timeouts.h's vocabulary. Our launcher's
+// extras: the flight recorder dumps to MTB_LOG_DIR (a tool may choose a
+// folder when it is empty: beside its result), heartbeats go to
+// MTB_HEARTBEAT_FD, and TORCHELASTIC_RUN_ID names the dumps.
 collective::RendezvousOptions RendezvousOptionsFor(
     const RankEnv& rank_env, const TimeoutOptions& timeouts);
 

@@ -30,6 +30,7 @@ struct ExecPlan {
   int stdin_fd = -1;
   int stdout_fd = -1;
   int stderr_fd = -1;
+  int heartbeat_fd = -1;  // write end, or -1
   int max_fd = 0;
   sigset_t signal_mask;  // the mask to exec with
 };
@@ -77,8 +78,15 @@ void OpenStandardDescriptors() {
   ::dup2(plan.stdin_fd, STDIN_FILENO);
   ::dup2(plan.stdout_fd, STDOUT_FILENO);
   ::dup2(plan.stderr_fd, STDERR_FILENO);
-  if (::close_range(3, ~0U, 0) != 0) {
-    for (int fd = 3; fd < plan.max_fd; ++fd) ::close(fd);
+  int first_to_close = 3;
+  if (plan.heartbeat_fd >= 0) {
+    // dup2 onto itself keeps close-on-exec: clear it for that case too.
+    if (plan.heartbeat_fd != kHeartbeatFd) ::dup2(plan.heartbeat_fd, kHeartbeatFd);
+    ::fcntl(kHeartbeatFd, F_SETFD, 0);
+    first_to_close = kHeartbeatFd + 1;
+  }
+  if (::close_range(first_to_close, ~0U, 0) != 0) {
+    for (int fd = first_to_close; fd < plan.max_fd; ++fd) ::close(fd);
   }
   ::sigprocmask(SIG_SETMASK, &plan.signal_mask, nullptr);
   ::execve(plan.executable, plan.argv.data(), plan.envp.data());
@@ -109,10 +117,18 @@ absl::StatusOr<SpawnedChild> SpawnWithPipes(const ChildSpec& spec) {
     ::close(out[1]);
     return absl::ErrnoToStatus(error, "launch: pipe");
   }
+  int heartbeat[2] = {-1, -1};
+  if (spec.heartbeat && ::pipe2(heartbeat, O_CLOEXEC) != 0) {
+    const int error = errno;
+    for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
+    return absl::ErrnoToStatus(error, "launch: pipe");
+  }
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull < 0) {
     const int error = errno;
-    for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
+    for (int fd : {out[0], out[1], err[0], err[1], heartbeat[0], heartbeat[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
     return absl::ErrnoToStatus(error, "launch: open /dev/null");
   }
   ExecPlan plan;
@@ -126,6 +142,7 @@ absl::StatusOr<SpawnedChild> SpawnWithPipes(const ChildSpec& spec) {
   plan.stdin_fd = devnull;
   plan.stdout_fd = out[1];
   plan.stderr_fd = err[1];
+  plan.heartbeat_fd = heartbeat[1];
   struct rlimit limit = {};
   plan.max_fd = 65536;
   if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
@@ -143,9 +160,11 @@ absl::StatusOr<SpawnedChild> SpawnWithPipes(const ChildSpec& spec) {
   ::close(devnull);
   ::close(out[1]);
   ::close(err[1]);
+  if (heartbeat[1] >= 0) ::close(heartbeat[1]);
   if (pid < 0) {
     ::close(out[0]);
     ::close(err[0]);
+    if (heartbeat[0] >= 0) ::close(heartbeat[0]);
     return absl::ErrnoToStatus(
         fork_error, absl::StrCat("launch: fork for rank ", spec.rank));
   }
@@ -153,6 +172,7 @@ absl::StatusOr<SpawnedChild> SpawnWithPipes(const ChildSpec& spec) {
   spawned.pid = pid;
   spawned.stdout_fd = out[0];
   spawned.stderr_fd = err[0];
+  spawned.heartbeat_fd = heartbeat[0];
   return spawned;
 }
 

@@ -18,6 +18,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/launch/heartbeat_watch.h"
+#include "common/base/rank_text.h"
 #include "common/launch/signal_routing.h"
 #include "common/base/status.h"
 
@@ -33,17 +36,14 @@ constexpr auto kDrainTimeout = std::chrono::seconds(2);
 constexpr int kPollBackstopMs = 500;
 // A line longer than this is written in pieces.
 constexpr size_t kMaxLineBytes = 64 * 1024;
-
-// "rank 2", "ranks 0, 2".
-std::string Ranks(const std::vector<int>& ranks) {
-  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
-                      absl::StrJoin(ranks, ", "));
-}
+// How often external_stop is asked.
+constexpr auto kExternalStopEvery = std::chrono::milliseconds(250);
 
 struct Stream {
   int fd = -1;
   int out_fd = -1;  // where prefixed lines go
   std::string partial;
+  bool heartbeat = false;  // lines go to the heartbeat watch instead
 };
 
 struct Child {
@@ -51,7 +51,7 @@ struct Child {
   pid_t pid = -1;
   bool running = false;
   ChildEnd end;
-  Stream streams[2];  // stdout, stderr
+  Stream streams[3];  // stdout, stderr, heartbeat (fd -1 without one)
   int log_fd = -1;
   std::string prefix;  // "[rank N] "
 };
@@ -65,6 +65,12 @@ class GroupSupervisor {
       children_[index].spec = &specs[index];
       children_[index].end.rank = specs[index].rank;
       children_[index].prefix = absl::StrCat("[rank ", specs[index].rank, "] ");
+    }
+    if (options_.heartbeat_timeout > absl::ZeroDuration()) {
+      std::vector<int> ranks;
+      for (const ChildSpec& spec : specs) ranks.push_back(spec.rank);
+      watch_.emplace(ranks, options_.heartbeat_timeout,
+                     options_.children_are_whole_group);
     }
   }
 
@@ -106,7 +112,9 @@ class GroupSupervisor {
 
  private:
   absl::Status Start(Child& child) {
-    ASSIGN_OR_RETURN(const SpawnedChild spawned, SpawnWithPipes(*child.spec));
+    ChildSpec spec = *child.spec;
+    spec.heartbeat = watch_.has_value();
+    ASSIGN_OR_RETURN(const SpawnedChild spawned, SpawnWithPipes(spec));
     child.pid = spawned.pid;
     child.end.pid = spawned.pid;
     child.running = true;
@@ -114,6 +122,8 @@ class GroupSupervisor {
     child.streams[0].out_fd = options_.stdout_fd;
     child.streams[1].fd = spawned.stderr_fd;
     child.streams[1].out_fd = options_.stderr_fd;
+    child.streams[2].fd = spawned.heartbeat_fd;
+    child.streams[2].heartbeat = true;
     return absl::OkStatus();
   }
 
@@ -162,6 +172,8 @@ class GroupSupervisor {
       Poll(drain_deadline);
       ForwardSignals();
       Reap(/*block=*/false);
+      WatchHeartbeats();
+      AskExternalStop();
       if (kill_deadline_.has_value() && Clock::now() >= *kill_deadline_) {
         KillAll();
         kill_deadline_.reset();
@@ -174,10 +186,48 @@ class GroupSupervisor {
   void ForwardSignals() {
     for (int signal_number : signals_.Drain()) {
       if (signal_number == SIGCHLD) continue;
-      if (forwarded_signal_ == 0) forwarded_signal_ = signal_number;
+      if (forwarded_signal_ == 0) {
+        forwarded_signal_ = signal_number;
+        if (failure_ < 0 && external_stop_.empty() && options_.on_teardown) {
+          options_.on_teardown(nullptr, absl::StrCat("received ", SignalName(signal_number)));
+        }
+      }
       SignalRunning(signal_number);
       StartGraceClock();
     }
+  }
+
+  bool TearingDown() const {
+    return failure_ >= 0 || forwarded_signal_ != 0 || !external_stop_.empty();
+  }
+
+  // A stalled group is a failure of the rank it waits for.
+  void WatchHeartbeats() {
+    if (!watch_.has_value() || TearingDown()) return;
+    std::optional<Stall> stall = watch_->Check(absl::Now());
+    if (!stall.has_value()) return;
+    failure_ = 0;
+    for (size_t index = 0; index < children_.size(); ++index) {
+      if (children_[index].spec->rank == stall->rank) failure_ = static_cast<int>(index);
+    }
+    stall_ = stall->description;
+    if (options_.on_teardown) {
+      options_.on_teardown(&children_[failure_].end, absl::StrCat("heartbeat: ", stall_));
+    }
+    SignalRunning(SIGTERM);
+    StartGraceClock();
+  }
+
+  void AskExternalStop() {
+    if (!options_.external_stop || TearingDown()) return;
+    const Clock::time_point now = Clock::now();
+    if (now < next_external_ask_) return;
+    next_external_ask_ = now + kExternalStopEvery;
+    std::optional<std::string> reason = options_.external_stop();
+    if (!reason.has_value()) return;
+    external_stop_ = *reason;
+    SignalRunning(SIGTERM);
+    StartGraceClock();
   }
 
   // Waits for output, a signal or the next deadline, and reads what came.
@@ -209,8 +259,8 @@ class GroupSupervisor {
 
   Child& OwnerOf(const Stream* stream) {
     for (Child& child : children_) {
-      if (stream == &child.streams[0] || stream == &child.streams[1]) {
-        return child;
+      for (const Stream& own : child.streams) {
+        if (stream == &own) return child;
       }
     }
     std::abort();  // every polled stream belongs to a child
@@ -245,6 +295,10 @@ class GroupSupervisor {
   }
 
   void EmitLine(Child& child, const Stream& stream, absl::string_view line) {
+    if (stream.heartbeat) {
+      if (watch_.has_value()) watch_->Received(child.spec->rank, line, absl::Now());
+      return;
+    }
     WriteFully(stream.out_fd, absl::StrCat(child.prefix, line, "\n"));
     if (child.log_fd >= 0) WriteFully(child.log_fd, absl::StrCat(line, "\n"));
   }
@@ -282,6 +336,7 @@ class GroupSupervisor {
       child.end.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
       child.end.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
       child.end.core_dumped = WIFSIGNALED(status) && WCOREDUMP(status);
+      if (watch_.has_value()) watch_->Ended(child.spec->rank);
       ended.push_back(&child);
     }
     // Ctrl-C reaches the ranks (same process group) as well as us: a rank
@@ -289,9 +344,14 @@ class GroupSupervisor {
     // signal came before the rank's death was collected.
     ForwardSignals();
     for (Child* child : ended) {
-      if (child->end.Failed() && !child->end.stopped_by_us && failure_ < 0 &&
-          forwarded_signal_ == 0) {
+      if (child->end.Failed() && !child->end.stopped_by_us && !TearingDown()) {
         failure_ = static_cast<int>(child - children_.data());
+        if (options_.on_teardown) {
+          options_.on_teardown(&child->end,
+                               absl::StrCat("rank ", child->end.rank, " (pid ",
+                                            child->end.pid, ") ",
+                                            child->end.Describe()));
+        }
         SignalRunning(SIGTERM);
         StartGraceClock();
       }
@@ -303,9 +363,11 @@ class GroupSupervisor {
     for (const Child& child : children_) result.ends.push_back(child.end);
     result.failure = failure_;
     result.forwarded_signal = forwarded_signal_;
+    result.stall = stall_;
+    result.external_stop = external_stop_;
     // A failure is recorded only while nothing was forwarded, so when both
     // are set the failure came first and is the verdict.
-    if (failure_ >= 0) {
+    if (failure_ >= 0 || !external_stop_.empty()) {
       result.exit_code = 1;
     } else if (forwarded_signal_ != 0) {
       result.exit_code = 128 + forwarded_signal_;
@@ -320,7 +382,7 @@ class GroupSupervisor {
     std::vector<std::string> also_failed;
     for (size_t index = 0; index < result.ends.size(); ++index) {
       const ChildEnd& end = result.ends[index];
-      if (static_cast<int>(index) == result.failure) continue;
+      if (static_cast<int>(index) == result.failure && result.stall.empty()) continue;
       if (end.stopped_by_us) {
         stopped.push_back(end.rank);
         if (end.needed_sigkill) sigkilled.push_back(end.rank);
@@ -330,21 +392,31 @@ class GroupSupervisor {
       }
     }
     std::string line = "launch: ";
-    if (result.failure >= 0) {
+    if (!result.stall.empty()) {
+      absl::StrAppend(&line, "heartbeat: ", result.stall);
+      if (!stopped.empty()) {
+        absl::StrAppend(&line, "; terminated ", RanksText(stopped));
+      }
+    } else if (!result.external_stop.empty()) {
+      absl::StrAppend(&line, result.external_stop);
+      if (!stopped.empty()) {
+        absl::StrAppend(&line, "; terminated ", RanksText(stopped));
+      }
+    } else if (result.failure >= 0) {
       const ChildEnd& failed = result.ends[result.failure];
       absl::StrAppend(&line, "rank ", failed.rank, " (pid ", failed.pid, ") ",
                       failed.Describe());
       if (!stopped.empty()) {
-        absl::StrAppend(&line, "; terminated ", Ranks(stopped));
+        absl::StrAppend(&line, "; terminated ", RanksText(stopped));
       }
     } else {
       absl::StrAppend(&line, "received ", SignalName(result.forwarded_signal));
       if (!stopped.empty()) {
-        absl::StrAppend(&line, "; forwarded it to ", Ranks(stopped));
+        absl::StrAppend(&line, "; forwarded it to ", RanksText(stopped));
       }
     }
     if (!sigkilled.empty()) {
-      absl::StrAppend(&line, " (", Ranks(sigkilled), " needed SIGKILL after ",
+      absl::StrAppend(&line, " (", RanksText(sigkilled), " needed SIGKILL after ",
                       absl::FormatDuration(options_.kill_grace), ")");
     }
     if (!also_failed.empty()) {
@@ -365,6 +437,10 @@ class GroupSupervisor {
   bool killed_ = false;
   int failure_ = -1;
   int forwarded_signal_ = 0;
+  std::optional<HeartbeatWatch> watch_;
+  std::string stall_;
+  std::string external_stop_;
+  Clock::time_point next_external_ask_;
 };
 
 }  // namespace

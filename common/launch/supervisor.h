@@ -16,6 +16,13 @@
 //    was forwarded) is "the failure": every other child still running gets
 //    SIGTERM, and SIGKILL once `kill_grace` has passed. The same grace applies
 //    after a forwarded signal.
+//  - With a heartbeat timeout, each child gets a heartbeat pipe
+//    (spawn.h) and its lines feed a HeartbeatWatch (heartbeat_watch.h): a
+//    stalled group is torn down as after a failure, the rank it waits for
+//    being "the failure", and the summary says what each rank was doing.
+//  - An `external_stop` that returns a reason (another node's failure)
+//    tears the group down the same way; `on_teardown` hears of this node's
+//    own failure (or forwarded signal) first, so other nodes can follow.
 //  - Supervise returns when every child has been reaped and its output
 //    drained; it installs its signal handlers for that time only.
 // Not thread-safe: one Supervise at a time per process (signal handlers are
@@ -26,6 +33,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +44,8 @@
 
 namespace mtb {
 
+struct ChildEnd;
+
 struct SupervisorOptions {
   // How long children may take to end after SIGTERM before they get SIGKILL.
   absl::Duration kill_grace = absl::Seconds(5);
@@ -43,6 +54,19 @@ struct SupervisorOptions {
   // Where prefixed output goes (tests point them at files).
   int stdout_fd = STDOUT_FILENO;
   int stderr_fd = STDERR_FILENO;
+  // --heartbeat_timeout; zero: no heartbeat pipes, nothing watched.
+  absl::Duration heartbeat_timeout = absl::ZeroDuration();
+  // The children are the whole group (one node): HeartbeatWatch's
+  // whole_group.
+  bool children_are_whole_group = true;
+  // Asked about every 250 ms while nothing has failed here: a reason to tear
+  // this node's group down (another node's failure), or nullopt.
+  std::function<std::optional<std::string>()> external_stop;
+  // Called once when this node's group starts its teardown on its own: a
+  // failed (or stalled) child, or nullptr after a forwarded signal, and the
+  // line that says what happened.
+  std::function<void(const ChildEnd* failed, const std::string& what)>
+      on_teardown;
 };
 
 // How one child ended.
@@ -67,6 +91,12 @@ struct SupervisionResult {
   std::vector<ChildEnd> ends;  // one per ChildSpec, in the same order
   int failure = -1;            // index in `ends` of the failure, or -1
   int forwarded_signal = 0;    // first SIGINT/SIGTERM/SIGHUP received, or 0
+  // The heartbeat watch's diagnosis when a stall was the failure (`failure`
+  // is then the rank it names, or the first rank), else empty.
+  std::string stall;
+  // external_stop's reason when it ended the group (`failure` is -1), else
+  // empty.
+  std::string external_stop;
   // 0 when every child exited 0; 128 + signal after a forwarded signal;
   // otherwise 1 (a child failed). docs/launch.md documents these.
   int exit_code = 0;

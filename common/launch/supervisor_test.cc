@@ -183,6 +183,73 @@ TEST_F(SupervisorTest, ChildrenSeeOnlyTheirEnvironmentAndNoExtraDescriptors) {
   EXPECT_EQ(Read("stdout"), "[rank 0] x=42\n[rank 0] 4\n");
 }
 
+// A rank that sends the same heartbeat every 0.1 s for `seconds` (counter
+// fixed), or a moving counter with `moving`.
+std::string Heartbeats(const std::string& fields, double seconds, bool moving = false) {
+  return absl::StrCat(
+      "i=0; while [ $i -lt ", static_cast<int>(seconds * 10), " ]; do i=$((i+1)); "
+      "echo \"mtb-heartbeat ", fields, " counter=", moving ? "$i" : "7",
+      " steady=1 done=0\" >&3; sleep 0.1; done");
+}
+
+constexpr char kWaitsIn41[] =
+    "step=3 phase=backward collective=41 op=all_reduce waiting=1 "
+    "last_completed=40 issued=42";
+constexpr char kInNone[] =
+    "step=3 phase=forward collective=-1 op=- waiting=0 last_completed=40 "
+    "issued=41";
+
+TEST_F(SupervisorTest, AStalledGroupIsTornDownNamingTheRankItWaitsFor) {
+  options_.heartbeat_timeout = absl::Milliseconds(500);
+  // Both would go on for 30 s; the watch ends them after ~0.5 s of no progress.
+  const SupervisionResult result =
+      Run({Shell(0, Heartbeats(kWaitsIn41, 30)), Shell(1, Heartbeats(kInNone, 30))});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.failure, 1);
+  EXPECT_TRUE(absl::StrContains(
+      result.stall,
+      "rank 1 is in no collective (step 3, forward); last completed #40 while "
+      "rank 0 waits in all_reduce #41 (step 3, backward): the group waits for "
+      "rank 1"))
+      << result.stall;
+  EXPECT_TRUE(absl::StartsWith(result.summary, "launch: heartbeat: no progress for "))
+      << result.summary;
+  EXPECT_TRUE(absl::EndsWith(result.summary, "; terminated ranks 0, 1")) << result.summary;
+  // Heartbeat lines are the watch's, not output.
+  EXPECT_EQ(Read("stdout"), "");
+}
+
+TEST_F(SupervisorTest, ARankThatKeepsMovingWhileTheOthersWaitIsNotAStall) {
+  // Rank 0 waits twice the timeout; rank 1's counter moves all along.
+  options_.heartbeat_timeout = absl::Milliseconds(500);
+  const SupervisionResult result = Run(
+      {Shell(0, Heartbeats(kWaitsIn41, 1.0)), Shell(1, Heartbeats(kInNone, 1.2, true))});
+  EXPECT_EQ(result.exit_code, 0) << result.summary;
+  EXPECT_EQ(result.stall, "");
+}
+
+TEST_F(SupervisorTest, AnExternalStopTearsTheGroupDownAndOnTeardownHearsOfFailures) {
+  int asked = 0;
+  options_.external_stop = [&]() -> std::optional<std::string> {
+    if (++asked < 2) return std::nullopt;
+    return std::string("node 1 failed: rank 3 exited with code 5");
+  };
+  SupervisionResult result = Run({Shell(0, "exec sleep 30"), Shell(1, "exec sleep 30")});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.failure, -1);
+  EXPECT_EQ(result.summary,
+            "launch: node 1 failed: rank 3 exited with code 5; terminated ranks 0, 1");
+  options_.external_stop = nullptr;
+  std::vector<std::string> heard;
+  options_.on_teardown = [&](const ChildEnd* failed, const std::string& what) {
+    heard.push_back(absl::StrCat(failed != nullptr ? failed->rank : -1, " ", what));
+  };
+  result = Run({Shell(0, "exec sleep 30"), Shell(1, "exit 5")});
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_TRUE(absl::StartsWith(heard[0], "1 rank 1 (pid ")) << heard[0];
+  EXPECT_TRUE(absl::EndsWith(heard[0], ") exited with code 5")) << heard[0];
+}
+
 TEST(SignalName, NamesKnownSignals) {
   EXPECT_EQ(SignalName(SIGKILL), "SIGKILL");
   EXPECT_EQ(SignalName(SIGTERM), "SIGTERM");

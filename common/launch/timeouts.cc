@@ -63,4 +63,19 @@ absl::Status ValidateTimeoutOptions(const TimeoutOptions& options) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateHeartbeatTimeout(absl::Duration heartbeat_timeout,
+                                      const TimeoutOptions& options) {
+  if (heartbeat_timeout <= absl::ZeroDuration() ||
+      heartbeat_timeout < options.collective_timeout) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--heartbeat_timeout=", absl::FormatDuration(heartbeat_timeout),
+      " must be < --collective_timeout=",
+      absl::FormatDuration(options.collective_timeout),
+      ": in a hang the waiting ranks' collective timeout would end the run "
+      "before the launcher could name the rank they wait for (0 turns the "
+      "heartbeat off)"));
+}
+
 }  // namespace mtb

@@ -12,6 +12,15 @@
 //   --wait_progress_every  while waiting for peers, how often a rank prints
 //                          who has joined and who is missing
 //
+// and the launcher's two (common/launch/launch_options.h):
+//
+//   --heartbeat_timeout    no progress this long while a rank waits in a
+//                          collective: the launcher names the rank the group
+//                          waits for and tears it down (0: off); it must
+//                          end a hang before --collective_timeout does
+//   --kill_grace           SIGTERM -> SIGKILL at a teardown (the ranks dump
+//                          their flight recorders in it)
+//
 // The flags are defined once here; a binary that links this library has
 // them. Every tool validates them before any rank starts.
 #ifndef MTB_COMMON_LAUNCH_TIMEOUTS_H_
@@ -37,6 +46,13 @@ TimeoutOptions TimeoutOptionsFromFlags();
 // second); --first_step_timeout >= --collective_timeout (the first step is
 // the steady state plus start-up).
 absl::Status ValidateTimeoutOptions(const TimeoutOptions& options);
+
+// The launcher's --heartbeat_timeout against them: 0 (off), or below
+// --collective_timeout, so that in a hang the launcher names the rank the
+// others wait for before their collective timeout ends the run with a
+// message that cannot (they only know what they wait in).
+absl::Status ValidateHeartbeatTimeout(absl::Duration heartbeat_timeout,
+                                      const TimeoutOptions& options);
 
 }  // namespace mtb
 

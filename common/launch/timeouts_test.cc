@@ -47,5 +47,19 @@ TEST(Timeouts, EachBadValueNamesItsFlagAndRule) {
   }
 }
 
+TEST(Timeouts, TheHeartbeatMustEndAHangBeforeTheCollectiveTimeout) {
+  TimeoutOptions options;
+  options.collective_timeout = absl::Seconds(10);
+  EXPECT_TRUE(ValidateHeartbeatTimeout(absl::ZeroDuration(), options).ok());
+  EXPECT_TRUE(ValidateHeartbeatTimeout(absl::Seconds(9), options).ok());
+  const absl::Status status = ValidateHeartbeatTimeout(absl::Seconds(10), options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "--heartbeat_timeout=10s must be < --collective_timeout=10s: in a "
+            "hang the waiting ranks' collective timeout would end the run "
+            "before the launcher could name the rank they wait for (0 turns "
+            "the heartbeat off)");
+}
+
 }  // namespace
 }  // namespace mtb

@@ -1,14 +1,17 @@
 #include "common/results/atomic_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace mtb {
@@ -152,6 +155,27 @@ std::string BaseName(const std::string& path) {
 bool PathExists(const std::string& path) {
   struct stat info;
   return ::stat(path.c_str(), &info) == 0;
+}
+
+absl::StatusOr<std::vector<std::string>> ListDirectory(
+    const std::string& directory, absl::string_view prefix,
+    absl::string_view suffix) {
+  DIR* listing = ::opendir(directory.c_str());
+  if (listing == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        directory, ": cannot list it (", std::strerror(errno), ")"));
+  }
+  std::vector<std::string> names;
+  while (dirent* entry = ::readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    if (absl::StartsWith(name, prefix) && absl::EndsWith(name, suffix)) {
+      names.push_back(name);
+    }
+  }
+  ::closedir(listing);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace mtb

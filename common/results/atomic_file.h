@@ -5,6 +5,7 @@
 #define MTB_COMMON_RESULTS_ATOMIC_FILE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -37,6 +38,12 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 std::string BaseName(const std::string& path);
 std::string DirectoryOf(const std::string& path);
 bool PathExists(const std::string& path);
+
+// The names (not paths) in `directory` that start with `prefix` and end with
+// `suffix`, sorted. kInvalidArgument naming it when it cannot be listed.
+absl::StatusOr<std::vector<std::string>> ListDirectory(
+    const std::string& directory, absl::string_view prefix = "",
+    absl::string_view suffix = "");
 
 // Creates `directory` and its missing parents.
 absl::Status CreateDirectories(const std::string& directory);

@@ -1,5 +1,4 @@
 #include <stdlib.h>
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -189,15 +188,22 @@ TEST(OutputPath, UnwritableOutputIsRejectedUpFrontNamingTheFlag) {
 TEST(OutputPath, TheWritableCheckCreatesAFileAndLeavesNothingBehind) {
   const std::string dir = TempDir() + "/probe";
   ASSERT_TRUE(CheckOutputWritable("out", dir + "/r.json").ok());
-  DIR* listing = opendir(dir.c_str());
-  ASSERT_NE(listing, nullptr);
-  std::vector<std::string> names;
-  while (dirent* entry = readdir(listing)) {
-    const std::string name = entry->d_name;
-    if (name != "." && name != "..") names.push_back(name);
+  absl::StatusOr<std::vector<std::string>> names = ListDirectory(dir);
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_TRUE(names->empty()) << (*names)[0];
+}
+
+TEST(Paths, ListDirectoryFiltersAndSortsNames) {
+  const std::string dir = TempDir() + "/listing";
+  ASSERT_TRUE(CreateDirectories(dir).ok());
+  for (const char* name : {"flight_b.json", "flight_a.json", "rank_0.log", "flight_c.txt"}) {
+    ASSERT_TRUE(WriteFileAtomically(dir + "/" + name, "x").ok()) << name;
   }
-  closedir(listing);
-  EXPECT_TRUE(names.empty()) << names[0];
+  EXPECT_EQ(*ListDirectory(dir, "flight_", ".json"),
+            (std::vector<std::string>{"flight_a.json", "flight_b.json"}));
+  EXPECT_EQ(ListDirectory(dir)->size(), 4u);
+  EXPECT_EQ(ListDirectory(dir + "/missing").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(OutputPath, TheDirectoryCheckCreatesItAndRefusesAFileOrAnUnwritablePlace) {

@@ -30,8 +30,7 @@ const std::set<std::string>& MayChangeOnResume() {
   static const auto* fields = new std::set<std::string>{
       "steps",          "timing_warmup_steps",      "repeat",
       "intra_op_threads", "log_every",              "peak_flops",
-      "activation_checkpointing", "ddp_launch_after_backward",
-      "inject_nan_step", "inject_nan_rank"};
+      "activation_checkpointing", "ddp_launch_after_backward"};
   return *fields;
 }
 

@@ -87,7 +87,7 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
 // differs, except those a resume may change: --steps, the timing warm-up,
 // --repeat, --intra_op_threads, --log_every, --peak_flops,
 // --activation_checkpointing and --ddp_overlap (proven not to change a
-// number), and the --inject_nan_* faults. Everything else (model shape,
+// number); --fault is no TrainConfig field. Everything else (model shape,
 // data, batch, precision, optimizer, schedule, seed, strategy, buckets)
 // changes the numbers of an exact resume.
 std::vector<std::string> ConfigMismatches(const TrainConfig& saved,

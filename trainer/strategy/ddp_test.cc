@@ -454,8 +454,6 @@ TEST(Ddp, RanksWithDifferentParametersFailSetupNamingTheRank) {
 TEST(Ddp, NonFiniteLossOnOneRankStopsEveryRankAtThatStepNamingIt) {
   TrainConfig config = DdpConfig();
   config.set_steps(3);
-  config.set_inject_nan_step(2);
-  config.set_inject_nan_rank(1);
   at::set_num_threads(1);
   const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
                                       config.seq_len());
@@ -467,6 +465,8 @@ TEST(Ddp, NonFiniteLossOnOneRankStopsEveryRankAtThatStepNamingIt) {
         auto trainer = Trainer::Create(config, RankInfo{rank, 2}, &strategy,
                                        data.get());
         ASSERT_TRUE(trainer.ok()) << trainer.status();
+        (*trainer)->set_faults(
+            *ParseFaults("nan:rank=1,step=2", TrainerFaultGrammar()));
         ASSERT_TRUE((*trainer)->Step().ok());
         for (const NamedParameter& p : (*trainer)->model().parameters()) {
           before[rank].push_back(p.tensor.detach().clone());
@@ -477,7 +477,7 @@ TEST(Ddp, NonFiniteLossOnOneRankStopsEveryRankAtThatStepNamingIt) {
         EXPECT_EQ(stopped.status().message(),
                   "step 2 of 3: the loss is not finite on rank 1 (nan) and "
                   "the gradient norm (nan) is not finite (injected by "
-                  "--inject_nan_step=2 on rank 1); every rank stopped before "
+                  "--fault=nan:rank=1,step=2); every rank stopped before "
                   "the optimizer update");
         EXPECT_EQ((*trainer)->completed_steps(), 1);
         for (const NamedParameter& p : (*trainer)->model().parameters()) {

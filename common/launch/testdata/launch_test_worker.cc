@@ -187,8 +187,11 @@ int main(int argc, char** argv) {
   mtb::InitLogging(argv[0]);
   mtb::ParseCommandLineOrExit(argc, argv,
                               "launch_test_worker [--nproc=N] [flags]");
+  mtb::LaunchDefaults defaults;
+  defaults.restart_args = {"--resumed"};
+  defaults.reports_heartbeats = true;
   absl::StatusOr<mtb::LaunchDecision> launch =
-      mtb::LaunchOrBecomeWorker(argc, argv, {/*nproc=*/1, {"--resumed"}});
+      mtb::LaunchOrBecomeWorker(argc, argv, defaults);
   if (!launch.ok()) {
     return mtb::ReportAndExitCode("launch_test_worker", launch.status());
   }

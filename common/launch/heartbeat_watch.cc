@@ -1,0 +1,159 @@
+#include "common/launch/heartbeat_watch.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/base/rank_text.h"
+#include "common/collective/heartbeat.h"
+
+namespace mtb {
+namespace {
+
+using collective::RankProgress;
+
+// "(step 3, backward)".
+std::string Where(const RankProgress& p) {
+  return absl::StrCat("(step ", p.step, p.phase.empty() ? "" : ", ", p.phase, ")");
+}
+
+std::string LastCompleted(const RankProgress& p) {
+  return p.last_completed < 0 ? std::string("none completed yet")
+                              : absl::StrCat("last completed #", p.last_completed);
+}
+
+// One group of ranks in the same collective: "ranks 0, 2 wait in all_reduce
+// #41 (step 3, backward)" (or "are in" when none is blocked in it).
+struct InCollective {
+  int64_t sequence;
+  std::string op;
+  std::vector<int> ranks;
+  bool waiting = false;
+  RankProgress sample;
+};
+
+std::string Describe(const InCollective& group) {
+  const bool one = group.ranks.size() == 1;
+  return absl::StrCat(RanksText(group.ranks),
+                      group.waiting ? (one ? " waits in " : " wait in ")
+                                    : (one ? " is in " : " are in "),
+                      group.op, " #", group.sequence, " ", Where(group.sample));
+}
+
+}  // namespace
+
+HeartbeatWatch::HeartbeatWatch(std::vector<int> ranks, absl::Duration timeout,
+                               bool whole_group)
+    : timeout_(timeout), whole_group_(whole_group) {
+  for (int rank : ranks) ranks_[rank];
+}
+
+bool HeartbeatWatch::Received(int rank, absl::string_view line, absl::Time now) {
+  auto found = ranks_.find(rank);
+  if (found == ranks_.end()) return false;
+  absl::StatusOr<RankProgress> progress = collective::ParseHeartbeat(line);
+  if (!progress.ok()) return false;
+  Watched& watched = found->second;
+  if (!watched.heard || progress->counter != watched.progress.counter) {
+    watched.last_change = now;
+  }
+  watched.heard = true;
+  watched.progress = *std::move(progress);
+  return true;
+}
+
+void HeartbeatWatch::Ended(int rank) {
+  if (auto found = ranks_.find(rank); found != ranks_.end()) {
+    found->second.ended = true;
+  }
+}
+
+std::optional<Stall> HeartbeatWatch::Check(absl::Time now) const {
+  std::vector<std::pair<int, const Watched*>> live;
+  for (const auto& [rank, watched] : ranks_) {
+    if (watched.ended || (watched.heard && watched.progress.done)) continue;
+    // Start-up (a rank not heard from yet, or not past its first step) is
+    // the first-step timeout's business.
+    if (!watched.heard || !watched.progress.steady) return std::nullopt;
+    live.emplace_back(rank, &watched);
+  }
+  if (live.empty()) return std::nullopt;
+  absl::Duration still = absl::InfiniteDuration();
+  bool someone_waits = false;
+  for (const auto& [rank, watched] : live) {
+    still = std::min(still, now - watched->last_change);
+    someone_waits |= watched->progress.waiting;
+  }
+  if (still < timeout_ || !someone_waits) return std::nullopt;
+
+  // Who is where: ranks outside any collective, and groups by collective.
+  std::vector<int> outside;
+  std::vector<InCollective> groups;
+  for (const auto& [rank, watched] : live) {
+    const RankProgress& p = watched->progress;
+    if (p.collective < 0) {
+      outside.push_back(rank);
+      continue;
+    }
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const InCollective& g) {
+      return g.sequence == p.collective && g.op == p.collective_op;
+    });
+    if (group == groups.end()) {
+      groups.push_back({p.collective, p.collective_op, {}, false, p});
+      group = groups.end() - 1;
+    }
+    group->ranks.push_back(rank);
+    group->waiting |= p.waiting;
+  }
+  const std::string since =
+      absl::StrCat("no progress for ", absl::FormatDuration(absl::Trunc(still, absl::Milliseconds(100))), ": ");
+  std::vector<std::string> in_parts;
+  for (const InCollective& group : groups) in_parts.push_back(Describe(group));
+  Stall stall;
+  if (!outside.empty()) {
+    std::vector<std::string> out_parts;
+    for (int rank : outside) {
+      const RankProgress& p = ranks_.at(rank).progress;
+      out_parts.push_back(absl::StrCat("rank ", rank, " is in no collective ",
+                                       Where(p), "; ", LastCompleted(p)));
+    }
+    stall.rank = outside.front();
+    stall.description = absl::StrCat(
+        since, absl::StrJoin(out_parts, "; "), " while ",
+        absl::StrJoin(in_parts, "; "), ": the group waits for ", RanksText(outside));
+    return stall;
+  }
+  if (groups.size() == 1) {
+    stall.description = absl::StrCat(
+        since, "every rank", whole_group_ ? "" : " of this node", " ",
+        groups[0].waiting ? "waits" : "is", " in ", groups[0].op, " #",
+        groups[0].sequence, " ", Where(groups[0].sample),
+        whole_group_ ? ": none is missing from it, so the transport itself is stuck"
+                     : ": the rank they wait for is on another node, or the "
+                       "transport is stuck (see the other nodes' launchers)");
+    return stall;
+  }
+  // Different collectives: the smallest group (then the lowest sequence
+  // number) is the odd one out.
+  const InCollective* odd = &groups[0];
+  for (const InCollective& group : groups) {
+    if (group.ranks.size() < odd->ranks.size() ||
+        (group.ranks.size() == odd->ranks.size() && group.sequence < odd->sequence)) {
+      odd = &group;
+    }
+  }
+  stall.rank = odd->ranks.front();
+  const bool same_sequence = std::all_of(groups.begin(), groups.end(), [&](const InCollective& g) {
+    return g.sequence == groups[0].sequence;
+  });
+  stall.description = absl::StrCat(
+      since, absl::StrJoin(in_parts, "; "), ": the ranks are in different ",
+      same_sequence ? "collectives at the same sequence number (they issued "
+                      "different calls)"
+                    : "collectives (their calls diverged)",
+      "; the odd one out is ", RanksText(odd->ranks));
+  return stall;
+}
+
+}  // namespace mtb

@@ -1,0 +1,69 @@
+// The launcher's side of the heartbeat (--heartbeat_timeout, docs/launch.md):
+// it reads each local rank's heartbeat lines (common/collective/heartbeat.h)
+// and decides when the group is stuck, and whom it waits for.
+//
+// The group is *stalled* when, after every rank's start-up (each reported
+// steady), no running rank has made progress (its counter stood still) for
+// the timeout while at least one of them is blocked in a collective. A
+// group whose ranks all compute (none waits) is never stalled: slow is not
+// hung. The diagnosis then names the rank the others wait for: one that is
+// in no collective while they wait in one (whatever it is doing: the hang
+// is outside a collective), else one whose collective differs from the
+// others' (sequence number or op). Torch-free; times are passed in.
+#ifndef MTB_COMMON_LAUNCH_HEARTBEAT_WATCH_H_
+#define MTB_COMMON_LAUNCH_HEARTBEAT_WATCH_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/collective/flight_recorder.h"
+
+namespace mtb {
+
+struct Stall {
+  // The rank the group waits for; -1 when none stands out (every rank waits
+  // in the same collective: the transport is stuck).
+  int rank = -1;
+  // "no progress for 3s: rank 1 is in no collective (step 3, forward; last
+  // completed #40) while ranks 0, 2 wait in all_reduce #41 (step 3,
+  // backward): the group waits for rank 1"
+  std::string description;
+};
+
+// Not thread-safe (the supervisor's loop owns it).
+class HeartbeatWatch {
+ public:
+  // `ranks`: the global ranks this launcher started; `whole_group`: they are
+  // all the group's (one node), so every rank waiting in one collective means
+  // the transport is stuck rather than a rank elsewhere.
+  HeartbeatWatch(std::vector<int> ranks, absl::Duration timeout,
+                 bool whole_group = true);
+
+  // One line from `rank`'s heartbeat pipe, received at `now`. A line that is
+  // not a heartbeat is ignored (false).
+  bool Received(int rank, absl::string_view line, absl::Time now);
+  // `rank`'s process has ended: it is no longer watched.
+  void Ended(int rank);
+
+  // The stall described above, or nullopt.
+  std::optional<Stall> Check(absl::Time now) const;
+
+ private:
+  struct Watched {
+    bool heard = false;
+    bool ended = false;
+    collective::RankProgress progress;
+    absl::Time last_change;  // when the counter last moved
+  };
+  const absl::Duration timeout_;
+  const bool whole_group_;
+  std::map<int, Watched> ranks_;
+};
+
+}  // namespace mtb
+
+#endif  // MTB_COMMON_LAUNCH_HEARTBEAT_WATCH_H_
