@@ -133,12 +133,15 @@ std::string LaunchDirectory(const std::string& name) {
 }
 
 TrainerLaunch RunTrainer(const std::string& name, int nproc,
-                         std::vector<std::string> flags) {
+                         std::vector<std::string> flags,
+                         bool dump_parameters) {
   const std::string dir = LaunchDirectory(name);
   EXPECT_TRUE(CreateDirectories(dir).ok());
   flags.push_back(absl::StrCat("--nproc=", nproc));
   flags.push_back(absl::StrCat("--out=", dir, "/result.json"));
-  flags.push_back(absl::StrCat("--dump_parameters=", dir, "/parameters"));
+  if (dump_parameters) {
+    flags.push_back(absl::StrCat("--dump_parameters=", dir, "/parameters"));
+  }
   const std::string command =
       absl::StrCat("trainer/trainer ", absl::StrJoin(flags, " "), " > ", dir,
                    "/output.txt 2>&1");
@@ -149,6 +152,7 @@ TrainerLaunch RunTrainer(const std::string& name, int nproc,
   if (launch.exit_code != 0) return launch;
   const absl::Status read = ReadJsonFile(dir + "/result.json", &launch.result);
   EXPECT_TRUE(read.ok()) << read;
+  if (!dump_parameters) return launch;
   launch.manifest = ReadManifest(dir + "/parameters/manifest.txt");
   for (int rank = 0; rank < nproc; ++rank) {
     launch.rank_parameters.push_back(
@@ -157,23 +161,11 @@ TrainerLaunch RunTrainer(const std::string& name, int nproc,
   return launch;
 }
 
-bool DdpComparison::Failed(Check check) const {
-  return std::any_of(failures.begin(), failures.end(),
-                     [check](const Failure& f) { return f.check == check; });
-}
-
 bool DdpComparison::FailedParameter(const std::string& parameter) const {
   const std::string prefix = parameter + ":";
   return std::any_of(failures.begin(), failures.end(), [&](const Failure& f) {
     return f.check == Check::kParameters && f.message.rfind(prefix, 0) == 0;
   });
-}
-
-std::string DdpComparison::Describe() const {
-  std::vector<std::string> lines;
-  for (const Failure& f : failures) lines.push_back("FAILED " + f.message);
-  lines.insert(lines.end(), measurements.begin(), measurements.end());
-  return absl::StrJoin(lines, "\n");
 }
 
 void CompareParameters(const at::Tensor& actual, const at::Tensor& expected,

@@ -1,8 +1,9 @@
 // Test support for the trainer's DDP process tests (ddp_process_test.cc,
-// ddp_fault_process_test.cc): launch the trainer binary as real rank
+// sync_fault_process_test.cc, sharded_process_test.cc,
+// memory_process_test.cc): launch the trainer binary as real rank
 // processes, read back its result and every rank's parameter dump, and the
-// one comparison both tests use, "a DDP run equals one rank on the global
-// batch". The fault test injects --testonly_ddp_fault and asserts that this
+// one comparison they use, "a DDP run equals one rank on the global
+// batch". The fault test injects --testonly_sync_fault and asserts that this
 // same comparison fails, so the positive test's checks are known to bite.
 //
 // The tolerances and what each check can and cannot catch are explained in
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "ATen/core/Tensor.h"
+#include "trainer/check_report.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -48,33 +50,24 @@ struct TrainerLaunch {
 std::string LaunchDirectory(const std::string& name);
 
 // Runs the trainer binary (a launcher of `nproc` ranks) with `flags` plus
-// --nproc, --out and --dump_parameters in a fresh directory `name` under
-// TEST_TMPDIR. Results are read only when it exits 0.
+// --nproc, --out and (unless `dump_parameters` is false) --dump_parameters
+// in a fresh directory `name` under TEST_TMPDIR. Results are read only when
+// it exits 0.
 TrainerLaunch RunTrainer(const std::string& name, int nproc,
-                         std::vector<std::string> flags);
+                         std::vector<std::string> flags,
+                         bool dump_parameters = true);
 
-// What a comparison found: one entry per failed check, each tagged with the
-// check that failed, plus measurement lines worth printing either way.
-struct DdpComparison {
-  enum class Check {
-    kLoss,           // a step's loss
-    kGradNorm,       // a step's gradient norm (before clipping)
-    kRanksEqual,     // a rank's parameters differ from rank 0's
-    kParameters,     // a parameter tensor beyond its tolerance
-  };
-  struct Failure {
-    Check check;
-    std::string message;
-  };
-  std::vector<Failure> failures;
-  std::vector<std::string> measurements;
+enum class DdpCheck {
+  kLoss,        // a step's loss
+  kGradNorm,    // a step's gradient norm (before clipping)
+  kRanksEqual,  // a rank's parameters differ from rank 0's
+  kParameters,  // a parameter tensor beyond its tolerance
+};
 
-  bool ok() const { return failures.empty(); }
-  bool Failed(Check check) const;
+// What a comparison found (check_report.h).
+struct DdpComparison : CheckReport<DdpCheck> {
   // Whether a kParameters failure names `parameter`.
   bool FailedParameter(const std::string& parameter) const;
-  // Every failure, then every measurement, one per line.
-  std::string Describe() const;
 };
 
 // Per parameter tensor of `manifest`: the two tiers of

@@ -5,7 +5,7 @@
 // trainer/ddp_process_check.cc). Also: gradient accumulation with
 // --grad_sync=last vs every, and a NaN injected on one rank. That the
 // comparison fails when the synchronisation is broken is
-// //trainer:ddp_fault_process_test.
+// //trainer:sync_fault_process_test.
 #include <iostream>
 #include <string>
 #include <vector>

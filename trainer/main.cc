@@ -24,7 +24,8 @@
 #include "trainer/data.h"
 #include "trainer/flags.h"
 #include "trainer/memory_estimate.h"
-#include "trainer/strategy/ddp.h"
+#include "trainer/strategy/sync_fault.h"
+#include "trainer/strategy_name.h"
 #include "trainer/worker.h"
 
 ABSL_FLAG(std::string, out, "",
@@ -51,10 +52,11 @@ ABSL_FLAG(bool, estimate_memory, false,
           "print every strategy's closed-form memory per rank for this model, "
           "batch and world size (--nproc), and exit without training");
 
-ABSL_FLAG(std::string, testonly_ddp_fault, "",
-          "testing only: break ddp's gradient synchronisation on purpose "
-          "(sum_not_average, bucket_never_synced:B, parameter_unreduced:NAME) "
-          "to prove that tests catch it");
+ABSL_FLAG(std::string, testonly_sync_fault, "",
+          "testing only: break the gradient synchronisation or a memory bound "
+          "on purpose to prove that tests catch it: sum_not_average or "
+          "bucket_never_synced:B (ddp, zero1, zero2), parameter_unreduced:NAME "
+          "(ddp), keep_full_gradients (zero2)");
 
 namespace {
 
@@ -109,10 +111,18 @@ int main(int argc, char** argv) {
                                             world->world_size);
     return 0;
   }
-  absl::StatusOr<mtb::DdpTestFault> ddp_fault =
-      mtb::ParseDdpTestFault(absl::GetFlag(FLAGS_testonly_ddp_fault));
-  if (!ddp_fault.ok()) {
-    return mtb::ReportAndExitCode(kProgram, ddp_fault.status());
+  absl::StatusOr<mtb::SyncTestFault> sync_fault =
+      mtb::ParseSyncTestFault(absl::GetFlag(FLAGS_testonly_sync_fault));
+  if (!sync_fault.ok()) {
+    return mtb::ReportAndExitCode(kProgram, sync_fault.status());
+  }
+  if (absl::StatusOr<mtb::StrategyKind> kind =
+          mtb::ParseStrategy(config.strategy());
+      kind.ok()) {
+    if (absl::Status applies = mtb::CheckSyncTestFaultApplies(*sync_fault, *kind);
+        !applies.ok()) {
+      return mtb::ReportAndExitCode(kProgram, applies);
+    }
   }
   // A run the host cannot hold is refused now: Linux overcommits, so it
   // would otherwise be SIGKILLed by the kernel in the middle of a step.
@@ -200,7 +210,7 @@ int main(int argc, char** argv) {
   options.trace_first_step = trace_window->first;
   options.faults = *faults;
   options.trace_last_step = trace_window->last;
-  options.ddp_fault = *ddp_fault;
+  options.sync_fault = *sync_fault;
   options.timeouts = timeouts;
   options.notes = notes;
   options.checkpoint = *std::move(checkpoint_plan);

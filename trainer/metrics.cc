@@ -1,5 +1,7 @@
 #include "trainer/metrics.h"
 
+#include <time.h>
+
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -7,6 +9,13 @@
 #include "glog/logging.h"
 
 namespace mtb {
+
+double ProcessCpuMs() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) * 1e3 +
+         static_cast<double>(now.tv_nsec) / 1e6;
+}
 namespace {
 
 std::string FormatRate(double tokens_per_second) {

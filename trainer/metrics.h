@@ -24,6 +24,11 @@ class Stopwatch {
   std::chrono::steady_clock::time_point start_;
 };
 
+// CPU time this process has used, all its threads (CLOCK_PROCESS_CPUTIME_ID),
+// in milliseconds: a cost that, unlike wall time, hardly moves when other
+// processes share the cores.
+double ProcessCpuMs();
+
 // "step 12/200 | loss 3.2145 | lr 9.87e-04 | 41.2k tok/s | 48.9 ms/step |
 // ETA 9.3 s".
 std::string FormatProgressLine(const StepRecord& step, int64_t total_steps,

@@ -1,6 +1,7 @@
 #include "trainer/output.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,81 @@ std::string PeakMemory(const TrainResult& result) {
   }
   if (parts.empty()) return "not counted (ranks as threads)";
   return absl::StrJoin(parts, ", ");
+}
+
+// Each rank process's VmHWM (everything it ever had resident), or "" when
+// not read.
+std::string ProcessHighWater(const TrainResult& result) {
+  std::vector<std::string> parts;
+  for (const RankMemory& memory : result.memory()) {
+    if (memory.vm_hwm_bytes() <= 0) continue;
+    parts.push_back(absl::StrCat(
+        "rank ", memory.rank(), " ",
+        Bytes(static_cast<double>(memory.vm_hwm_bytes())), " (",
+        Bytes(static_cast<double>(memory.vm_rss_at_start_bytes())),
+        " before the model)"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// "zero2: 4P + 12P/N" and friends: the closed form the breakdown is held to.
+std::string ClosedFormName(const std::string& strategy) {
+  if (strategy == "zero1") return "8P + 8P/N";
+  if (strategy == "zero2") return "4P + 12P/N + buckets in flight";
+  return "16P";
+}
+
+// One row per counted rank (rank 0 and the largest peak beyond 8 ranks):
+// what it held at its peak (trainer/memory_peak.h).
+std::vector<std::vector<std::string>> MemoryAtPeakRows(
+    const TrainResult& result) {
+  std::vector<const RankMemory*> shown;
+  const RankMemory* largest = nullptr;
+  for (const RankMemory& memory : result.memory()) {
+    if (!memory.counted()) continue;
+    if (largest == nullptr || memory.peak_bytes() > largest->peak_bytes()) {
+      largest = &memory;
+    }
+    if (result.memory_size() <= 8 || memory.rank() == 0) {
+      shown.push_back(&memory);
+    }
+  }
+  if (result.memory_size() > 8 && largest != nullptr &&
+      largest->rank() != 0) {
+    shown.push_back(largest);
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const RankMemory* memory : shown) {
+    const MemoryAtPeak& at = memory->at_peak();
+    rows.push_back(
+        {absl::StrCat("memory at peak, rank ", memory->rank()),
+         absl::StrCat(Bytes(static_cast<double>(at.peak_bytes())), " at '",
+                      at.where(), "' (step ", at.step(), "): parameters ",
+                      Bytes(static_cast<double>(at.parameter_bytes())),
+                      ", gradients ",
+                      Bytes(static_cast<double>(at.gradient_bytes())),
+                      ", AdamW ",
+                      Bytes(static_cast<double>(at.optimizer_state_bytes())),
+                      ", collective ",
+                      Bytes(static_cast<double>(at.collective_bytes())),
+                      ", unattributed ",
+                      Bytes(static_cast<double>(at.unattributed_bytes())))});
+  }
+  if (!rows.empty()) {
+    const MemoryEstimate& e = result.memory_estimate();
+    rows.push_back(
+        {"closed form / rank",
+         absl::StrCat(result.strategy().name(), " ",
+                      ClosedFormName(result.strategy().name()),
+                      ": parameters ", Bytes(static_cast<double>(e.parameters())),
+                      ", gradients ", Bytes(static_cast<double>(e.gradients())),
+                      ", AdamW ", Bytes(static_cast<double>(e.optimizer_state())),
+                      ", collective <= ",
+                      Bytes(static_cast<double>(e.collective_staging())),
+                      "; estimated activations + logits ",
+                      Bytes(static_cast<double>(e.activations() + e.logits())))});
+  }
+  return rows;
 }
 
 }  // namespace
@@ -70,10 +146,19 @@ std::string RenderSummaryTable(const TrainResult& result) {
        absl::StrCat(Bytes(s.grad_bytes_sent_per_step()), " (",
                     Bytes(s.expected_grad_bytes_per_step()), ")")},
       {"peak memory", PeakMemory(result)},
-      {"memory estimate / rank",
-       Bytes(static_cast<double>(result.memory_estimate().total()))},
-      {"wall s (run 1)", FormatSignificant(first_run.wall_seconds(), 3)},
   };
+  for (std::vector<std::string>& row : MemoryAtPeakRows(result)) {
+    table.rows.push_back(std::move(row));
+  }
+  if (const std::string high_water = ProcessHighWater(result);
+      !high_water.empty()) {
+    table.rows.push_back({"process VmHWM", high_water});
+  }
+  table.rows.push_back(
+      {"memory estimate / rank",
+       Bytes(static_cast<double>(result.memory_estimate().total()))});
+  table.rows.push_back(
+      {"wall s (run 1)", FormatSignificant(first_run.wall_seconds(), 3)});
   return table.Render();
 }
 
@@ -111,8 +196,11 @@ std::string RenderMarkdownReport(const TrainResult& result,
       "collective layer; the closed form is 2(n-1)/n x gradient bytes x "
       "syncs per step. Peak memory is LibTorch CPU tensor storage per rank "
       "(a counting allocator; process-global, so only ranks run as processes "
-      "are counted). MFU: model FLOPs (6N + 12LTD per token) / the job's "
-      "peak (",
+      "are counted); at the peak, the parameters, gradients, AdamW state and "
+      "collective temporaries are the tensors the strategy held, walked, and "
+      "unattributed is the rest (activations and their gradients, "
+      "temporaries): docs/trainer.md \"Memory at the peak\". MFU: model "
+      "FLOPs (6N + 12LTD per token) / the job's peak (",
       result.peak_flops().source(), ").\n\n");
   const StrategyInfo& strategy = result.strategy();
   absl::StrAppend(&out, "## Strategy\n\n", strategy.description(), "\n\n");

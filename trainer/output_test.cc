@@ -43,6 +43,43 @@ TEST(TrainOutput, SummaryLabelsTheLossDropAsRelative) {
       << table;
 }
 
+TEST(TrainOutput, SummaryShowsEachRanksMemoryAtItsPeakNextToTheClosedForm) {
+  TrainResult result = TwoRunResult();
+  result.mutable_strategy()->set_name("zero2");
+  MemoryEstimate* estimate = result.mutable_memory_estimate();
+  estimate->set_parameters(4000);
+  estimate->set_gradients(2000);
+  estimate->set_optimizer_state(4000);
+  estimate->set_collective_staging(1000);
+  for (int rank : {0, 1}) {
+    RankMemory* memory = result.add_memory();
+    memory->set_rank(rank);
+    memory->set_counted(true);
+    memory->set_peak_bytes(11000 + rank);
+    MemoryAtPeak* at = memory->mutable_at_peak();
+    at->set_step(3);
+    at->set_where("zero: reduce-scatter launched for bucket 1");
+    at->set_peak_bytes(11000 + rank);
+    at->set_parameter_bytes(4000);
+    at->set_gradient_bytes(2048);
+    at->set_optimizer_state_bytes(4000);
+    at->set_collective_bytes(512);
+    at->set_unattributed_bytes(440 + rank);
+  }
+  const std::string table = RenderSummaryTable(result);
+  for (const char* expected :
+       {"| memory at peak, rank 0 | ", "| memory at peak, rank 1 | ",
+        "at 'zero: reduce-scatter launched for bucket 1' (step 3)",
+        "| closed form / rank | zero2 4P + 12P/N + buckets in flight: "}) {
+    EXPECT_NE(table.find(expected), std::string::npos) << expected << "\n"
+                                                       << table;
+  }
+  // Not counted (ranks as threads): no breakdown rows.
+  for (RankMemory& memory : *result.mutable_memory()) memory.set_counted(false);
+  EXPECT_EQ(RenderSummaryTable(result).find("memory at peak"),
+            std::string::npos);
+}
+
 TEST(TrainOutput, LossCurveIsReadable) {
   const std::string svg = RenderLossCurveSvg(TwoRunResult());
   std::string problem;

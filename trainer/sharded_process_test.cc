@@ -78,7 +78,12 @@ void ExpectZeroBytes(const TrainerLaunch& launch, int n, int syncs) {
 
 // The end-of-step memory of rank 0 (walked tensors vs the counting
 // allocator's live bytes; real processes, so the allocator is this rank's):
-// printed, and nothing walked may be missing from the allocator's count.
+// at the end of a step everything alive is what the strategy holds, so the
+// unattributed rest is exactly 0. (Before collectives' temporaries were
+// walked and freed by Wait(), zero1 with K = 2 at 2 ranks showed 298368
+// unattributed bytes here: exactly the size of bucket 1, i.e. a finished
+// collective's temporary (reduce-scatter blocks or all-gather replica, each
+// one bucket) that c10d's worker thread released a moment late.)
 void PrintHeldMemory(const TrainerLaunch& launch, const std::string& what) {
   const StepRecord& step = launch.result.runs(0).steps(
       launch.result.runs(0).steps_size() - 1);
@@ -90,7 +95,7 @@ void PrintHeldMemory(const TrainerLaunch& launch, const std::string& what) {
             << step.live_bytes() << ", unattributed "
             << step.unattributed_bytes() << " bytes\n";
   EXPECT_GT(step.live_bytes(), 0) << what;
-  EXPECT_GE(step.unattributed_bytes(), 0) << what;
+  EXPECT_EQ(step.unattributed_bytes(), 0) << what;
 }
 
 void ExpectMatchesReference(const TrainerLaunch& launch,

@@ -96,12 +96,16 @@ struct StepCommunication {
 };
 
 // Bytes of the tensors a strategy owns, found by walking them (not from a
-// formula): what this rank holds right now (issue 12 item 7, in part).
+// formula): what this rank holds right now (issue 12 item 7). Walking
+// allocates nothing, so it may run between any two allocations.
 struct HeldMemory {
   int64_t parameters = 0;
   int64_t gradients = 0;        // full gradients and gradient shards
   int64_t optimizer_state = 0;  // AdamW m and v
-  int64_t collective_temporaries = 0;  // staging and reduce-scatter outputs
+  // The strategy's staging and reduce-scatter outputs plus what its
+  // communicator allocated for collectives still alive
+  // (Communicator::TemporaryBytes).
+  int64_t collective_temporaries = 0;
   int64_t total() const {
     return parameters + gradients + optimizer_state + collective_temporaries;
   }
@@ -113,6 +117,18 @@ struct StatePiece {
   std::vector<int64_t> global_shape;  // {} for a scalar
   int64_t offset = 0;  // first element in the flattened global tensor
   at::Tensor values;   // (length) contiguous CPU fp32 or int64
+};
+
+// Told of every point at which what a strategy holds (Strategy::Held) may
+// have changed (trainer/memory_peak.h attributes the allocator's peak between
+// two marks to what was held at the first of them).
+class MemoryMarks {
+ public:
+  virtual ~MemoryMarks() = default;
+  // `what`: a string literal naming the point ("zero: reduce-scatter
+  // launched for bucket"); `index`: the bucket, parameter or micro-batch it
+  // is about, or -1.
+  virtual void Mark(const char* what, int index) = 0;
 };
 
 // A gradient bucket, for reports (trainer/train_result.proto BucketInfo).
@@ -186,6 +202,23 @@ class Strategy {
   virtual std::vector<StatePiece> CheckpointPiecesToSave() const = 0;
   virtual std::vector<StatePiece> CheckpointPiecesToLoad() = 0;
   virtual absl::Status FinishCheckpointLoad() = 0;
+
+  // Where the memory marks go (nullptr: nowhere, the default). The loop sets
+  // it for a step when the counting allocator runs (trainer/trainer.cc).
+  // Contract for implementations: call MarkMemory right after every change
+  // of what Held() counts (a tensor it walks allocated or freed, a
+  // collective issued or finished), before anything else is allocated, so
+  // that Held() is constant between two marks; frees may run in a row under
+  // one mark (live bytes only fall). docs/trainer.md "Memory at the peak".
+  void set_memory_marks(MemoryMarks* marks) { memory_marks_ = marks; }
+
+ protected:
+  void MarkMemory(const char* what, int index = -1) const {
+    if (memory_marks_ != nullptr) memory_marks_->Mark(what, index);
+  }
+
+ private:
+  MemoryMarks* memory_marks_ = nullptr;
 };
 
 // Bytes of the storage `tensor` views (0 when undefined).

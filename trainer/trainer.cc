@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/base/host_memory.h"
 #include "common/libtorch/counting_allocator.h"
 #include "common/nn/autocast.h"
 #include "common/report/report.h"
@@ -24,10 +25,30 @@
 #include "glog/logging.h"
 #include "google/protobuf/text_format.h"
 #include "trainer/config.h"
+#include "trainer/memory_peak.h"
 #include "trainer/metrics.h"
 #include "trainer/checkpoint/checkpointer.h"
 
 namespace mtb {
+namespace {
+
+// Points the strategy's memory marks at a step's attribution and away from
+// it on every way out of the step.
+class ScopedMemoryMarks {
+ public:
+  ScopedMemoryMarks(Strategy* strategy, MemoryMarks* marks)
+      : strategy_(strategy) {
+    strategy_->set_memory_marks(marks);
+  }
+  ~ScopedMemoryMarks() { strategy_->set_memory_marks(nullptr); }
+  ScopedMemoryMarks(const ScopedMemoryMarks&) = delete;
+  ScopedMemoryMarks& operator=(const ScopedMemoryMarks&) = delete;
+
+ private:
+  Strategy* strategy_;
+};
+
+}  // namespace
 
 int64_t FirstSampleOf(int micro_batch, const RankInfo& rank,
                       int64_t batch_size) {
@@ -150,9 +171,24 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   record.set_timed(step - first_step_ >= config_.timing_warmup_steps());
   const bool count_memory = CountingCpuAllocatorInstalled();
   if (count_memory) ResetCpuPeak();
+  // Where this step's memory peaks and what the strategy holds there
+  // (trainer/memory_peak.h): the loop marks its phases, the strategy every
+  // change of what it holds.
+  std::optional<PeakAttribution> attribution;
+  if (count_memory) {
+    attribution.emplace([this] { return strategy_->Held(); });
+    attribution->Begin("step begins");
+  }
+  const ScopedMemoryMarks scoped_marks(
+      strategy_, attribution ? &*attribution : nullptr);
+  auto mark = [&attribution](const char* what, int index) {
+    if (attribution) attribution->Mark(what, index);
+  };
   const Stopwatch step_watch;
+  const double cpu_at_start = ProcessCpuMs();
 
   strategy_->ZeroGradients();
+  mark("gradients zeroed", -1);
   double local_loss = 0;  // mean over this rank's micro-batches
   for (int micro = 0; micro < micro_batches; ++micro) {
     Stopwatch watch;
@@ -167,6 +203,7 @@ absl::StatusOr<StepRecord> Trainer::Step() {
     watch = Stopwatch();
     at::Tensor loss;
     const bool nan_fault = InjectFaults(step, "forward");
+    mark("forward of micro-batch", micro);
     RETURN_IF_ERROR(CallGuarded("forward", [&] {
       const trace::ScopedSpan span(trace_, "forward", "compute");
       nn::AutocastGuard autocast(bf16);
@@ -183,6 +220,7 @@ absl::StatusOr<StepRecord> Trainer::Step() {
 
     watch = Stopwatch();
     RETURN_IF_ERROR(strategy_->BeforeBackward(micro, micro_batches));
+    mark("backward of micro-batch", micro);
     (void)InjectFaults(step, "backward");
     RETURN_IF_ERROR(CallGuarded("backward", [&] {
       const trace::ScopedSpan span(trace_, "backward", "compute");
@@ -193,6 +231,7 @@ absl::StatusOr<StepRecord> Trainer::Step() {
 
   const Stopwatch optimizer_watch;
   RETURN_IF_ERROR(strategy_->AfterBackward());
+  mark("gradients synchronised", -1);
   ASSIGN_OR_RETURN(const double grad_norm, strategy_->GlobalGradNorm());
   // Every rank decides from the same gathered values, so all stop together.
   ASSIGN_OR_RETURN(const std::vector<double> gathered,
@@ -232,10 +271,12 @@ absl::StatusOr<StepRecord> Trainer::Step() {
     record.set_clipped(true);
   }
   (void)InjectFaults(step, "optimizer");
+  mark("optimizer step", -1);
   {
     const trace::ScopedSpan span(trace_, "optimizer", "compute");
     RETURN_IF_ERROR(strategy_->OptimizerStep(record.lr()));
   }
+  mark("optimizer step done", -1);
   const StepCommunication communication = strategy_->TakeStepCommunication();
   record.set_comm_wait_ms(communication.wait_ms);
   record.set_grad_bytes_sent(communication.bytes_sent);
@@ -254,13 +295,21 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   }
   record.set_optimizer_ms(optimizer_watch.ElapsedMs());
 
+  record.set_cpu_ms(ProcessCpuMs() - cpu_at_start);
   ASSIGN_OR_RETURN(const double slowest_ms,
                    strategy_->ReduceScalar(step_watch.ElapsedMs(),
                                            ScalarReduction::kMax));
   record.set_step_ms(slowest_ms);
   record.set_tokens_per_second(static_cast<double>(tokens_per_step()) /
                                (slowest_ms / 1000.0));
-  if (count_memory) record.set_peak_memory_bytes(CpuMemory().peak_bytes);
+  if (count_memory) {
+    record.set_peak_memory_bytes(CpuMemory().peak_bytes);
+    *record.mutable_memory_at_peak() = attribution->End();
+    record.mutable_memory_at_peak()->set_step(static_cast<int32_t>(step));
+    VLOG(1) << "step " << step << ": " << attribution->marks()
+            << " memory marks, " << attribution->walk_ms()
+            << " ms walking what the strategy holds";
+  }
   ++completed_steps_;
   return record;
 }
@@ -442,6 +491,8 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
   int64_t steps_done = 0;
   double elapsed_ms = 0;
   int64_t peak_memory_bytes = 0;
+  MemoryAtPeak memory_at_peak;  // this rank's, over every run
+  const absl::StatusOr<ProcessMemory> process_at_start = ReadProcessMemory();
   bool warned_mfu_above_one = false;
 
   for (int repeat = 0; repeat < config.repeat(); ++repeat) {
@@ -517,6 +568,10 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
       }
       peak_memory_bytes =
           std::max(peak_memory_bytes, record.peak_memory_bytes());
+      if (record.memory_at_peak().peak_bytes() > memory_at_peak.peak_bytes()) {
+        memory_at_peak = record.memory_at_peak();
+        memory_at_peak.set_run(repeat);
+      }
       ++steps_done;
       if (steps_done == 1 && hooks.after_first_step) {
         RETURN_IF_ERROR(hooks.after_first_step());
@@ -563,15 +618,29 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
   }
   // Every rank's peak (exact in fp64 up to 2^53 bytes).
   const bool counted = CountingCpuAllocatorInstalled();
+  const absl::StatusOr<ProcessMemory> process_at_end = ReadProcessMemory();
+  constexpr int kValues = 4;
   ASSIGN_OR_RETURN(
       const std::vector<double> peaks,
-      strategy.GatherScalars({static_cast<double>(peak_memory_bytes),
-                              counted ? 1.0 : 0.0}));
+      strategy.GatherScalars(
+          {static_cast<double>(peak_memory_bytes), counted ? 1.0 : 0.0,
+           process_at_end.ok()
+               ? static_cast<double>(process_at_end->hwm_bytes)
+               : 0.0,
+           process_at_start.ok()
+               ? static_cast<double>(process_at_start->rss_bytes)
+               : 0.0}));
+  ASSIGN_OR_RETURN(const std::vector<MemoryAtPeak> at_peaks,
+                   GatherMemoryAtPeak(strategy, memory_at_peak));
   for (int r = 0; r < rank.world_size; ++r) {
     RankMemory* memory = result.add_memory();
     memory->set_rank(r);
-    memory->set_peak_bytes(static_cast<int64_t>(peaks[2 * r]));
-    memory->set_counted(peaks[2 * r + 1] != 0);
+    memory->set_peak_bytes(static_cast<int64_t>(peaks[kValues * r]));
+    memory->set_counted(peaks[kValues * r + 1] != 0);
+    memory->set_vm_hwm_bytes(static_cast<int64_t>(peaks[kValues * r + 2]));
+    memory->set_vm_rss_at_start_bytes(
+        static_cast<int64_t>(peaks[kValues * r + 3]));
+    if (memory->counted()) *memory->mutable_at_peak() = at_peaks[r];
   }
   *result.mutable_summary() = SummarizeRuns(result);
   return result;

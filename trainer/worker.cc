@@ -76,8 +76,9 @@ void KeepFreedMemoryInTheProcess() {
 
 absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     const TrainConfig& config, collective::Communicator* communicator,
-    const DdpTestFault& ddp_fault) {
+    const SyncTestFault& sync_fault) {
   ASSIGN_OR_RETURN(const StrategyKind kind, ParseStrategy(config.strategy()));
+  RETURN_IF_ERROR(CheckSyncTestFaultApplies(sync_fault, kind));
   switch (kind) {
     case StrategyKind::kSingle:
       if (communicator != nullptr && communicator->world_size() != 1) {
@@ -88,21 +89,18 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     case StrategyKind::kDdp: {
       DdpOptions options =
           DdpOptionsFromConfig(config.bucket_cap_mb(), config.grad_sync());
-      options.testonly_fault = ddp_fault;
+      options.testonly_fault = sync_fault;
       options.overlap = !config.ddp_launch_after_backward();
       return std::unique_ptr<Strategy>(new DdpStrategy(communicator, options));
     }
     case StrategyKind::kZero1:
-    case StrategyKind::kZero2:
-      if (ddp_fault.kind != DdpTestFault::Kind::kNone) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--testonly_ddp_fault applies to --strategy=ddp only, not ",
-            config.strategy()));
-      }
-      return std::unique_ptr<Strategy>(new ZeroStrategy(
-          communicator,
+    case StrategyKind::kZero2: {
+      ZeroOptions options =
           ZeroOptionsFromConfig(kind == StrategyKind::kZero1 ? 1 : 2,
-                                config.bucket_cap_mb(), config.grad_sync())));
+                                config.bucket_cap_mb(), config.grad_sync());
+      options.testonly_fault = sync_fault;
+      return std::unique_ptr<Strategy>(new ZeroStrategy(communicator, options));
+    }
   }
   return absl::InternalError("unreachable");
 }
@@ -161,7 +159,7 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
               << " intra-op thread(s))";
   }
   absl::StatusOr<std::unique_ptr<Strategy>> strategy =
-      MakeStrategy(config, communicator.get(), options.ddp_fault);
+      MakeStrategy(config, communicator.get(), options.sync_fault);
   if (!strategy.ok()) return Fail(strategy.status());
 
   RunHooks hooks;

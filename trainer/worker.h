@@ -40,9 +40,9 @@ struct WorkerOptions {
   std::vector<Fault> faults;
   int64_t trace_first_step = 1;
   int64_t trace_last_step = std::numeric_limits<int64_t>::max();
-  // Test aid (--testonly_ddp_fault): a broken ddp synchronisation for tests
-  // that prove their checks catch one. kNone otherwise.
-  DdpTestFault ddp_fault;
+  // Test aid (--testonly_sync_fault): a broken synchronisation or memory
+  // bound for tests that prove their checks catch one. kNone otherwise.
+  SyncTestFault sync_fault;
   // --connect_timeout, --first_step_timeout, --collective_timeout (set once
   // the first step has completed), --wait_progress_every.
   TimeoutOptions timeouts;
@@ -57,11 +57,12 @@ struct WorkerOptions {
   char** argv = nullptr;
 };
 
-// The strategy `config` names for this rank: single, or ddp over
-// `communicator` (nullptr on one rank), with `ddp_fault` (tests only).
+// The strategy `config` names for this rank over `communicator` (nullptr on
+// one rank), with `sync_fault` (tests only; kInvalidArgument when the
+// strategy cannot apply it).
 absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     const TrainConfig& config, collective::Communicator* communicator,
-    const DdpTestFault& ddp_fault = {});
+    const SyncTestFault& sync_fault = {});
 
 // Runs this rank to completion and returns the process exit code
 // (docs/errors.md): 0, 1 when the run failed (a non-finite loss stops every

@@ -13,7 +13,8 @@
 namespace mtb {
 namespace {
 
-// "MemTotal:  24576000 kB" -> bytes; -1 when absent.
+// "MemTotal:  24576000 kB" (or "VmHWM:\t  1234 kB") -> bytes; -1 when
+// absent.
 int64_t MeminfoBytes(const std::string& meminfo, const std::string& key) {
   std::istringstream lines(meminfo);
   std::string line;
@@ -61,6 +62,17 @@ absl::StatusOr<HostMemory> ReadHostMemory() {
     host.source = "cgroup memory.max";
   }
   return host;
+}
+
+absl::StatusOr<ProcessMemory> ReadProcessMemory() {
+  const std::string status = ReadSmallFile("/proc/self/status");
+  ProcessMemory process;
+  process.rss_bytes = MeminfoBytes(status, "VmRSS");
+  process.hwm_bytes = MeminfoBytes(status, "VmHWM");
+  if (process.rss_bytes < 0 || process.hwm_bytes < 0) {
+    return absl::UnavailableError("/proc/self/status has no VmRSS or VmHWM");
+  }
+  return process;
 }
 
 }  // namespace mtb

@@ -378,6 +378,10 @@ void Communicator::SetAllReduceAlgorithm(AllReduceAlgorithm algorithm) {
 AllReduceAlgorithm Communicator::all_reduce_algorithm() const {
   return impl_->all_reduce_algorithm();
 }
+int64_t Communicator::TemporaryBytes() const {
+  return impl_->state().temporaries.LiveBytes();
+}
+
 CollectiveLog& Communicator::log() { return impl_->state().log; }
 FlightRecorder& Communicator::flight_recorder() {
   return *impl_->state().recorder;

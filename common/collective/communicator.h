@@ -243,6 +243,19 @@ class Communicator {
   void SetAllReduceAlgorithm(AllReduceAlgorithm algorithm);
   AllReduceAlgorithm all_reduce_algorithm() const;
 
+  // Bytes of the tensors this communicator allocated for its collectives
+  // that are still alive: a reduce-scatter's blocks (about its input) until
+  // its Wait() has returned (which frees them, unless c10d keeps its work
+  // more than 100 ms after completing it) and its handle is dropped,
+  // all_gather_v's
+  // replicated input (n x the input), the fp32 copies of emulated bfloat16
+  // reductions. What a strategy's memory walk counts as collective
+  // temporaries. Not counted: Gloo's own buffers, c10d's internal
+  // temporaries (the list all-gather's flat output) and the chunked
+  // reduce-scatter's staging, which are allocated on other threads.
+  // Thread-safe.
+  int64_t TemporaryBytes() const;
+
   // Records of completed collectives, totals and the observer hook.
   CollectiveLog& log();
   const CollectiveLog& log() const;

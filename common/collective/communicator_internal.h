@@ -40,6 +40,21 @@ namespace mtb::collective {
 // Prefix CallGuarded puts on Gloo's messages; CollectiveFailure replaces it.
 inline constexpr absl::string_view kGloo = "gloo";
 
+// The tensors a communicator allocated for its collectives (a reduce-scatter's
+// blocks, all_gather_v's replicated input, emulated transports), held weakly:
+// each counts only while something (a pending collective's finish step,
+// c10d's work) keeps it alive (Communicator::TemporaryBytes). Thread-safe.
+class TemporaryRegistry {
+ public:
+  void Track(const at::Tensor& tensor);
+  int64_t LiveBytes();
+
+ private:
+  absl::Mutex mutex_;
+  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> storages_
+      ABSL_GUARDED_BY(mutex_);
+};
+
 // State shared by a communicator and its pending collectives (which may
 // outlive it).
 struct CommState {
@@ -62,6 +77,7 @@ struct CommState {
   const int rank;
   const int world_size;
   CollectiveLog log;
+  TemporaryRegistry temporaries;
   // The last collectives and the tool's position (flight_recorder.h).
   const std::shared_ptr<FlightRecorder> recorder;
   mutable absl::Mutex mutex;
@@ -104,6 +120,9 @@ class PendingCollective {
  private:
   void Complete(const absl::Status& raw, absl::Duration wait_time)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // After a successful wait: until this is the work's last reference (at
+  // most 100 ms), so its tensors are freed by Complete.
+  void AwaitLastReference() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const std::shared_ptr<CommState> state_;
   CollectiveRecord record_;

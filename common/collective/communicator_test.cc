@@ -469,6 +469,40 @@ TEST_P(ReduceScatterTest, HalvingDoublingFallsBackForEmptyBlocks) {
   });
 }
 
+// What a memory walk adds as collective temporaries: a reduce-scatter's
+// blocks (n x its shard) and all_gather_v's replicated input (n x the input)
+// count while the collective holds them, and nothing once it is done.
+TEST_P(CommunicatorTest, TemporaryBytesCountWhatACollectiveHoldsUntilItIsDone) {
+  // Wait() returns once c10d has dropped its references, so the blocks are
+  // gone as soon as the handle is.
+  auto expect_none = [](Communicator& comm) {
+    EXPECT_EQ(comm.TemporaryBytes(), 0);
+  };
+  Run([&](Communicator& comm) {
+    EXPECT_EQ(comm.TemporaryBytes(), 0);
+    const std::vector<int64_t> counts(n(), 100);
+    const at::Tensor input = at::ones({100 * n()});
+    at::Tensor shard = at::empty({100});
+    CollectiveHandle reduce = comm.ReduceScatterVAsync(input, shard, counts);
+    EXPECT_EQ(comm.TemporaryBytes(), 4 * 100 * n());
+    ASSERT_TRUE(reduce.Wait().ok());
+    reduce = CollectiveHandle();
+    expect_none(comm);
+    ExpectEqual(shard, at::full({100}, n(), at::kFloat));
+
+    at::Tensor gathered = at::empty({100 * n()});
+    CollectiveHandle gather = comm.AllGatherVAsync(shard, gathered, counts);
+    EXPECT_EQ(comm.TemporaryBytes(), 4 * 100 * n());
+    ASSERT_TRUE(gather.Wait().ok());
+    gather = CollectiveHandle();
+    expect_none(comm);
+    // In place (DDP's buckets): nothing allocated.
+    CollectiveHandle all_reduce = comm.AllReduceAsync(gathered);
+    EXPECT_EQ(comm.TemporaryBytes(), 0);
+    ASSERT_TRUE(all_reduce.Wait().ok());
+  });
+}
+
 TEST_P(CommunicatorTest, AllToAllSendsBlockPToRankP) {
   Run([&](Communicator& comm) {
     // 2 rows of 3 per peer; row j of the block rank r sends to p holds

@@ -183,6 +183,7 @@ CollectiveHandle Communicator::Impl::AllGatherV(
   repeats[0] = world_size();
   return Launch(std::move(record), [&] {
     at::Tensor replicated = BitsView(input).repeat(repeats);
+    state_->temporaries.Track(replicated);
     at::Tensor recv = bits_output;
     return Launched{
         group_->alltoall_base(recv, replicated, recv_counts, send_counts),

@@ -1,7 +1,9 @@
 // PendingCollective, CollectiveHandle and failure messages
 // (communicator_internal.h has the vocabulary).
+#include <algorithm>
 #include <atomic>
 #include <exception>
+#include <thread>
 #include <utility>
 
 #include "ATen/ATen.h"
@@ -30,6 +32,25 @@ std::string Describe(const CollectiveRecord& record, int rank, int world_size) {
 }
 
 }  // namespace
+
+void TemporaryRegistry::Track(const at::Tensor& tensor) {
+  absl::MutexLock lock(&mutex_);
+  storages_.erase(
+      std::remove_if(storages_.begin(), storages_.end(),
+                     [](const auto& storage) { return storage.expired(); }),
+      storages_.end());
+  storages_.push_back(tensor.storage().getWeakStorageImpl());
+}
+
+int64_t TemporaryRegistry::LiveBytes() {
+  absl::MutexLock lock(&mutex_);
+  int64_t bytes = 0;
+  for (const auto& weak : storages_) {
+    const c10::intrusive_ptr<c10::StorageImpl> storage = weak.lock();
+    if (storage) bytes += static_cast<int64_t>(storage->nbytes());
+  }
+  return bytes;
+}
 
 absl::Status CommState::Health() const {
   absl::MutexLock lock(&mutex);
@@ -135,8 +156,28 @@ absl::Status PendingCollective::Wait() {
     if (work_) work_->wait();
     if (finish_) finish_();
   });
+  if (raw.ok()) AwaitLastReference();
   Complete(raw, absl::Now() - wait_start);
   return status_;
+}
+
+void PendingCollective::AwaitLastReference() {
+  // c10d's worker thread (or a background collective's own thread) keeps
+  // its references to a finished work until its loop comes round, a moment
+  // after the completion that woke Wait; the work's tensors (a
+  // reduce-scatter's blocks, all_gather_v's replicated input) are freed with
+  // the last reference. Waiting for that here frees them when Wait returns
+  // (Communicator::TemporaryBytes), not on another thread a little later, so
+  // a caller that bounds what is in flight bounds memory too. Bounded: a
+  // work c10d keeps longer is left to it.
+  if (!work_) return;
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(100);
+  while (work_.use_count() > 1 && absl::Now() < deadline) {
+    std::this_thread::yield();
+  }
+  VLOG_IF(1, work_.use_count() > 1)
+      << CollectiveOpName(record_.op) << " #" << record_.sequence
+      << ": c10d still holds the finished work after 100 ms";
 }
 
 bool PendingCollective::IsCompleted() {

@@ -143,6 +143,7 @@ CollectiveHandle Communicator::Impl::AllReduce(const at::Tensor& tensor,
   }();
   if (!valid.ok()) return Refuse(valid);
   const TransportTensor transport = ForReduction(tensor);
+  if (transport.emulated) state_->temporaries.Track(transport.tensor);
   CollectiveRecord record = NewRecord(kind, tensor, transport.tensor, tensor);
   SetReduction(record, op, transport);
   SetTraffic(record, AllReduceTraffic(transport.tensor.nbytes(), world_size()));
@@ -303,6 +304,10 @@ CollectiveHandle Communicator::Impl::IssueReduceScatter(
                                    ? at::empty({mine}, flat_input.options())
                                    : output.view({-1}),
                                transport.emulated};
+  if (transport.emulated) {
+    state_->temporaries.Track(transport.tensor);
+    state_->temporaries.Track(result.tensor);
+  }
   SetReduction(record, op, transport);
   const int64_t element_size = flat_input.element_size();
   if (record.op == CollectiveOp::kReduceScatter) {
@@ -338,6 +343,7 @@ CollectiveHandle Communicator::Impl::IssueReduceScatter(
       const std::shared_ptr<::gloo::Context> context = HalvingDoublingContext();
       // The algorithm works in place; the emulated input is already ours.
       at::Tensor buffer = transport.emulated ? flat_input : flat_input.clone();
+      state_->temporaries.Track(buffer);
       HalvingDoublingReduceScatter(context, buffer, recv_elements,
                                    ToHalvingDoubling(op));
       result.tensor.copy_(buffer.narrow(0, 0, mine));
@@ -377,6 +383,7 @@ CollectiveHandle Communicator::Impl::IssueReduceScatter(
   return Launch(std::move(record), [&] {
     // blocks: (n, mine); row p is rank p's contribution to this rank.
     at::Tensor blocks = at::empty({n * mine}, flat_input.options());
+    state_->temporaries.Track(blocks);
     at::Tensor in = flat_input;
     c10::intrusive_ptr<c10d::Work> work =
         group_->alltoall_base(blocks, in, recv_counts, send_counts);

@@ -27,14 +27,15 @@ static_assert(sizeof(Header) <= kHeaderBytes, "header must fit");
 
 std::atomic<int64_t> current_bytes{0};
 std::atomic<int64_t> peak_bytes{0};
+std::atomic<int64_t> interval_peak_bytes{0};
 std::atomic<int64_t> allocations{0};
 std::atomic<bool> installed{false};
 
-void RaisePeak(int64_t value) {
-  int64_t peak = peak_bytes.load(std::memory_order_relaxed);
+void Raise(std::atomic<int64_t>& peak_counter, int64_t value) {
+  int64_t peak = peak_counter.load(std::memory_order_relaxed);
   while (value > peak &&
-         !peak_bytes.compare_exchange_weak(peak, value,
-                                           std::memory_order_relaxed)) {
+         !peak_counter.compare_exchange_weak(peak, value,
+                                             std::memory_order_relaxed)) {
   }
 }
 
@@ -65,7 +66,8 @@ class CountingAllocator final : public c10::Allocator {
         current_bytes.fetch_add(static_cast<int64_t>(n),
                                 std::memory_order_relaxed) +
         static_cast<int64_t>(n);
-    RaisePeak(now);
+    Raise(peak_bytes, now);
+    Raise(interval_peak_bytes, now);
     allocations.fetch_add(1, std::memory_order_relaxed);
     void* data = raw + kHeaderBytes;
     return c10::DataPtr(data, data, &DeleteCounted, block.device());
@@ -95,6 +97,14 @@ CpuMemoryCounts CpuMemory() {
   counts.peak_bytes = peak_bytes.load(std::memory_order_relaxed);
   counts.allocations = allocations.load(std::memory_order_relaxed);
   return counts;
+}
+
+int64_t TakeCpuIntervalPeak() {
+  // The exchange closes this interval and opens the next at once: an
+  // allocation racing with it raises one of the two, so no allocation is
+  // missed by both.
+  return interval_peak_bytes.exchange(
+      current_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 void ResetCpuPeak() {

@@ -39,6 +39,16 @@ CpuMemoryCounts CpuMemory();
 // Sets the peak to the current bytes (e.g. at the start of a step).
 void ResetCpuPeak();
 
+// A second peak over intervals of time, independent of CpuMemory's peak:
+// returns the highest current_bytes since the previous call (since the
+// install for the first) and starts the next interval at the current bytes.
+// Consecutive intervals partition time, so the largest value they return is
+// the peak over their union; a caller that knows what was live during each
+// interval (trainer/memory_peak.h) can say what was live at the peak without
+// looking inside the allocation callback. 0 before the install.
+// Thread-safe.
+int64_t TakeCpuIntervalPeak();
+
 }  // namespace mtb
 
 #endif  // MTB_COMMON_LIBTORCH_COUNTING_ALLOCATOR_H_

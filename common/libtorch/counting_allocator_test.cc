@@ -38,6 +38,24 @@ TEST(CountingCpuAllocator, CountsLiveBytesAndThePeakOfTensorStorage) {
   EXPECT_EQ(CpuMemory().peak_bytes - CpuMemory().current_bytes, 1 << 20);
 }
 
+TEST(CountingCpuAllocator, IntervalPeaksPartitionTimeAndLeaveThePeakAlone) {
+  at::set_num_threads(1);
+  InstallCountingCpuAllocator();
+  ResetCpuPeak();
+  (void)TakeCpuIntervalPeak();  // opens an interval at the current bytes
+  const int64_t base = CpuMemory().current_bytes;
+  { at::Tensor a = at::empty({1 << 20}, at::kByte); }  // 1 MiB, freed
+  at::Tensor b = at::empty({1 << 10}, at::kByte);      // 1 KiB, kept
+  // The first interval saw the 1 MiB; the next starts at what is live now.
+  EXPECT_EQ(TakeCpuIntervalPeak() - base, 1 << 20);
+  { at::Tensor c = at::empty({1 << 12}, at::kByte); }  // 4 KiB, freed
+  EXPECT_EQ(TakeCpuIntervalPeak() - base, (1 << 10) + (1 << 12));
+  // Nothing allocated: the interval's peak is the live bytes.
+  EXPECT_EQ(TakeCpuIntervalPeak() - base, 1 << 10);
+  // Taking intervals does not reset the overall peak.
+  EXPECT_EQ(CpuMemory().peak_bytes - base, 1 << 20);
+}
+
 TEST(CountingCpuAllocator, RawAllocateAndDeallocateBalance) {
   InstallCountingCpuAllocator();
   c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::CPU);

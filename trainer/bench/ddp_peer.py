@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch's own DDP on the trainer's model: the peer of //trainer in the DDP
-benchmark (trainer/bench/ddp_bench.py).
+"""PyTorch's own DDP (and ZeRO-1) on the trainer's model: the peer of //trainer
+in the DDP benchmark (trainer/bench/ddp_bench.py).
 
 The same GPT as trainer/model.h (docs/trainer.md), written in plain torch ops
 with the parameters registered in the trainer's order (so DDP's buckets, built
@@ -11,11 +11,22 @@ clip_grad_norm_(1.0); bf16 as the trainer runs it (CPU autocast, LayerNorm and
 the loss in fp32). torch.nn.parallel.DistributedDataParallel over gloo,
 bucket_cap_mb=25, one intra-op thread per rank; ranks are processes started by
 torch.multiprocessing on 127.0.0.1. Dropout is 0 (the benchmark's setting).
+--strategy=zero1: the same DDP, with AdamW wrapped in PyTorch 1.13's
+torch.distributed.optim.ZeroRedundancyOptimizer (each rank keeps the AdamW
+state of its share of the parameters, whole parameters assigned greedily by
+size, and broadcasts them after its step; DDP still all-reduces the full
+gradients).
+
+Memory is read as the trainer reads it (trainer/train_result.proto
+RankMemory): every rank's VmRSS from /proc/self/status once the group is up,
+before the model is built, and its VmHWM at the end.
 
 Per step, as the trainer: zero_grad(set_to_none) -> forward -> backward (DDP's
 bucketed all-reduce overlaps it) -> clip -> AdamW -> the mean loss over ranks;
 the step time is then max-reduced over ranks, and tokens/s over the timed
 steps is global tokens x steps / the sum of the slowest rank's step times.
+Rank 0's process CPU time per step (all threads, time.process_time) is
+reported beside it, as the trainer's StepRecord.cpu_ms.
 
 Usage: /usr/bin/python3 ddp_peer.py --world_size=2 --vocab_size=512 ...
 Prints one JSON line: {"tokens_per_second": ..., ...}.
@@ -132,28 +143,47 @@ def blas_library():
     return ", ".join(found) or "none mapped"
 
 
+def process_memory():
+    """{"VmRSS": bytes, "VmHWM": bytes} of this process."""
+    memory = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                number, unit = value.split()
+                memory[key] = int(number) * (1024 if unit == "kB" else 1)
+    return memory
+
+
 def rank_main(rank, args, port, results):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=args.world_size)
+    rss_at_start = process_memory()["VmRSS"]
     model = Gpt(args.vocab_size, args.d_model, args.n_layers, args.n_heads,
                 args.seq_len, args.seed)
     decay_ids = {id(p) for p in model.decay}
     no_decay = [p for p in model.parameters() if id(p) not in decay_ids]
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=25)
-    optimizer = torch.optim.AdamW(
-        [{"params": model.decay, "weight_decay": args.weight_decay},
-         {"params": no_decay, "weight_decay": 0.0}], lr=args.lr)
+    groups = [{"params": model.decay, "weight_decay": args.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    if args.strategy == "zero1":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        optimizer = ZeroRedundancyOptimizer(
+            groups, optimizer_class=torch.optim.AdamW, lr=args.lr)
+    else:
+        optimizer = torch.optim.AdamW(groups, lr=args.lr)
     generator = torch.Generator().manual_seed(args.seed * 1000 + rank)
     bf16 = args.precision == "bf16"
     tokens_per_step = args.world_size * args.batch_size * args.seq_len
-    timed_seconds, timed_steps, losses = 0.0, 0, []
+    timed_seconds, timed_steps, timed_cpu, losses = 0.0, 0, 0.0, []
     for step in range(1, args.steps + 1):
         batch = torch.randint(args.vocab_size,
                               (args.batch_size, args.seq_len + 1),
                               generator=generator)
         inputs, targets = batch[:, :-1], batch[:, 1:]
         start = time.perf_counter()
+        cpu_start = time.process_time()  # this process, all threads
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, args)
         optimizer.zero_grad(set_to_none=True)
@@ -167,23 +197,31 @@ def rank_main(rank, args, port, results):
         optimizer.step()
         mean_loss = loss.detach().clone()
         dist.all_reduce(mean_loss)
+        cpu = time.process_time() - cpu_start
         elapsed = torch.tensor([time.perf_counter() - start],
                                dtype=torch.float64)
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
         losses.append(mean_loss.item() / args.world_size)
         if step > args.timing_warmup_steps:
             timed_seconds += elapsed.item()
+            timed_cpu += cpu
             timed_steps += 1
-    if rank == 0:
-        results.put({
+    memory = {"rank": rank, "vm_hwm_bytes": process_memory()["VmHWM"],
+              "vm_rss_at_start_bytes": rss_at_start}
+    if rank != 0:
+        results.put(memory)
+    else:
+        results.put(dict(memory, **{
+            "strategy": args.strategy,
             "tokens_per_second": tokens_per_step * timed_steps / timed_seconds,
             "mean_step_ms": 1000 * timed_seconds / timed_steps,
+            "cpu_ms_per_step": 1000 * timed_cpu / timed_steps,
             "first_loss": losses[0], "final_loss": losses[-1],
             "parameters": sum(p.numel() for p in model.parameters()),
             "torch": torch.__version__, "blas": blas_library(),
             "intra_op_threads": torch.get_num_threads(),
-            "adamw_foreach": optimizer.defaults["foreach"],
-        })
+            "adamw_foreach": optimizer.defaults.get("foreach"),
+        }))
     dist.destroy_process_group()
 
 
@@ -203,6 +241,7 @@ def main():
         parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--precision", choices=["fp32", "bf16"],
                         default="fp32")
+    parser.add_argument("--strategy", choices=["ddp", "zero1"], default="ddp")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--min_lr", type=float, default=1e-4)
     parser.add_argument("--weight_decay", type=float, default=0.01)
@@ -221,7 +260,13 @@ def main():
     if any(process.exitcode != 0 for process in processes):
         sys.exit("ddp_peer.py: a rank failed: exit codes "
                  f"{[p.exitcode for p in processes]}")
-    print(json.dumps(results.get()))
+    ranks = sorted((results.get() for _ in processes),
+                   key=lambda entry: entry["rank"])
+    summary = dict(ranks[0])
+    summary["memory"] = [{k: entry[k] for k in ("rank", "vm_hwm_bytes",
+                                                "vm_rss_at_start_bytes")}
+                         for entry in ranks]
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -99,6 +99,7 @@ void BucketEngine::Arm() {
 }
 
 void BucketEngine::OnGradientReady(int index) {
+  if (on_gradient_) on_gradient_(index);
   if (!armed_ || ready_[index]) return;
   ready_[index] = true;
   if (--pending_[bucket_of_[index]] != 0) return;

@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -61,6 +62,9 @@ class BucketEngine {
  public:
   // Called with each bucket's index, in index order, from inside backward.
   using LaunchFn = std::function<void(int bucket)>;
+  // Called with a parameter's index each time backward has accumulated its
+  // gradient, armed or not, before any launch that completes.
+  using GradientFn = std::function<void(int parameter)>;
 
   BucketEngine() = default;
   ~BucketEngine();
@@ -71,6 +75,11 @@ class BucketEngine {
   // earlier ones). `store` must outlive the engine's use of it.
   void Setup(const ParameterStore& store, std::vector<GradientBucket> buckets,
              LaunchFn launch);
+  // E.g. a memory mark where autograd allocates .grad (strategies whose
+  // gradients are not views of the flat buffer). Empty: nothing.
+  void set_on_gradient(GradientFn on_gradient) {
+    on_gradient_ = std::move(on_gradient);
+  }
   // The next backward launches every bucket.
   void Arm();
   // Deferred: complete buckets are not launched from backward but by
@@ -102,6 +111,7 @@ class BucketEngine {
   std::vector<GradientBucket> buckets_;
   std::vector<int> bucket_of_;  // per parameter
   LaunchFn launch_;
+  GradientFn on_gradient_;
   // Kept alive: a parameter holds its accumulator only weakly, and the hooks
   // live on it (TOOLCHAIN.md).
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;

@@ -52,7 +52,6 @@
 #include <utility>
 
 #include "ATen/ATen.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/base/status.h"
@@ -74,47 +73,6 @@ std::string Mib(int64_t bytes) {
 }
 
 }  // namespace
-
-absl::StatusOr<DdpTestFault> ParseDdpTestFault(const std::string& text) {
-  DdpTestFault fault;
-  if (text.empty()) return fault;
-  const size_t colon = text.find(':');
-  const std::string kind = text.substr(0, colon);
-  const std::string argument =
-      colon == std::string::npos ? "" : text.substr(colon + 1);
-  if (kind == "sum_not_average" && colon == std::string::npos) {
-    fault.kind = DdpTestFault::Kind::kSumNotAverage;
-    return fault;
-  }
-  if (kind == "bucket_never_synced" &&
-      absl::SimpleAtoi(argument, &fault.bucket) && fault.bucket >= 0) {
-    fault.kind = DdpTestFault::Kind::kBucketNeverSynced;
-    return fault;
-  }
-  if (kind == "parameter_unreduced" && !argument.empty()) {
-    fault.kind = DdpTestFault::Kind::kParameterUnreduced;
-    fault.parameter = argument;
-    return fault;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--testonly_ddp_fault=", text,
-      ": expected sum_not_average, bucket_never_synced:<bucket index> or "
-      "parameter_unreduced:<parameter name>"));
-}
-
-std::string DdpTestFaultName(const DdpTestFault& fault) {
-  switch (fault.kind) {
-    case DdpTestFault::Kind::kNone:
-      return "";
-    case DdpTestFault::Kind::kSumNotAverage:
-      return "sum_not_average";
-    case DdpTestFault::Kind::kBucketNeverSynced:
-      return absl::StrCat("bucket_never_synced:", fault.bucket);
-    case DdpTestFault::Kind::kParameterUnreduced:
-      return absl::StrCat("parameter_unreduced:", fault.parameter);
-  }
-  return "";
-}
 
 DdpOptions DdpOptionsFromConfig(double bucket_cap_mb,
                                 const std::string& grad_sync) {
@@ -159,10 +117,10 @@ std::string DdpStrategy::Describe() const {
       communicating() ? "" : "; one rank: no communication",
       " (own bucketing, not c10d::Reducer; buckets are views of the flat "
       "gradient buffer)",
-      options_.testonly_fault.kind == DdpTestFault::Kind::kNone
+      options_.testonly_fault.kind == SyncTestFault::Kind::kNone
           ? ""
           : absl::StrCat("; TEST-ONLY FAULT ",
-                         DdpTestFaultName(options_.testonly_fault)));
+                         SyncTestFaultName(options_.testonly_fault)));
 }
 
 absl::Status DdpStrategy::Setup(ParameterStore& store,
@@ -192,19 +150,19 @@ absl::Status DdpStrategy::Setup(ParameterStore& store,
 void DdpStrategy::ZeroGradients() { store_->ZeroGradients(); }
 
 absl::Status DdpStrategy::ResolveTestFault() {
-  const DdpTestFault& fault = options_.testonly_fault;
+  const SyncTestFault& fault = options_.testonly_fault;
   const size_t buckets = engine_.buckets().size();
   fault_bucket_ = -1;
   fault_parameter_ = -1;
-  if (fault.kind == DdpTestFault::Kind::kBucketNeverSynced) {
+  if (fault.kind == SyncTestFault::Kind::kBucketNeverSynced) {
     if (fault.bucket >= static_cast<int>(buckets)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--testonly_ddp_fault=", DdpTestFaultName(fault), ": there are ",
+          "--testonly_sync_fault=", SyncTestFaultName(fault), ": there are ",
           buckets, " buckets (0..", buckets - 1, ")"));
     }
     fault_bucket_ = fault.bucket;
   }
-  if (fault.kind == DdpTestFault::Kind::kParameterUnreduced) {
+  if (fault.kind == SyncTestFault::Kind::kParameterUnreduced) {
     const std::vector<NamedParameter>& parameters = store_->parameters();
     for (size_t i = 0; i < parameters.size(); ++i) {
       if (parameters[i].name == fault.parameter) {
@@ -213,7 +171,7 @@ absl::Status DdpStrategy::ResolveTestFault() {
     }
     if (fault_parameter_ < 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--testonly_ddp_fault=", DdpTestFaultName(fault),
+          absl::StrCat("--testonly_sync_fault=", SyncTestFaultName(fault),
                        ": the model has no parameter of that name"));
     }
   }
@@ -253,9 +211,10 @@ void DdpStrategy::LaunchBucket(int index) {
   if (fault_parameter_ >= 0 && engine_.bucket_of(fault_parameter_) == index) {
     fault_local_gradient_ =
         store_->parameters()[fault_parameter_].tensor.grad().clone();
+    MarkMemory("ddp: test fault kept a local gradient");
   }
   const bool sum_fault =
-      options_.testonly_fault.kind == DdpTestFault::Kind::kSumNotAverage;
+      options_.testonly_fault.kind == SyncTestFault::Kind::kSumNotAverage;
   handles_[index] = communicator_->AllReduceAsync(
       store_->flat_gradients().narrow(0, bucket.offset, bucket.numel),
       sum_fault ? collective::ReduceOp::kSum : collective::ReduceOp::kAvg);
@@ -284,6 +243,7 @@ absl::Status DdpStrategy::FinishSync() {
     store_->parameters()[fault_parameter_].tensor.mutable_grad().copy_(
         fault_local_gradient_);
     fault_local_gradient_ = at::Tensor();
+    MarkMemory("ddp: test fault released a local gradient");
   }
   return absl::OkStatus();
 }
@@ -333,7 +293,11 @@ HeldMemory DdpStrategy::Held() const {
   // The buckets are views of the flat gradient buffer: nothing else.
   held.gradients = StorageBytes(store_->flat_gradients());
   held.optimizer_state = optimizer_->state_bytes();
-  held.collective_temporaries = StorageBytes(fault_local_gradient_);
+  // In-place all-reduces allocate nothing for fp32; an emulated (bf16)
+  // transport would show here.
+  held.collective_temporaries =
+      StorageBytes(fault_local_gradient_) +
+      (communicating() ? communicator_->TemporaryBytes() : 0);
   return held;
 }
 

@@ -26,31 +26,9 @@
 #include "common/collective/communicator.h"
 #include "trainer/strategy.h"
 #include "trainer/strategy/bucket_engine.h"
+#include "trainer/strategy/sync_fault.h"
 
 namespace mtb {
-
-// Test-only faults (--testonly_ddp_fault): a deliberately broken gradient
-// synchronisation, so that tests can prove their checks catch one
-// (trainer/ddp_fault_process_test.cc). Every rank applies the same fault, so
-// the ranks still issue the same collectives and nothing hangs. Never set
-// outside tests.
-struct DdpTestFault {
-  enum class Kind {
-    kNone,
-    kSumNotAverage,       // every bucket all-reduced with sum: n x the average
-    kBucketNeverSynced,   // bucket `bucket` keeps each rank's local gradients
-    kParameterUnreduced,  // `parameter` keeps each rank's local gradient
-  };
-  Kind kind = Kind::kNone;
-  int bucket = -1;
-  std::string parameter;
-};
-
-// "" (none), "sum_not_average", "bucket_never_synced:<bucket>" or
-// "parameter_unreduced:<parameter name>"; kInvalidArgument naming
-// --testonly_ddp_fault otherwise. Bucket and name are checked in Setup.
-absl::StatusOr<DdpTestFault> ParseDdpTestFault(const std::string& text);
-std::string DdpTestFaultName(const DdpTestFault& fault);
 
 struct DdpOptions {
   // Limits of the second and later buckets, and of the first (PyTorch's
@@ -60,7 +38,7 @@ struct DdpOptions {
   GradSync grad_sync = GradSync::kLast;
   // false: every bucket is launched after backward (--ddp_overlap=false).
   bool overlap = true;
-  DdpTestFault testonly_fault;  // tests only: kNone everywhere else
+  SyncTestFault testonly_fault;  // tests only: kNone everywhere else
 };
 
 class DdpStrategy final : public Strategy {

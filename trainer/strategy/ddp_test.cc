@@ -322,7 +322,7 @@ TEST(Ddp, TestFaultsBreakExactlyWhatTheyName) {
                         Case{"bucket_never_synced:1", 1, 1.5f, 2, 1.5f},
                         Case{"parameter_unreduced:late", 1.5f, 1, 1.5f, 2}}) {
     SCOPED_TRACE(c.fault);
-    absl::StatusOr<DdpTestFault> fault = ParseDdpTestFault(c.fault);
+    absl::StatusOr<SyncTestFault> fault = ParseSyncTestFault(c.fault);
     ASSERT_TRUE(fault.ok()) << fault.status();
     const absl::Status status = collective::RunRanksAsThreads(
         2, [&](collective::Communicator& communicator) {
@@ -355,16 +355,16 @@ TEST(Ddp, TestFaultsBreakExactlyWhatTheyName) {
 TEST(Ddp, TestFaultsThatNameNothingAreInvalidArguments) {
   for (const char* text : {"sum", "bucket_never_synced:x", "sum_not_average:1",
                            "parameter_unreduced:"}) {
-    const absl::StatusOr<DdpTestFault> fault = ParseDdpTestFault(text);
+    const absl::StatusOr<SyncTestFault> fault = ParseSyncTestFault(text);
     EXPECT_EQ(fault.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_NE(fault.status().message().find(
-                  absl::StrCat("--testonly_ddp_fault=", text, ": expected")),
+                  absl::StrCat("--testonly_sync_fault=", text, ": expected")),
               std::string::npos)
         << fault.status();
   }
   const at::Tensor w = at::ones({3}, at::kFloat).requires_grad_();
   DdpOptions bucket;
-  bucket.testonly_fault = *ParseDdpTestFault("bucket_never_synced:1");
+  bucket.testonly_fault = *ParseSyncTestFault("bucket_never_synced:1");
   DdpStrategy one_bucket(nullptr, bucket);
   const absl::Status no_bucket = SetupOn(one_bucket, {{"w", w}});
   EXPECT_EQ(no_bucket.code(), absl::StatusCode::kInvalidArgument);
@@ -372,7 +372,7 @@ TEST(Ddp, TestFaultsThatNameNothingAreInvalidArguments) {
             std::string::npos)
       << no_bucket;
   DdpOptions parameter;
-  parameter.testonly_fault = *ParseDdpTestFault("parameter_unreduced:v");
+  parameter.testonly_fault = *ParseSyncTestFault("parameter_unreduced:v");
   DdpStrategy no_v(nullptr, parameter);
   const absl::Status unknown = SetupOn(no_v, {{"w", w}});
   EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);

@@ -19,10 +19,17 @@
 //             bucket is not yet complete).
 //   gather    after AdamW, every piece's updated shards all-gathered into the
 //             flat parameters, bucket by bucket.
-//   in flight at most kInFlightBuckets buckets' collectives at once: launching
-//             bucket b finishes bucket b - 2 (inside backward), which frees
-//             its staging and the collective's temporaries, so memory beyond
-//             the shards is bounded by a few buckets, not by the model.
+//   in flight at most kInFlightBuckets buckets' collectives at once: bucket b
+//             first finishes bucket b - 2 (inside backward), which frees its
+//             staging and the collective's temporaries, then allocates its
+//             own, so memory beyond the shards is bounded by a few buckets,
+//             not by the model (zero2: 2 staging copies and 2 reduce-scatter
+//             blocks, plus the .grad tensors of the bucket backward is
+//             filling).
+//
+// Memory marks (Strategy::set_memory_marks): every allocation or free of
+// what Held() walks is followed by a mark, so the peak's breakdown is exact
+// (trainer/memory_peak.h).
 //
 // One reduction path: zero1 and zero2 issue the same collectives on the same
 // values, so at the same --grad_sync they give the same bits. Under
@@ -103,6 +110,7 @@ std::string ZeroStrategy::backend() const {
 
 std::string ZeroStrategy::Describe() const {
   const bool every = options_.grad_sync == GradSync::kEvery;
+  const std::string fault = SyncTestFaultName(options_.testonly_fault);
   return absl::StrCat(
       name(), ": ", pieces_.size(), " bucket(s) of ",
       Mib(store_ == nullptr ? 0 : store_->numel() * kFp32Bytes), " (first ",
@@ -121,7 +129,8 @@ std::string ZeroStrategy::Describe() const {
           ? " (zero2 with grad_sync=last keeps full gradients across "
             "micro-batches: only the last one's backward reduce-scatters)"
           : "",
-      communicating() ? "" : "; one rank: no communication");
+      communicating() ? "" : "; one rank: no communication",
+      fault.empty() ? "" : absl::StrCat("; TEST-ONLY FAULT ", fault));
 }
 
 absl::Status ZeroStrategy::Setup(ParameterStore& store,
@@ -158,6 +167,22 @@ absl::Status ZeroStrategy::Setup(ParameterStore& store,
       std::max<int64_t>(1, options_.bucket_cap_bytes / kFp32Bytes));
   engine_.Setup(store, std::move(buckets),
                 [this](int bucket) { LaunchBucket(bucket); });
+  if (!keeps_full_gradients()) {
+    // Autograd allocates each .grad (no flat buffer): a memory mark.
+    engine_.set_on_gradient([this](int parameter) {
+      MarkMemory("zero: gradient accumulated for parameter", parameter);
+    });
+  }
+  fault_bucket_ = -1;
+  const SyncTestFault& fault = options_.testonly_fault;
+  if (fault.kind == SyncTestFault::Kind::kBucketNeverSynced) {
+    if (fault.bucket >= static_cast<int>(pieces_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--testonly_sync_fault=", SyncTestFaultName(fault), ": there are ",
+          pieces_.size(), " buckets (0..", pieces_.size() - 1, ")"));
+    }
+    fault_bucket_ = fault.bucket;
+  }
   if (communicating()) {
     RETURN_IF_ERROR(CheckSameParametersOnEveryRank(*communicator_, store, name()));
     RETURN_IF_ERROR(BroadcastParametersFromRankZero(*communicator_, store,
@@ -174,6 +199,7 @@ void ZeroStrategy::ZeroGradients() {
     for (const NamedParameter& p : store_->parameters()) {
       p.tensor.mutable_grad() = at::Tensor();
     }
+    fault_kept_gradients_.clear();
   }
 }
 
@@ -202,44 +228,68 @@ absl::Status ZeroStrategy::BeforeBackward(int micro_batch, int micro_batches) {
   return absl::OkStatus();
 }
 
+void ZeroStrategy::StageBucket(int index) {
+  const GradientBucket& bucket = engine_.buckets()[index];
+  Piece& piece = pieces_[index];
+  piece.staging = at::empty({bucket.numel}, at::kFloat);
+  MarkMemory("zero: staging allocated for bucket", index);
+  const bool keep =
+      options_.testonly_fault.kind == SyncTestFault::Kind::kKeepFullGradients;
+  for (int parameter : bucket.parameters) {
+    at::Tensor& grad = store_->parameters()[parameter].tensor.mutable_grad();
+    piece.staging
+        .narrow(0, store_->offset(parameter) - bucket.offset, grad.numel())
+        .copy_(grad.view({-1}));
+    if (keep) fault_kept_gradients_.push_back(grad);  // test fault
+    grad = at::Tensor();  // the full gradient is freed as soon as copied
+  }
+  MarkMemory("zero: full gradients freed for bucket", index);
+}
+
 void ZeroStrategy::LaunchBucket(int index) {
   at::NoGradGuard no_grad;
+  // Bound what is in flight: bucket index - kInFlightBuckets finishes first
+  // (inside backward), freeing its staging and the collective's temporaries
+  // before this bucket allocates its own.
+  if (index >= static_cast<int>(kInFlightBuckets)) {
+    const absl::Status finished =
+        FinishBucket(index - static_cast<int>(kInFlightBuckets));
+    if (!finished.ok() && hook_error_.ok()) hook_error_ = finished;
+  }
   const GradientBucket& bucket = engine_.buckets()[index];
   Piece& piece = pieces_[index];
   at::Tensor input;
   if (keeps_full_gradients()) {
     input = store_->flat_gradients().narrow(0, bucket.offset, bucket.numel);
   } else {
-    piece.staging = at::empty({bucket.numel}, at::kFloat);
-    for (int parameter : bucket.parameters) {
-      at::Tensor& grad =
-          store_->parameters()[parameter].tensor.mutable_grad();
-      piece.staging
-          .narrow(0, store_->offset(parameter) - bucket.offset, grad.numel())
-          .copy_(grad.view({-1}));
-      grad = at::Tensor();  // the full gradient is freed as soon as copied
-    }
+    StageBucket(index);
     input = piece.staging;
   }
   if (accumulate_ && !piece.incoming.defined()) {
     piece.incoming = at::empty({piece.shard_numel}, at::kFloat);
+    MarkMemory("zero: reduce-scatter output allocated for bucket", index);
   }
   const at::Tensor& output = accumulate_ ? piece.incoming : piece.grad_shard;
-  if (!communicating()) {
-    // One rank: the average of one gradient is itself.
-    if (output.data_ptr() != input.data_ptr()) output.copy_(input);
+  if (!communicating() || index == fault_bucket_) {
+    // One rank: the average of one gradient is itself. Test fault
+    // bucket_never_synced: every rank keeps its local values (and skips the
+    // collective, so the ranks still issue the same ones).
+    const at::Tensor local =
+        input.narrow(0, piece.shard_offset, piece.shard_numel);
+    if (output.data_ptr() != local.data_ptr()) output.copy_(local);
+    if (piece.staging.defined()) {
+      piece.staging = at::Tensor();
+      MarkMemory("zero: staging freed for bucket", index);
+    }
     return;
   }
+  const bool sum_fault =
+      options_.testonly_fault.kind == SyncTestFault::Kind::kSumNotAverage;
   piece.handle = communicator_->ReduceScatterVAsync(
-      input, output, piece.counts, collective::ReduceOp::kAvg);
-  // Bound what is in flight: finishing bucket index - kInFlightBuckets here
-  // (inside backward) frees its staging and the collective's temporaries, so
-  // at most that many buckets' full gradients exist at once.
-  if (index >= static_cast<int>(kInFlightBuckets)) {
-    const absl::Status finished =
-        FinishBucket(index - static_cast<int>(kInFlightBuckets));
-    if (!finished.ok() && hook_error_.ok()) hook_error_ = finished;
-  }
+      input, output, piece.counts,
+      sum_fault ? collective::ReduceOp::kSum : collective::ReduceOp::kAvg);
+  piece.in_flight = true;
+  MarkMemory("zero: reduce-scatter launched for bucket", index);
 }
 
 absl::Status ZeroStrategy::FinishBucket(int index) {
@@ -247,7 +297,8 @@ absl::Status ZeroStrategy::FinishBucket(int index) {
   if (piece.finished) return absl::OkStatus();
   piece.finished = true;
   at::NoGradGuard no_grad;
-  if (communicating()) {
+  if (piece.in_flight) {
+    piece.in_flight = false;
     const Stopwatch watch;
     const absl::Status waited = piece.handle.Wait();
     wait_ms_ += watch.ElapsedMs();
@@ -262,6 +313,7 @@ absl::Status ZeroStrategy::FinishBucket(int index) {
     const GradientBucket& bucket = engine_.buckets()[index];
     store_->flat_gradients().narrow(0, bucket.offset, bucket.numel).zero_();
   }
+  MarkMemory("zero: reduce-scatter finished for bucket", index);
   return absl::OkStatus();
 }
 
@@ -277,6 +329,7 @@ absl::Status ZeroStrategy::FinishSync() {
   }
   // The reduce-scatter outputs live only for one sync.
   for (Piece& piece : pieces_) piece.incoming = at::Tensor();
+  MarkMemory("zero: reduce-scatter outputs freed");
   if (communicating()) {
     bytes_sent_ += communicator_->log().Totals().bytes_sent - bytes_at_arm_;
   }
@@ -348,6 +401,7 @@ absl::Status ZeroStrategy::OptimizerStep(double lr) {
   std::vector<at::Tensor> grads;
   for (const Piece& piece : pieces_) grads.push_back(piece.grad_shard);
   optimizer_->Step(lr, grads);
+  MarkMemory("zero: shards updated");
   if (!communicating()) return absl::OkStatus();
   at::NoGradGuard no_grad;
   const int64_t before = communicator_->log().Totals().bytes_sent;
@@ -366,19 +420,25 @@ absl::Status ZeroStrategy::OptimizerStep(double lr) {
                      ")"));
   };
   for (size_t b = 0; b < pieces_.size(); ++b) {
+    if (b >= kInFlightBuckets) {
+      RETURN_IF_ERROR(wait(b - kInFlightBuckets));
+      MarkMemory("zero: all-gather finished for bucket",
+                 static_cast<int>(b - kInFlightBuckets));
+    }
     const GradientBucket& bucket = engine_.buckets()[b];
     const Piece& piece = pieces_[b];
     // In place: this rank's shard is its own slot of the bucket.
     handles[b] = communicator_->AllGatherVAsync(
         flat.narrow(0, bucket.offset + piece.shard_offset, piece.shard_numel),
         flat.narrow(0, bucket.offset, bucket.numel), piece.counts);
-    if (b >= kInFlightBuckets) RETURN_IF_ERROR(wait(b - kInFlightBuckets));
+    MarkMemory("zero: all-gather launched for bucket", static_cast<int>(b));
   }
   for (size_t b = pieces_.size() >= kInFlightBuckets
                       ? pieces_.size() - kInFlightBuckets
                       : 0;
        b < pieces_.size(); ++b) {
     RETURN_IF_ERROR(wait(b));
+    MarkMemory("zero: all-gather finished for bucket", static_cast<int>(b));
   }
   gather_bytes_sent_ += communicator_->log().Totals().bytes_sent - before;
   return absl::OkStatus();
@@ -396,11 +456,23 @@ HeldMemory ZeroStrategy::Held() const {
     held.collective_temporaries +=
         StorageBytes(piece.staging) + StorageBytes(piece.incoming);
   }
-  for (const NamedParameter& p : store_->parameters()) {
-    const at::Tensor& grad = p.tensor.grad();
-    if (grad.defined() &&
-        (!flat_gradients.defined() || !grad.is_alias_of(flat_gradients))) {
-      held.gradients += StorageBytes(grad);
+  if (communicating()) {
+    held.collective_temporaries += communicator_->TemporaryBytes();
+  }
+  for (const at::Tensor& grad : fault_kept_gradients_) {
+    held.gradients += StorageBytes(grad);
+  }
+  // zero1's .grad tensors are views of the flat buffer (AttachGradients);
+  // only zero2's are tensors of their own. Skipping the walk for zero1 keeps
+  // its ~4 marks per bucket cheap (a .grad that somehow left the buffer
+  // would still show, as unattributed).
+  if (!keeps_full_gradients()) {
+    for (const NamedParameter& p : store_->parameters()) {
+      const at::Tensor& grad = p.tensor.grad();
+      if (grad.defined() &&
+          (!flat_gradients.defined() || !grad.is_alias_of(flat_gradients))) {
+        held.gradients += StorageBytes(grad);
+      }
     }
   }
   held.optimizer_state = optimizer_->state_bytes();

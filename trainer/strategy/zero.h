@@ -23,6 +23,7 @@
 #include "common/collective/communicator.h"
 #include "trainer/strategy.h"
 #include "trainer/strategy/bucket_engine.h"
+#include "trainer/strategy/sync_fault.h"
 
 namespace mtb {
 
@@ -33,6 +34,9 @@ struct ZeroOptions {
   int64_t bucket_cap_bytes = int64_t{25} << 20;
   int64_t first_bucket_cap_bytes = int64_t{1} << 20;
   GradSync grad_sync = GradSync::kLast;
+  // Tests only (sync_fault.h): sum_not_average, bucket_never_synced:B,
+  // keep_full_gradients (zero2). kNone everywhere else.
+  SyncTestFault testonly_fault;
 };
 
 // The options --strategy (zero1 or zero2), --bucket_cap_mb and the resolved
@@ -56,7 +60,8 @@ class ZeroStrategy final : public Strategy {
   int world_size() const override;
   std::string backend() const override;
 
-  // Collective. kFailedPrecondition when the ranks' parameter lists differ.
+  // Collective. kFailedPrecondition when the ranks' parameter lists differ;
+  // kInvalidArgument when a test fault names a bucket that does not exist.
   absl::Status Setup(ParameterStore& store,
                      const AdamWOptions& optimizer) override;
   void ZeroGradients() override;
@@ -82,6 +87,9 @@ class ZeroStrategy final : public Strategy {
   // Gradients: zero1's flat buffer, every shard that is not a view of it,
   // and any .grad tensor alive outside the flat buffer (zero2 between a
   // bucket's backward and its launch, or across no_sync micro-batches).
+  // Collective temporaries: staging, reduce-scatter outputs and the
+  // communicator's temporaries of collectives in flight. Marks every change
+  // (Strategy::set_memory_marks).
   HeldMemory Held() const override;
   // Saves this rank's shard of the parameters and of the AdamW state (rank 0
   // also the step); loads the whole model and its own state shard.
@@ -112,12 +120,15 @@ class ZeroStrategy final : public Strategy {
     // The reduce-scatter's output when this sync adds onto grad_shard.
     at::Tensor incoming;
     collective::CollectiveHandle handle;
-    bool finished = true;  // this sync's reduce-scatter has landed
+    bool in_flight = false;  // handle holds an issued reduce-scatter
+    bool finished = true;    // this sync's reduce-scatter has landed
   };
 
   bool communicating() const;
   bool keeps_full_gradients() const { return options_.stage == 1; }
   void LaunchBucket(int bucket);
+  // Bucket `bucket`'s .grad tensors copied into its staging and freed.
+  void StageBucket(int bucket);
   // Waits for bucket `bucket`'s reduce-scatter and frees what it held.
   absl::Status FinishBucket(int bucket);
   absl::Status FinishSync();
@@ -128,6 +139,9 @@ class ZeroStrategy final : public Strategy {
   std::unique_ptr<FlatAdamW> optimizer_;
   BucketEngine engine_;
   std::vector<Piece> pieces_;  // per bucket
+  int fault_bucket_ = -1;      // test fault: never reduce-scattered
+  // Test fault keep_full_gradients: every staged .grad, until ZeroGradients.
+  std::vector<at::Tensor> fault_kept_gradients_;
 
   // Per backward / step.
   bool sync_in_flight_ = false;
