@@ -82,10 +82,11 @@ FlatAdamW::FlatAdamW(const ParameterStore& store, std::vector<Range> ranges,
   }
   exp_avg_ = at::zeros({total}, at::kFloat);
   exp_avg_sq_ = at::zeros({total}, at::kFloat);
-  step_count_ = at::zeros({1}, at::kLong);
 }
 
-int64_t FlatAdamW::step() const { return step_count_.data_ptr<int64_t>()[0]; }
+at::Tensor FlatAdamW::step_count() {
+  return at::from_blob(&step_, {1}, at::kLong);
+}
 
 int64_t FlatAdamW::StateOffset(int64_t offset, int64_t numel) const {
   for (size_t i = 0; i < ranges_.size(); ++i) {
@@ -113,7 +114,7 @@ int64_t FlatAdamW::state_bytes() const {
 
 void FlatAdamW::Step(double lr, const std::vector<at::Tensor>& grads) {
   CHECK_EQ(grads.size(), ranges_.size());
-  const int64_t step = ++step_count_.data_ptr<int64_t>()[0];
+  const int64_t step = ++step_;
   const at::Tensor& flat = store_.flat_parameters();
   for (size_t i = 0; i < ranges_.size(); ++i) {
     const Range& range = ranges_[i];

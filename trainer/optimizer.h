@@ -86,7 +86,7 @@ class FlatAdamW {
   // grads[i]: (ranges[i].numel) fp32, the gradient of range i.
   void Step(double lr, const std::vector<at::Tensor>& grads);
 
-  int64_t step() const;
+  int64_t step() const { return step_; }
   // fp32 bytes of m and v (the optimizer state this rank holds).
   int64_t state_bytes() const;
   const std::vector<Range>& ranges() const { return ranges_; }
@@ -94,10 +94,11 @@ class FlatAdamW {
   // Views of the live state, for checkpoints (trainer/state_pieces.h):
   // writing into them sets the state. m and v of flat elements
   // [offset, offset + numel), which must lie inside one range; the step
-  // count as a (1) int64 tensor.
+  // count as a (1) int64 view of this object's counter (no allocation, so
+  // the held-memory walk stays exact). Valid while this object lives.
   at::Tensor exp_avg_of(int64_t offset, int64_t numel) const;
   at::Tensor exp_avg_sq_of(int64_t offset, int64_t numel) const;
-  const at::Tensor& step_count() const { return step_count_; }
+  at::Tensor step_count();
 
  private:
   const ParameterStore& store_;
@@ -107,9 +108,7 @@ class FlatAdamW {
   int64_t piece_elements_;
   at::Tensor exp_avg_, exp_avg_sq_;  // (sum of range numels)
   std::vector<int64_t> state_offsets_;  // per range, into exp_avg_
-  // (1) int64: the number of updates so far (a tensor so that a checkpoint
-  // reads and restores it like the rest of the state).
-  at::Tensor step_count_;
+  int64_t step_ = 0;  // the number of updates so far
 
   int64_t StateOffset(int64_t offset, int64_t numel) const;
 };

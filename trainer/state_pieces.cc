@@ -69,7 +69,7 @@ std::vector<StatePiece> OptimizerPieces(const ParameterStore& store,
   return pieces;
 }
 
-StatePiece OptimizerStepPiece(const FlatAdamW& optimizer) {
+StatePiece OptimizerStepPiece(FlatAdamW& optimizer) {
   StatePiece piece;
   piece.name = "optimizer/step";
   piece.values = optimizer.step_count();

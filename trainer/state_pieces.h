@@ -31,7 +31,7 @@ std::vector<StatePiece> OptimizerPieces(const ParameterStore& store,
                                         const std::vector<FlatRange>& ranges);
 
 // "optimizer/step": the update count, a scalar (global shape {}).
-StatePiece OptimizerStepPiece(const FlatAdamW& optimizer);
+StatePiece OptimizerStepPiece(FlatAdamW& optimizer);
 
 // `numel` elements split among n ranks, the first numel % n one element
 // longer (zero's shards of a bucket; ddp's checkpoint slices).
