@@ -54,6 +54,7 @@
 #include "glog/logging.h"
 #include "trainer/metrics.h"
 #include "trainer/strategy/replicas.h"
+#include "trainer/state_pieces.h"
 #include "trainer/strategy/scalars.h"
 
 namespace mtb {
@@ -64,13 +65,6 @@ constexpr int64_t kFp32Bytes = 4;
 // backward, all-gather after AdamW): enough to overlap one bucket's
 // communication with the next one's computation.
 constexpr size_t kInFlightBuckets = 2;
-
-// n shards of `numel` elements, the first numel % n one element longer.
-std::vector<int64_t> ShardCounts(int64_t numel, int n) {
-  std::vector<int64_t> counts(n, numel / n);
-  for (int p = 0; p < numel % n; ++p) ++counts[p];
-  return counts;
-}
 
 std::string Mib(int64_t bytes) {
   return absl::StrFormat("%.3g MiB", static_cast<double>(bytes) / (1 << 20));
@@ -158,7 +152,7 @@ absl::Status ZeroStrategy::Setup(ParameterStore& store,
       keeps_full_gradients() && options_.grad_sync == GradSync::kLast;
   for (size_t b = 0; b < buckets.size(); ++b) {
     Piece& piece = pieces_[b];
-    piece.counts = ShardCounts(buckets[b].numel, n);
+    piece.counts = EvenCounts(buckets[b].numel, n);
     for (int p = 0; p < rank; ++p) piece.shard_offset += piece.counts[p];
     piece.shard_numel = piece.counts[rank];
     const int64_t flat_offset = buckets[b].offset + piece.shard_offset;
@@ -483,6 +477,30 @@ HeldMemory ZeroStrategy::Held() const {
   }
   held.optimizer_state = optimizer_->state_bytes();
   return held;
+}
+
+std::vector<StatePiece> ZeroStrategy::CheckpointPiecesToSave() const {
+  // This rank's shard of every bucket: its parameters (the shard it
+  // updates; every rank holds the same values after the gather) and its
+  // AdamW state, split per parameter.
+  std::vector<StatePiece> pieces = ModelPieces(*store_, optimizer_->ranges());
+  std::vector<StatePiece> state =
+      OptimizerPieces(*store_, *optimizer_, optimizer_->ranges());
+  pieces.insert(pieces.end(), state.begin(), state.end());
+  if (communicator_ == nullptr || communicator_->rank() == 0) {
+    pieces.push_back(OptimizerStepPiece(*optimizer_));
+  }
+  return pieces;
+}
+
+std::vector<StatePiece> ZeroStrategy::CheckpointPiecesToLoad() {
+  // Every rank holds the whole model, but only its shard of the state.
+  std::vector<StatePiece> pieces = ModelPieces(*store_, {{0, store_->numel()}});
+  std::vector<StatePiece> state =
+      OptimizerPieces(*store_, *optimizer_, optimizer_->ranges());
+  pieces.insert(pieces.end(), state.begin(), state.end());
+  pieces.push_back(OptimizerStepPiece(*optimizer_));
+  return pieces;
 }
 
 int64_t ZeroStrategy::shard_numel() const {
