@@ -5,6 +5,7 @@
 
 #include "absl/flags/flag.h"
 #include "common/base/flags.h"
+#include "common/results/output_path.h"
 
 // Model.
 ABSL_FLAG(int32_t, vocab_size, 256, "vocabulary size (byte-level corpus: 256)");
@@ -91,6 +92,24 @@ ABSL_FLAG(double, peak_flops, 0,
           "peak FLOP/s of one rank for MFU (0: measure a matmul at start in "
           "the run's precision)");
 
+// Checkpoints (docs/checkpoint.md); not part of TrainConfig: a resume may
+// change them.
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "save checkpoints here (and resume from here): DIR/step_NNNNNNNN/, "
+          "DIR/latest; every rank must see the same directory");
+ABSL_FLAG(int64_t, save_every, 0,
+          "save a checkpoint every N steps and after the last step (0: never)");
+ABSL_FLAG(int64_t, keep_last, 3,
+          "keep this run's N newest checkpoints, pruning older ones of this run "
+          "only (0: keep every one)");
+ABSL_FLAG(std::string, resume, "",
+          "latest (the checkpoint DIR/latest names, falling back to the newest "
+          "that verifies; none yet: start from step 0) or PATH (one checkpoint "
+          "directory); --steps stays the run's total");
+ABSL_FLAG(bool, overwrite_checkpoints, false,
+          "start a new run in a --checkpoint_dir holding another run's "
+          "checkpoints (deletes nothing; `latest` moves to the new run's)");
+
 namespace mtb {
 
 TrainConfig TrainConfigFromFlags() {
@@ -138,6 +157,17 @@ WarmupsGiven WarmupsGivenOnCommandLine() {
   given.lr_warmup_steps = FlagWasSet("lr_warmup_steps");
   given.timing_warmup_steps = FlagWasSet("timing_warmup_steps");
   return given;
+}
+
+checkpoint::CheckpointOptions CheckpointOptionsFromFlags() {
+  checkpoint::CheckpointOptions options;
+  options.dir = ResolveUserPath(absl::GetFlag(FLAGS_checkpoint_dir));
+  options.save_every = absl::GetFlag(FLAGS_save_every);
+  options.keep_last = absl::GetFlag(FLAGS_keep_last);
+  const std::string resume = absl::GetFlag(FLAGS_resume);
+  options.resume = resume == "latest" ? resume : ResolveUserPath(resume);
+  options.overwrite = absl::GetFlag(FLAGS_overwrite_checkpoints);
+  return options;
 }
 
 }  // namespace mtb

@@ -3,6 +3,7 @@
 #ifndef MTB_TRAINER_FLAGS_H_
 #define MTB_TRAINER_FLAGS_H_
 
+#include "trainer/checkpoint/plan.h"
 #include "trainer/config.h"
 #include "trainer/train_result.pb.h"
 
@@ -13,6 +14,10 @@ TrainConfig TrainConfigFromFlags();
 
 // Which warm-up flags were set on the command line (FlagWasSet).
 WarmupsGiven WarmupsGivenOnCommandLine();
+
+// --checkpoint_dir, --save_every, --keep_last, --resume and
+// --overwrite_checkpoints, paths resolved (ResolveUserPath; "latest" stays).
+checkpoint::CheckpointOptions CheckpointOptionsFromFlags();
 
 }  // namespace mtb
 

@@ -75,11 +75,18 @@ int main(int argc, char** argv) {
   mtb::InitLogging(argv[0]);
   mtb::ParseCommandLineOrExit(argc, argv, kUsage);
 
-  // Two ranks unless told otherwise; the ranks report heartbeats. Restarted
-  // ranks get no extra arguments yet (--resume=latest once checkpoints land).
+  // Two ranks unless told otherwise; the ranks report heartbeats. A run
+  // that saves checkpoints from step 0 restarts (--max_restarts) from its
+  // newest one: --resume=latest (none yet: from step 0 again). A run
+  // resumed from a PATH restarts from that PATH; one started with
+  // --overwrite_checkpoints restarts as it started (docs/checkpoint.md).
   mtb::LaunchDefaults launch_defaults;
   launch_defaults.nproc = 2;
   launch_defaults.reports_heartbeats = true;
+  if (const mtb::checkpoint::CheckpointOptions saving = mtb::CheckpointOptionsFromFlags();
+      !saving.dir.empty() && saving.resume.empty() && !saving.overwrite) {
+    launch_defaults.restart_args = {"--resume=latest"};
+  }
   absl::StatusOr<mtb::PlannedWorld> world =
       mtb::PlanWorld(mtb::ProcessEnvironment(), launch_defaults);
   if (!world.ok()) return mtb::ReportAndExitCode(kProgram, world.status());
@@ -147,15 +154,30 @@ int main(int argc, char** argv) {
       !valid.ok()) {
     return mtb::ReportAndExitCode(kProgram, valid);
   }
-  for (const mtb::Fault& fault : *faults) {
-    if (absl::StartsWith(fault.phase, "checkpoint")) {
-      return mtb::ReportAndExitCode(
-          kProgram, absl::InvalidArgumentError(absl::StrCat(
-                        "--fault=", mtb::FaultToString(fault),
-                        ": the trainer does not save checkpoints yet, so a "
-                        "checkpoint phase never comes")));
-    }
+  // Checkpoints: flags, the directory, whose checkpoints it holds, the one
+  // a resume starts from and whether it fits (which may set the schedule and
+  // timing warm-up to the checkpoint's): all before any rank starts.
+  const mtb::checkpoint::CheckpointOptions checkpoint_options =
+      mtb::CheckpointOptionsFromFlags();
+  if (absl::Status valid = mtb::checkpoint::ValidateCheckpointOptions(
+          checkpoint_options, config);
+      !valid.ok()) {
+    return mtb::ReportAndExitCode(kProgram, valid);
   }
+  absl::StatusOr<mtb::checkpoint::CheckpointPlan> checkpoint_plan =
+      mtb::checkpoint::PlanCheckpoints(checkpoint_options, &config,
+                                       world->world_size, mtb::FlagWasSet);
+  if (!checkpoint_plan.ok()) {
+    return mtb::ReportAndExitCode(kProgram, checkpoint_plan.status());
+  }
+  for (const absl::Status& status :
+       {mtb::ValidateConfig(config),
+        mtb::checkpoint::ValidateCheckpointFaults(*faults, *checkpoint_plan,
+                                                  config.steps())}) {
+    if (!status.ok()) return mtb::ReportAndExitCode(kProgram, status);
+  }
+  notes.insert(notes.end(), checkpoint_plan->notes.begin(),
+               checkpoint_plan->notes.end());
   const absl::StatusOr<mtb::trace::TraceWindow> trace_window =
       mtb::trace::ParseTraceWindow(absl::GetFlag(FLAGS_trace_steps),
                                    absl::GetFlag(FLAGS_trace_dir), config.steps(),
@@ -191,6 +213,7 @@ int main(int argc, char** argv) {
   options.sync_fault = *sync_fault;
   options.timeouts = timeouts;
   options.notes = notes;
+  options.checkpoint = *std::move(checkpoint_plan);
   options.argc = argc;
   options.argv = argv;
   return mtb::RunWorker(config, launch->rank_env, options);

@@ -84,6 +84,30 @@ FlatAdamW::FlatAdamW(const ParameterStore& store, std::vector<Range> ranges,
   exp_avg_sq_ = at::zeros({total}, at::kFloat);
 }
 
+at::Tensor FlatAdamW::step_count() {
+  return at::from_blob(&step_, {1}, at::kLong);
+}
+
+int64_t FlatAdamW::StateOffset(int64_t offset, int64_t numel) const {
+  for (size_t i = 0; i < ranges_.size(); ++i) {
+    const Range& range = ranges_[i];
+    if (offset >= range.offset && offset + numel <= range.offset + range.numel) {
+      return state_offsets_[i] + (offset - range.offset);
+    }
+  }
+  LOG(FATAL) << "flat elements [" << offset << ", " << offset + numel
+             << ") are not inside one optimizer range";
+  return -1;
+}
+
+at::Tensor FlatAdamW::exp_avg_of(int64_t offset, int64_t numel) const {
+  return exp_avg_.narrow(0, StateOffset(offset, numel), numel);
+}
+
+at::Tensor FlatAdamW::exp_avg_sq_of(int64_t offset, int64_t numel) const {
+  return exp_avg_sq_.narrow(0, StateOffset(offset, numel), numel);
+}
+
 int64_t FlatAdamW::state_bytes() const {
   return (exp_avg_.numel() + exp_avg_sq_.numel()) * 4;
 }
@@ -102,7 +126,7 @@ void FlatAdamW::Step(double lr, const std::vector<at::Tensor>& grads,
                      const std::vector<at::Tensor>& params) {
   CHECK_EQ(grads.size(), ranges_.size());
   CHECK_EQ(params.size(), ranges_.size());
-  ++step_;
+  const int64_t step = ++step_;
   for (size_t i = 0; i < ranges_.size(); ++i) {
     const Range& range = ranges_[i];
     CHECK_EQ(grads[i].numel(), range.numel) << "range " << i;
@@ -123,7 +147,7 @@ void FlatAdamW::Step(double lr, const std::vector<at::Tensor>& grads,
           slice.decay.push_back({start - begin, stop - start, run.weight_decay});
         }
       }
-      AdamWUpdate(slice, step_, lr, options_);
+      AdamWUpdate(slice, step, lr, options_);
     }
   }
 }

@@ -97,6 +97,15 @@ class FlatAdamW {
   int64_t state_bytes() const;
   const std::vector<Range>& ranges() const { return ranges_; }
 
+  // Views of the live state, for checkpoints (trainer/state_pieces.h):
+  // writing into them sets the state. m and v of flat elements
+  // [offset, offset + numel), which must lie inside one range; the step
+  // count as a (1) int64 view of this object's counter (no allocation, so
+  // the held-memory walk stays exact). Valid while this object lives.
+  at::Tensor exp_avg_of(int64_t offset, int64_t numel) const;
+  at::Tensor exp_avg_sq_of(int64_t offset, int64_t numel) const;
+  at::Tensor step_count();
+
  private:
   const ParameterStore& store_;
   std::vector<Range> ranges_;
@@ -105,7 +114,9 @@ class FlatAdamW {
   int64_t piece_elements_;
   at::Tensor exp_avg_, exp_avg_sq_;  // (sum of range numels)
   std::vector<int64_t> state_offsets_;  // per range, into exp_avg_
-  int64_t step_ = 0;
+  int64_t step_ = 0;  // the number of updates so far
+
+  int64_t StateOffset(int64_t offset, int64_t numel) const;
 };
 
 }  // namespace mtb

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "ATen/ATen.h"
+#include "trainer/state_pieces.h"
 
 namespace mtb {
 
@@ -77,6 +78,19 @@ absl::StatusOr<std::vector<double>> SingleStrategy::GatherScalars(
 absl::Status SingleStrategy::OptimizerStep(double lr) {
   optimizer_->Step(lr, {store_->flat_gradients()});
   return absl::OkStatus();
+}
+
+std::vector<StatePiece> SingleStrategy::CheckpointPiecesToSave() const {
+  const std::vector<FlatRange> all = {{0, store_->numel()}};
+  std::vector<StatePiece> pieces = ModelPieces(*store_, all);
+  std::vector<StatePiece> state = OptimizerPieces(*store_, *optimizer_, all);
+  pieces.insert(pieces.end(), state.begin(), state.end());
+  pieces.push_back(OptimizerStepPiece(*optimizer_));
+  return pieces;
+}
+
+std::vector<StatePiece> SingleStrategy::CheckpointPiecesToLoad() {
+  return CheckpointPiecesToSave();
 }
 
 }  // namespace mtb

@@ -4,9 +4,10 @@
 // SingleStrategy (one rank, no communication) is the reference every other
 // strategy must equal; DdpStrategy (trainer/strategy/ddp.h), ZeroStrategy
 // (trainer/strategy/zero.h, zero1 and zero2) and FsdpStrategy
-// (trainer/strategy/fsdp.h) are the distributed ones. Every strategy works on the flat parameter
-// store (trainer/parameter_store.h); which one --strategy names is decided in
-// one place (trainer/strategy_name.h, MakeStrategy in trainer/worker.h).
+// (trainer/strategy/fsdp.h) are the distributed ones. Every strategy works
+// on the flat parameter store (trainer/parameter_store.h); which one
+// --strategy names is decided in one place (trainer/strategy_name.h,
+// MakeStrategy in trainer/worker.h).
 //
 // Collective contract: on every rank the loop makes the same calls in the same
 // order with the same step, so a strategy may issue collectives from any of
@@ -30,8 +31,39 @@
 //                              are not counted)
 //   ReduceScalar(...)         (the slowest rank's step time)
 //
-// Checkpoint state (sharded optimizer state, bucket layout) will be added here
-// when checkpoints exist (SPEC §5).
+// Checkpoint state (SPEC §5, docs/checkpoint.md "Strategy state"). A
+// checkpoint holds GLOBAL tensors, whatever the strategy and world size:
+//
+//   model/<name>                  the parameter, in its own global shape
+//   optimizer/exp_avg/<name>      AdamW's m of that parameter (same shape)
+//   optimizer/exp_avg_sq/<name>   AdamW's v
+//   optimizer/step                AdamW's update count (int64, shape {})
+//
+// with <name> the parameter's name (NamedParameter::name). A strategy does
+// not write files; it lists StatePieces: (name, global shape, offset, values)
+// where values are elements [offset, offset + length) of the row-major
+// flattened global tensor, as a contiguous 1-D view of its live state (fp32,
+// int64 for the step). A rank's flat range that spans several parameters
+// (a zero shard, an fsdp shard of a unit) is split into one piece per
+// parameter (trainer/state_pieces.h does the splitting for flat ranges).
+// The contract, which every strategy (fsdp included) keeps:
+//
+//   CheckpointPiecesToSave()  local; over all ranks the pieces cover every
+//       element of every tensor above exactly once (the manifest records
+//       each piece's rank, offset and length: its placement). Who writes a
+//       replicated tensor is the strategy's choice (ddp: each rank an even,
+//       disjoint slice of the flat layout, so every rank writes ~1/n).
+//   CheckpointPiecesToLoad()  local; the pieces this rank must hold to
+//       continue, as views the loader overwrites in place. They may overlap
+//       other ranks' (ddp and zero hold the whole model on every rank) and
+//       need not match the pieces saved: the loader reads any element range
+//       from whichever shard files hold it (the manifest's placements), which
+//       is what lets a later loader reshard onto another world size.
+//   FinishCheckpointLoad()  collective; after every load piece has been
+//       written on every rank: whatever the strategy derives from its state.
+//
+// Both lists are called between steps only (never with a collective in
+// flight) and are valid until the next step.
 #ifndef MTB_TRAINER_STRATEGY_H_
 #define MTB_TRAINER_STRATEGY_H_
 
@@ -90,6 +122,14 @@ struct HeldMemory {
   int64_t total() const {
     return parameters + gradients + optimizer_state + collective_temporaries;
   }
+};
+
+// One rank's piece of a global checkpoint tensor (see the file comment).
+struct StatePiece {
+  std::string name;                   // "model/wte", "optimizer/step", ...
+  std::vector<int64_t> global_shape;  // {} for a scalar
+  int64_t offset = 0;  // first element in the flattened global tensor
+  at::Tensor values;   // (length) contiguous CPU fp32 or int64
 };
 
 // Told of every point at which what a strategy holds (Strategy::Held) may
@@ -171,6 +211,11 @@ class Strategy {
   // Local: the bytes of the tensors this strategy owns now, walked.
   virtual HeldMemory Held() const = 0;
 
+  // Checkpoint state: the contract is in the file comment. Call after Setup.
+  virtual std::vector<StatePiece> CheckpointPiecesToSave() const = 0;
+  virtual std::vector<StatePiece> CheckpointPiecesToLoad() = 0;
+  virtual absl::Status FinishCheckpointLoad() = 0;
+
   // The strategy's per-unit points in the model's forward
   // (trainer/unit_hooks.h), or nullptr: fsdp provides the parameters there.
   // Valid after Setup, until the next Setup.
@@ -226,6 +271,10 @@ class SingleStrategy : public Strategy {
       const std::vector<double>& values) override;
   absl::Status OptimizerStep(double lr) override;
   HeldMemory Held() const override;
+  // Everything, on its one rank.
+  std::vector<StatePiece> CheckpointPiecesToSave() const override;
+  std::vector<StatePiece> CheckpointPiecesToLoad() override;
+  absl::Status FinishCheckpointLoad() override { return absl::OkStatus(); }
 
  private:
   ParameterStore* store_ = nullptr;

@@ -27,6 +27,7 @@
 #include "trainer/config.h"
 #include "trainer/memory_peak.h"
 #include "trainer/metrics.h"
+#include "trainer/checkpoint/checkpointer.h"
 
 namespace mtb {
 namespace {
@@ -96,6 +97,22 @@ ForwardOptions ForwardOptionsOf(const TrainConfig& config, int64_t step,
   return options;
 }
 
+checkpoint::RankState ProgressState(const TrainConfig& config,
+                                    const RankInfo& rank, int64_t step) {
+  const int64_t samples_per_step = static_cast<int64_t>(rank.world_size) *
+                                   config.grad_accum() * config.batch_size();
+  checkpoint::RankState state;
+  state.set_rank(rank.rank);
+  state.set_step(step);
+  state.set_micro_step(step * config.grad_accum());
+  state.set_tokens_seen(step * samples_per_step * config.seq_len());
+  state.set_data_position(step * samples_per_step);
+  state.set_seed(config.seed());
+  state.set_rng_step(step + 1);
+  state.set_last_lr(step > 0 ? LearningRateAt(LrScheduleOf(config), step) : 0.0);
+  return state;
+}
+
 Trainer::Trainer(const TrainConfig& config, const RankInfo& rank,
                  Strategy* strategy, const DataSource* data)
     : config_(config),
@@ -121,6 +138,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   return trainer;
 }
 
+void Trainer::RestoreProgress(int64_t completed_steps) {
+  CHECK_EQ(completed_steps_, 0) << "RestoreProgress before the first step";
+  completed_steps_ = completed_steps;
+  first_step_ = completed_steps + 1;
+}
+
 int64_t Trainer::tokens_per_step() const {
   return static_cast<int64_t>(rank_.world_size) * config_.grad_accum() *
          config_.batch_size() * config_.seq_len();
@@ -143,7 +166,9 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   StepRecord record;
   record.set_step(static_cast<int32_t>(step));
   record.set_lr(LearningRateAt(schedule_, step));
-  record.set_timed(step > config_.timing_warmup_steps());
+  // The timing warm-up counts this process's steps (a resumed run warms up
+  // again).
+  record.set_timed(step - first_step_ >= config_.timing_warmup_steps());
   const bool count_memory = CountingCpuAllocatorInstalled();
   if (count_memory) ResetCpuPeak();
   // Where this step's memory peaks and what the strategy holds there
@@ -469,8 +494,8 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
   result.set_schema_version(kTrainResultSchemaVersion);
   *result.mutable_config() = config;
   result.set_config_fingerprint(ConfigFingerprint(config));
-  const int64_t total_steps =
-      static_cast<int64_t>(config.steps()) * config.repeat();
+  int64_t total_steps = static_cast<int64_t>(config.steps()) * config.repeat();
+  int64_t start_step = 0;  // a resumed run continues after it
   int64_t steps_done = 0;
   double elapsed_ms = 0;
   int64_t peak_memory_bytes = 0;
@@ -497,11 +522,28 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
       FillStrategyInfo(strategy, trainer->model(), result.mutable_strategy());
       ASSIGN_OR_RETURN(*result.mutable_peak_flops(),
                        JobPeakFlops(config, rank, strategy));
+      if (hooks.checkpointer != nullptr) {  // one run (validated)
+        checkpoint::Checkpointer& checkpointer = *hooks.checkpointer;
+        RETURN_IF_ERROR(checkpointer.Start());
+        if (checkpointer.plan().resuming()) {
+          start_step = checkpointer.plan().start_step;
+          RETURN_IF_ERROR(checkpointer.Resume(
+              strategy, ProgressState(config, rank, start_step)));
+          trainer->RestoreProgress(start_step);
+          total_steps -= start_step;
+          if (rank.rank == 0) {
+            LOG(INFO) << "resumed from " << checkpointer.plan().resume_dir
+                      << " (run " << checkpointer.run_id() << "): steps "
+                      << start_step + 1 << ".." << config.steps();
+          }
+        }
+        *result.mutable_checkpoint() = checkpointer.Info();
+      }
     }
     TrainRun* run = result.add_runs();
     run->set_index(repeat);
     const Stopwatch run_watch;
-    for (int step = 1; step <= config.steps(); ++step) {
+    for (int step = start_step + 1; step <= config.steps(); ++step) {
       // Anything LibTorch throws inside the step (a failed allocation
       // included) is one line naming the step and the operation, exit 1.
       // Traced steps: --trace_steps' window of the first run.
@@ -510,7 +552,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                           step <= hooks.trace_last_step;
       if (hooks.trace != nullptr) hooks.trace->set_enabled(traced);
       trainer->set_trace(traced ? hooks.trace : nullptr);
-      if (step == 1) {
+      if (step == start_step + 1) {
         trainer->set_faults(hooks.faults, hooks.attempt);
         trainer->set_phase_observer(hooks.phase_observer);
       }
@@ -555,6 +597,26 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                   << FormatProgressLine(record, config.steps(), eta_seconds);
       }
       *run->add_steps() = std::move(record);
+      if (hooks.checkpointer != nullptr &&
+          hooks.checkpointer->plan().SavesAt(step, config.steps())) {
+        ASSIGN_OR_RETURN(
+            CheckpointSave save,
+            hooks.checkpointer->Save(
+                step, strategy, ProgressState(config, rank, step),
+                traced ? hooks.trace : nullptr,
+                [&](const char* phase) { trainer->InjectFaults(step, phase); }));
+        if (rank.rank == 0) {
+          LOG(INFO) << absl::StrFormat(
+              "checkpoint %s: %s in %.0f ms (write %.0f, publish %.0f)%s",
+              save.name(), FormatByteAmount(save.bytes()),
+              (save.write_seconds() + save.publish_seconds()) * 1000,
+              save.write_seconds() * 1000, save.publish_seconds() * 1000,
+              save.pruned().empty()
+                  ? ""
+                  : absl::StrCat("; pruned ", absl::StrJoin(save.pruned(), ", ")));
+        }
+        *result.mutable_checkpoint()->add_saves() = std::move(save);
+      }
     }
     run->set_wall_seconds(run_watch.ElapsedMs() / 1000.0);
     FinishRun(run, result.model().tokens_per_step());

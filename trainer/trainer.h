@@ -31,9 +31,13 @@
 #include "common/faults/fault_injector.h"
 #include "common/faults/fault_spec.h"
 #include "common/trace/recorder.h"
+#include "trainer/checkpoint/checkpoint.pb.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
+namespace checkpoint {
+class Checkpointer;
+}  // namespace checkpoint
 
 struct RankInfo {
   int rank = 0;
@@ -51,6 +55,16 @@ AdamWOptions AdamWOptionsOf(const TrainConfig& config);
 // The forward options for `step` (1-based) on rows with these global indices.
 ForwardOptions ForwardOptionsOf(const TrainConfig& config, int64_t step,
                                 const std::vector<int64_t>& sample_indices);
+
+// Where `rank` is after `step` steps of `config`, as its checkpoint records
+// it and a resume checks it: the step, micro-batches and global tokens done,
+// the data position (global samples consumed: step s draws samples
+// 0..global_batch-1 keyed by (seed, s, sample), so the next sample is
+// step * global_batch), the seed and the next step whose data and dropout
+// keys come (step + 1), and the learning rate of the last step. Our
+// randomness is counter-based, so these numbers are the whole RNG state.
+checkpoint::RankState ProgressState(const TrainConfig& config,
+                                    const RankInfo& rank, int64_t step);
 
 // One run from scratch: a freshly initialised model trained step by step.
 // Not thread-safe; one Trainer per rank (thread or process).
@@ -71,6 +85,11 @@ class Trainer {
   absl::StatusOr<StepRecord> Step();
 
   int64_t completed_steps() const { return completed_steps_; }
+  // A resumed run: the model and optimizer hold the state after
+  // `completed_steps` (loaded by the caller); the next Step() is the one
+  // after it, and the timing warm-up counts from here (this process's
+  // steps). Before the first Step().
+  void RestoreProgress(int64_t completed_steps);
   // Phase spans (data, forward, backward, optimizer) of every step go to
   // `trace` (nullptr: none; the default).
   void set_trace(trace::TraceRecorder* trace) { trace_ = trace; }
@@ -102,14 +121,17 @@ class Trainer {
   GptModel model_;
   LrSchedule schedule_;
   int64_t completed_steps_ = 0;
+  int64_t first_step_ = 1;  // the first step this process runs
   trace::TraceRecorder* trace_ = nullptr;
   std::vector<Fault> faults_;
   mutable FaultInjector injector_;
   std::function<void(int64_t, absl::string_view)> phase_observer_;
 
+ public:
   // Reports the phase to the observer, then acts on a fault of this rank at
   // (step, phase): kill, exit and hang do not return; slow sleeps (once per
-  // step); returns whether a nan fault fires here.
+  // step); returns whether a nan fault fires here. The loop calls it at each
+  // step phase, checkpoints at theirs.
   bool InjectFaults(int64_t step, const char* phase) const;
 };
 
@@ -131,9 +153,14 @@ struct RunHooks {
   int attempt = 0;
   // Trainer::set_phase_observer for every run.
   std::function<void(int64_t, absl::string_view)> phase_observer;
+  // --checkpoint_dir: resumes before the first step when its plan says so
+  // and saves after the steps it names (nullptr: no checkpoints). Must be
+  // the same kind of object on every rank (collective).
+  checkpoint::Checkpointer* checkpointer = nullptr;
 };
 
-// Runs config.repeat() runs of config.steps() steps each, logging a progress
+// Runs config.repeat() runs of config.steps() steps each (with a
+// checkpointer that resumes at step k: steps k+1..config.steps()), logging a progress
 // line every config.log_every() steps (and the last), and returns the result
 // without run_context (the caller's, who knows argv). Also measures the peak
 // FLOP/s for MFU (unless config.peak_flops() is set) and gathers every rank's

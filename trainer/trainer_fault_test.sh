@@ -9,7 +9,7 @@ source trainer/cli_test_lib.sh
 expect 2 "--fault=kill:rank=1,stp=3,phase=data: 'stp' is not a key of kill" "${tiny[@]}" --fault=kill:rank=1,stp=3,phase=data
 expect 2 "--fault=nan:rank=2,step=2: rank 2 is not a rank of the world size 2" "${tiny[@]}" --fault=nan:rank=2,step=2
 expect 2 "--fault=nan:rank=0,step=9: step 9 is after the last step 3" "${tiny[@]}" --fault=nan:rank=0,step=9
-expect 2 "the trainer does not save checkpoints yet" "${tiny[@]}" --fault=kill:rank=0,step=2,phase=checkpoint_write
+expect 2 "the run saves no checkpoint (give --checkpoint_dir and --save_every)" "${tiny[@]}" --fault=kill:rank=0,step=2,phase=checkpoint_write
 ! grep -q "launch:" "$out/stderr" || fail "a bad --fault reached the launcher"
 
 expect 1 "launch: rank 1 (pid" "${tiny[@]}" --fault="exit:rank=1,step=2,code=7" --out="$out/exit.json"

@@ -24,6 +24,7 @@
 #include "glog/logging.h"
 #include "common/collective/trace_collectives.h"
 #include "common/trace/recorder.h"
+#include "trainer/checkpoint/checkpointer.h"
 #include "trainer/data.h"
 #include "trainer/memory_estimate.h"
 #include "trainer/metrics.h"
@@ -173,6 +174,12 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
   RunHooks hooks;
   hooks.faults = options.faults;
   hooks.attempt = env.restart_count;
+  std::unique_ptr<checkpoint::Checkpointer> checkpointer;
+  if (options.checkpoint.enabled()) {
+    checkpointer = std::make_unique<checkpoint::Checkpointer>(
+        options.checkpoint, config, env.rank, env.world_size, communicator.get());
+    hooks.checkpointer = checkpointer.get();
+  }
   if (communicator) {
     // Where the rank is, for heartbeats and flight recorder dumps.
     hooks.phase_observer = [recorder = &communicator->flight_recorder()](

@@ -18,6 +18,7 @@
 #include "common/launch/rank_env.h"
 #include "common/faults/fault_spec.h"
 #include "common/launch/timeouts.h"
+#include "trainer/checkpoint/plan.h"
 #include "trainer/strategy.h"
 #include "trainer/strategy/ddp.h"
 #include "trainer/train_result.pb.h"
@@ -48,6 +49,9 @@ struct WorkerOptions {
   // What the launcher changed in the user's flags and why
   // (FitDefaultWarmupsToSteps): rank 0 prints each before the run.
   std::vector<std::string> notes;
+  // --checkpoint_dir and friends, planned (trainer/checkpoint/plan.h);
+  // nothing when its options name no directory.
+  checkpoint::CheckpointPlan checkpoint;
   // For the RunContext.
   int argc = 0;
   char** argv = nullptr;

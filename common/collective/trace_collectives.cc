@@ -9,6 +9,7 @@
 #include "common/base/status.h"
 #include "common/collective/clock_sync.h"
 #include "common/collective/traffic.h"
+#include "common/results/run_context.h"
 
 namespace mtb::collective {
 
@@ -47,9 +48,7 @@ absl::StatusOr<trace::TraceRunInfo> SharedTraceRunInfo(
   char host[256] = {0};
   ::gethostname(host, sizeof(host) - 1);
   info.set_hostname(host);
-  std::string run_id = absl::StrCat(
-      host, "-", ::getpid(), "-",
-      absl::FormatTime("%Y%m%dT%H%M%S", absl::Now(), absl::UTCTimeZone()));
+  std::string run_id = NewRunId();
   if (communicator != nullptr && world_size > 1) {
     Store store = communicator->store();
     if (rank == 0) {

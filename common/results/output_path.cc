@@ -53,6 +53,27 @@ std::string ReplaceExtension(absl::string_view path,
   return absl::StrCat(path.substr(0, dot), ".", extension);
 }
 
+namespace {
+
+// Creates `directory` (and its parents) and a temporary file in it, then
+// removes the file; "" when that worked, else the reason.
+std::string ProbeDirectory(const std::string& directory) {
+  if (absl::Status created = CreateDirectories(directory); !created.ok()) {
+    return std::string(created.message());
+  }
+  std::string probe = absl::StrCat(directory, "/.mtb_write_check_XXXXXX");
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    return absl::StrCat("cannot create a file in ", directory, " (",
+                        std::strerror(errno), ")");
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return "";
+}
+
+}  // namespace
+
 absl::Status CheckOutputWritable(absl::string_view flag,
                                  const std::string& resolved_path) {
   if (resolved_path.empty()) return absl::OkStatus();
@@ -64,19 +85,26 @@ absl::Status CheckOutputWritable(absl::string_view flag,
   if (::stat(resolved_path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
     return refuse("it is a directory");
   }
-  const std::string directory = DirectoryOf(resolved_path);
-  if (absl::Status created = CreateDirectories(directory); !created.ok()) {
-    return refuse(created.message());
+  if (const std::string reason = ProbeDirectory(DirectoryOf(resolved_path));
+      !reason.empty()) {
+    return refuse(reason);
   }
-  std::string probe = absl::StrCat(directory, "/.mtb_write_check_XXXXXX");
-  const int fd = ::mkstemp(probe.data());
-  if (fd < 0) {
-    return refuse(absl::StrCat("cannot create a file in ", directory, " (",
-                               std::strerror(errno), ")"));
-  }
-  ::close(fd);
-  ::unlink(probe.c_str());
   return absl::OkStatus();
+}
+
+absl::Status CheckDirectoryWritable(absl::string_view flag,
+                                    const std::string& resolved_directory) {
+  if (resolved_directory.empty()) return absl::OkStatus();
+  struct stat info;
+  std::string reason;
+  if (::stat(resolved_directory.c_str(), &info) == 0 && !S_ISDIR(info.st_mode)) {
+    reason = "it is not a directory";
+  } else {
+    reason = ProbeDirectory(resolved_directory);
+  }
+  if (reason.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--", flag, "=", resolved_directory, ": cannot write there: ", reason));
 }
 
 std::string CompanionMarker(absl::string_view result_path) {

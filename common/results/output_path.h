@@ -38,6 +38,11 @@ std::string ReplaceExtension(absl::string_view path,
 absl::Status CheckOutputWritable(absl::string_view flag,
                                  const std::string& resolved_path);
 
+// The same for a directory a tool writes files into (--checkpoint_dir):
+// creates it and its parents, refuses a file, probes with a temporary file.
+absl::Status CheckDirectoryWritable(absl::string_view flag,
+                                    const std::string& resolved_directory);
+
 // Companions: the Markdown report and SVG plot a tool writes beside its
 // --out (r.json -> r.md, r.svg) without the user naming them. A rerun with
 // the same --out replaces its own companions, but a file the user did not

@@ -206,6 +206,19 @@ TEST(Paths, ListDirectoryFiltersAndSortsNames) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(OutputPath, TheDirectoryCheckCreatesItAndRefusesAFileOrAnUnwritablePlace) {
+  const std::string dir = TempDir() + "/dirs";
+  EXPECT_TRUE(CheckDirectoryWritable("checkpoint_dir", dir + "/a/b").ok());
+  EXPECT_TRUE(Exists(dir + "/a/b"));
+  ASSERT_TRUE(WriteFileAtomically(dir + "/file", "x").ok());
+  absl::Status file = CheckDirectoryWritable("checkpoint_dir", dir + "/file");
+  EXPECT_EQ(file.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(file.message(), "--checkpoint_dir=" + dir + "/file: cannot write there: it is not a directory");
+  absl::Status proc = CheckDirectoryWritable("checkpoint_dir", "/proc/x");
+  EXPECT_EQ(proc.message().rfind("--checkpoint_dir=/proc/x: cannot write there: ", 0), 0u)
+      << proc.message();
+}
+
 TEST(OutputPath, ACompanionIsReplacedByItsOwnResultOnlyNeverOverAnotherFile) {
   const std::string dir = TempDir() + "/companions";
   ASSERT_TRUE(CreateDirectories(dir).ok());

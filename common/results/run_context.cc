@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -70,6 +71,18 @@ std::string CpuModel() {
 }
 
 }  // namespace
+
+std::string NewRunId() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  // The random tail keeps two runs of one process in one second apart
+  // (tests run several).
+  std::random_device random;
+  return absl::StrCat(host, "-", ::getpid(), "-",
+                      absl::FormatTime("%Y%m%dT%H%M%S", absl::Now(),
+                                       absl::UTCTimeZone()),
+                      "-", absl::Hex(random(), absl::kZeroPad8));
+}
 
 std::string NowUtcRfc3339() {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),

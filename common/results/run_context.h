@@ -20,6 +20,10 @@ RunContext NewRunContext(absl::string_view tool, int argc, char** argv);
 // Stamps end_time_utc. Call right before writing the result.
 void FinishRunContext(RunContext* context);
 
+// A new run's id, "<host>-<pid>-<UTC yyyymmddThhmmss>-<8 random hex>":
+// unique on a host. Rank 0 makes it and shares it (traces, checkpoints).
+std::string NewRunId();
+
 // The current time as RFC 3339 UTC with millisecond precision.
 std::string NowUtcRfc3339();
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -35,6 +37,8 @@ namespace {
 constexpr char kManifest[] = "manifest.json";
 constexpr char kReady[] = "READY";
 constexpr char kLatest[] = "latest";
+// Write-back is started every this many bytes of a shard file.
+constexpr size_t kWriteChunkBytes = size_t{8} << 20;
 
 std::string Join(const std::string& dir, const std::string& name) {
   return absl::StrCat(dir, "/", name);
@@ -53,34 +57,55 @@ absl::Status FsyncPath(const std::string& path, bool directory) {
   return absl::OkStatus();
 }
 
-// A file written in pieces, hashed as it goes, fsynced on Close.
+// A file written in pieces, hashed as it goes (unless the caller hashes
+// the same bytes itself: `hash` false), fsynced on Close.
 class HashedFile {
  public:
-  static absl::StatusOr<HashedFile> Create(const std::string& path) {
+  static absl::StatusOr<HashedFile> Create(const std::string& path, bool hash = true) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return Errno("create", path);
-    return HashedFile(path, fd);
+    return HashedFile(path, fd, hash);
   }
   HashedFile(HashedFile&& other) noexcept
-      : path_(std::move(other.path_)), fd_(other.fd_), size_(other.size_) {
+      : path_(std::move(other.path_)),
+        fd_(other.fd_),
+        hash_(other.hash_),
+        size_(other.size_),
+        started_(other.started_) {
     other.fd_ = -1;
   }
   ~HashedFile() {
     if (fd_ >= 0) ::close(fd_);
   }
+  // Writes `bytes` in chunks (hashing them, unless the caller does) and
+  // starts the write-back of every kWriteChunkBytes written
+  // (sync_file_range, across calls: most tensors are smaller), so the disk
+  // works while more is written and the final fsync only waits for the
+  // tail instead of for the whole file.
   absl::Status Write(absl::string_view bytes) {
-    hasher_.Update(bytes);
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return Errno("write", path_);
-      done += static_cast<size_t>(n);
+    while (!bytes.empty()) {
+      const absl::string_view chunk = bytes.substr(0, kWriteChunkBytes);
+      bytes.remove_prefix(chunk.size());
+      if (hash_) hasher_.Update(chunk);
+      size_t done = 0;
+      while (done < chunk.size()) {
+        const ssize_t n = ::write(fd_, chunk.data() + done, chunk.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return Errno("write", path_);
+        done += static_cast<size_t>(n);
+      }
+      size_ += static_cast<int64_t>(chunk.size());
+      if (size_ - started_ >= static_cast<int64_t>(kWriteChunkBytes)) {
+        // Advisory: a failure here only loses the overlap; fsync reports
+        // real errors.
+        (void)::sync_file_range(fd_, started_, size_ - started_, SYNC_FILE_RANGE_WRITE);
+        started_ = size_;
+      }
     }
-    size_ += static_cast<int64_t>(bytes.size());
     return absl::OkStatus();
   }
-  absl::StatusOr<FileEntry> Close(const std::string& name) {
+  // `sha256`: the caller's hash of every byte written (with `hash` false).
+  absl::StatusOr<FileEntry> Close(const std::string& name, std::string sha256 = "") {
     if (::fsync(fd_) != 0) return Errno("fsync", path_);
     if (::close(fd_) != 0) {
       fd_ = -1;
@@ -90,17 +115,27 @@ class HashedFile {
     FileEntry entry;
     entry.set_name(name);
     entry.set_size(size_);
-    entry.set_sha256(hasher_.FinishHex());
+    entry.set_sha256(hash_ ? hasher_.FinishHex() : std::move(sha256));
     return entry;
   }
 
  private:
-  HashedFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  HashedFile(std::string path, int fd, bool hash)
+      : path_(std::move(path)), fd_(fd), hash_(hash) {}
   std::string path_;
   int fd_;
+  bool hash_;
   int64_t size_ = 0;
+  int64_t started_ = 0;  // bytes whose write-back has been started
   Sha256Hasher hasher_;
 };
+
+// A whole file written and fsynced (not hashed for a report).
+absl::Status WriteDurably(const std::string& path, absl::string_view contents) {
+  ASSIGN_OR_RETURN(HashedFile file, HashedFile::Create(path));
+  RETURN_IF_ERROR(file.Write(contents));
+  return file.Close(BaseName(path)).status();
+}
 
 absl::Status RemoveTree(const std::string& path) {
   struct stat info;
@@ -180,23 +215,18 @@ int64_t ElementBytes(absl::string_view dtype) {
   return 0;
 }
 
+absl::StatusOr<std::string> PrepareStaging(const std::string& root, int64_t step) {
+  const std::string staging = Join(root, StagingDirName(step));
+  RETURN_IF_ERROR(RemoveTree(staging));
+  RETURN_IF_ERROR(CreateDirectories(staging));
+  return staging;
+}
+
 absl::StatusOr<RankReport> WriteRankFiles(const std::string& staging, int rank,
                                           const std::vector<TensorShard>& shards,
                                           const RankState& state,
                                           const Hooks& hooks) {
   RETURN_IF_ERROR(CreateDirectories(staging));
-  const std::string bin_name = absl::StrFormat("rank_%05d.bin", rank);
-  ASSIGN_OR_RETURN(HashedFile bin, HashedFile::Create(Join(staging, bin_name)));
-  ShardHeader header;
-  header.rank = static_cast<uint32_t>(rank);
-  header.tensor_count = static_cast<uint32_t>(shards.size());
-  RETURN_IF_ERROR(bin.Write(EncodeShardHeader(header)));
-  int64_t total = 0;
-  for (const TensorShard& shard : shards) total += static_cast<int64_t>(shard.bytes.size());
-  RankReport report;
-  report.set_rank(rank);
-  int64_t byte_offset = kShardHeaderBytes, written = 0;
-  bool mid_called = false;
   for (const TensorShard& shard : shards) {
     const int64_t element_bytes = ElementBytes(shard.dtype);
     if (element_bytes == 0 ||
@@ -205,6 +235,36 @@ absl::StatusOr<RankReport> WriteRankFiles(const std::string& staging, int rank,
           shard.name, ": ", shard.bytes.size(), " bytes for ", shard.length,
           " elements of ", shard.dtype));
     }
+  }
+  const std::string bin_name = absl::StrFormat("rank_%05d.bin", rank);
+  ShardHeader header;
+  header.rank = static_cast<uint32_t>(rank);
+  header.tensor_count = static_cast<uint32_t>(shards.size());
+  const std::string header_bytes = EncodeShardHeader(header);
+  // The shard file's SHA-256 is computed on a second thread over the same
+  // bytes while this one writes them (still one pass over the bytes, not a
+  // second read of the file): a write that blocks on the disk then does not
+  // stall the hashing, nor the hashing the disk.
+  ASSIGN_OR_RETURN(HashedFile bin, HashedFile::Create(Join(staging, bin_name), /*hash=*/false));
+  Sha256Hasher bin_hash;
+  std::thread hashing([&] {
+    bin_hash.Update(header_bytes);
+    for (const TensorShard& shard : shards) bin_hash.Update(shard.bytes);
+  });
+  struct JoinOnExit {  // also when a test hook throws
+    std::thread& thread;
+    ~JoinOnExit() {
+      if (thread.joinable()) thread.join();
+    }
+  } join_on_exit{hashing};
+  RETURN_IF_ERROR(bin.Write(header_bytes));
+  int64_t total = 0;
+  for (const TensorShard& shard : shards) total += static_cast<int64_t>(shard.bytes.size());
+  RankReport report;
+  report.set_rank(rank);
+  int64_t byte_offset = kShardHeaderBytes, written = 0;
+  bool mid_called = false;
+  for (const TensorShard& shard : shards) {
     // A crash "mid-shard" (the fault hook) happens after half the rank's
     // bytes are written.
     const int64_t size = static_cast<int64_t>(shard.bytes.size());
@@ -231,7 +291,8 @@ absl::StatusOr<RankReport> WriteRankFiles(const std::string& staging, int rank,
     placement->set_byte_length(static_cast<int64_t>(shard.bytes.size()));
     byte_offset += static_cast<int64_t>(shard.bytes.size());
   }
-  ASSIGN_OR_RETURN(*report.add_files(), bin.Close(bin_name));
+  hashing.join();
+  ASSIGN_OR_RETURN(*report.add_files(), bin.Close(bin_name, bin_hash.FinishHex()));
   const std::string meta_name = absl::StrFormat("rank_%05d.meta", rank);
   ASSIGN_OR_RETURN(HashedFile meta, HashedFile::Create(Join(staging, meta_name)));
   RankState own = state;
@@ -264,13 +325,24 @@ absl::Status Publish(const std::string& root, CheckpointManifest manifest,
   }
   manifest.set_format_version(static_cast<int32_t>(kFormatVersion));
   manifest.set_saved_utc(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));
-  RETURN_IF_ERROR(WriteFileAtomically(Join(staging, kManifest), ToJson(manifest)));
+  // Staging is never read, so its files need no temp-and-rename: each is
+  // durable (fsynced) before the next is written, and one fsync of the
+  // directory makes their names durable before the rename publishes them.
+  RETURN_IF_ERROR(WriteDurably(Join(staging, kManifest), ToJson(manifest)));
   if (hooks.before_ready) hooks.before_ready();
-  RETURN_IF_ERROR(WriteFileAtomically(Join(staging, kReady), absl::StrCat(manifest.run_id(), "\n")));
+  RETURN_IF_ERROR(WriteDurably(Join(staging, kReady), absl::StrCat(manifest.run_id(), "\n")));
   RETURN_IF_ERROR(FsyncPath(staging, /*directory=*/true));
   const std::string final_dir = Join(root, StepDirName(manifest.step()));
   std::string aside;
   if (PathExists(final_dir)) {
+    // Another run's checkpoint is never replaced (nor deleted).
+    if (absl::StatusOr<CheckpointManifest> existing = ReadManifest(final_dir);
+        existing.ok() && PathExists(Join(final_dir, kReady)) &&
+        existing->run_id() != manifest.run_id()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          final_dir, " is a checkpoint of run ", existing->run_id(), ", not of this run (",
+          manifest.run_id(), "): it is left alone and this save is not published"));
+    }
     // An orphan of this step (READY, never named by `latest`) or a failed
     // earlier attempt: move it aside first, delete it only once published.
     aside = Join(root, absl::StrCat(".", StepDirName(manifest.step()), ".replaced"));
@@ -434,6 +506,110 @@ absl::StatusOr<RankCheckpoint> ReadRank(const std::string& dir, int rank) {
   const std::string meta = Join(dir, absl::StrFormat("rank_%05d.meta", rank));
   RETURN_IF_ERROR(ReadJsonFile(meta, &out.state));
   return out;
+}
+
+absl::Status ReadTensorRanges(const std::string& dir,
+                              const CheckpointManifest& manifest,
+                              const std::vector<RangeRequest>& requests) {
+  std::map<std::string, const TensorEntry*> tensors;
+  for (const TensorEntry& tensor : manifest.tensors()) tensors[tensor.name()] = &tensor;
+  struct OpenFile {
+    int fd = -1;
+    int64_t size = 0;
+  };
+  std::map<std::string, OpenFile> files;
+  auto close_all = [&files] {
+    for (auto& [name, file] : files) ::close(file.fd);
+  };
+  auto open = [&](const std::string& name) -> absl::StatusOr<OpenFile> {
+    auto found = files.find(name);
+    if (found != files.end()) return found->second;
+    const std::string path = Join(dir, name);
+    OpenFile file;
+    file.fd = ::open(path.c_str(), O_RDONLY);
+    if (file.fd < 0) {
+      if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": missing"));
+      return Errno("open", path);
+    }
+    files[name] = file;  // closed by close_all from here on
+    struct stat info;
+    if (::fstat(file.fd, &info) != 0) return Errno("stat", path);
+    file.size = info.st_size;
+    files[name] = file;
+    std::string header(kShardHeaderBytes, '\0');
+    if (::pread(file.fd, header.data(), header.size(), 0) != kShardHeaderBytes) {
+      return absl::DataLossError(absl::StrCat(path, ": truncated: shorter than the header"));
+    }
+    RETURN_IF_ERROR(DecodeShardHeader(header, path).status());
+    return file;
+  };
+  absl::Status status = [&]() -> absl::Status {
+    for (const RangeRequest& request : requests) {
+      auto found = tensors.find(request.name);
+      if (found == tensors.end()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(dir, ": the checkpoint has no tensor ", request.name));
+      }
+      const TensorEntry& tensor = *found->second;
+      const std::vector<int64_t> shape(tensor.global_shape().begin(),
+                                       tensor.global_shape().end());
+      if (tensor.dtype() != request.dtype || shape != request.global_shape) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            dir, ": ", request.name, " is ", tensor.dtype(), " [",
+            absl::StrJoin(shape, ", "), "] in the checkpoint, ", request.dtype, " [",
+            absl::StrJoin(request.global_shape, ", "), "] here"));
+      }
+      const int64_t element_bytes = ElementBytes(tensor.dtype());
+      int64_t next = request.offset;  // the first element not read yet
+      const int64_t end = request.offset + request.length;
+      for (const ShardPlacement& shard : tensor.shards()) {  // sorted by offset
+        const int64_t from = std::max(next, shard.offset());
+        const int64_t to = std::min(end, shard.offset() + shard.length());
+        if (from >= to) continue;
+        if (from != next) break;  // a gap: reported below
+        ASSIGN_OR_RETURN(const OpenFile file, open(shard.file()));
+        const int64_t at = shard.byte_offset() + (from - shard.offset()) * element_bytes;
+        const int64_t bytes = (to - from) * element_bytes;
+        if (at + bytes > file.size) {
+          return absl::DataLossError(absl::StrCat(Join(dir, shard.file()), ": truncated: ",
+                                                  file.size, " bytes, ", request.name,
+                                                  " needs up to byte ", at + bytes));
+        }
+        char* out = request.destination + (from - request.offset) * element_bytes;
+        int64_t done = 0;
+        while (done < bytes) {
+          const ssize_t n = ::pread(file.fd, out + done, static_cast<size_t>(bytes - done), at + done);
+          if (n < 0 && errno == EINTR) continue;
+          if (n <= 0) return Errno("read", Join(dir, shard.file()));
+          done += n;
+        }
+        next = to;
+      }
+      if (next != end) {
+        return absl::DataLossError(absl::StrCat(dir, ": ", request.name, ": elements ", next,
+                                                "..", end, " are in no shard"));
+      }
+    }
+    return absl::OkStatus();
+  }();
+  close_all();
+  return status;
+}
+
+std::vector<CheckpointListing> ListCheckpoints(const std::string& root) {
+  std::vector<CheckpointListing> listing;
+  for (const auto& [step, name] : StepDirs(root)) {
+    CheckpointListing entry;
+    entry.step = step;
+    entry.name = name;
+    entry.ready = PathExists(Join(Join(root, name), kReady));
+    if (absl::StatusOr<CheckpointManifest> manifest = ReadManifest(Join(root, name));
+        manifest.ok()) {
+      entry.run_id = manifest->run_id();
+    }
+    listing.push_back(entry);
+  }
+  return listing;
 }
 
 absl::StatusOr<std::vector<std::string>> Prune(const std::string& root,

@@ -48,6 +48,11 @@ struct Hooks {
   std::function<void()> before_latest;
 };
 
+// Rank 0, before any rank writes a save of `step` under `root`: removes
+// what a crashed save of that step left in its staging directory and
+// creates it empty. Returns the staging directory's path.
+absl::StatusOr<std::string> PrepareStaging(const std::string& root, int64_t step);
+
 // Writes rank_<rank>.bin (header + tensors, SHA-256 computed while writing,
 // fsynced) and rank_<rank>.meta (RankState JSON, fsynced) into `staging`
 // (created if missing). Returns what rank 0 needs for the manifest.
@@ -61,6 +66,8 @@ absl::StatusOr<RankReport> WriteRankFiles(const std::string& staging, int rank,
 // fsyncs the staging directory, renames it to step_NNNNNNNN under `root`
 // (moving aside and then deleting an orphan of the same step that `latest`
 // never named), fsyncs `root`, then atomically points `latest` at it.
+// kFailedPrecondition, touching nothing outside staging, when that step's
+// directory is a READY checkpoint of another run id.
 absl::Status Publish(const std::string& root, CheckpointManifest manifest,
                      const std::vector<RankReport>& reports,
                      const Hooks& hooks = {});
@@ -95,6 +102,40 @@ struct RankCheckpoint {
   RankState state;
 };
 absl::StatusOr<RankCheckpoint> ReadRank(const std::string& dir, int rank);
+
+// Elements [offset, offset + length) of tensor `name` of a checkpoint,
+// wanted at `destination` (length * element bytes). `dtype` and
+// `global_shape` are what the reader expects; a checkpoint that disagrees is
+// refused. The range need not match any one shard: it is assembled from
+// whichever shards hold it (the manifest's placements), so a reader may
+// hold its state in other pieces than the writer did.
+struct RangeRequest {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> global_shape;
+  int64_t offset = 0;
+  int64_t length = 0;
+  char* destination = nullptr;
+};
+
+// Reads every request from the shard files of checkpoint `dir` (whose
+// manifest is `manifest`), each file opened once, its header checked, bytes
+// read straight into the destinations. Does not hash (Verify does):
+// kFailedPrecondition for a tensor the checkpoint lacks or holds with another
+// dtype or shape; kDataLoss for elements no shard holds or a short file.
+absl::Status ReadTensorRanges(const std::string& dir,
+                              const CheckpointManifest& manifest,
+                              const std::vector<RangeRequest>& requests);
+
+// Every step directory under `root` (newest first) with whether it is READY
+// and the run id its manifest names ("" when unreadable).
+struct CheckpointListing {
+  int64_t step = 0;
+  std::string name;
+  bool ready = false;
+  std::string run_id;
+};
+std::vector<CheckpointListing> ListCheckpoints(const std::string& root);
 
 // Deletes the oldest READY checkpoints of `run_id` beyond the newest
 // `keep_last` (by step), never the one `latest` names or the newest, never

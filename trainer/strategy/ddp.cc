@@ -59,6 +59,7 @@
 #include "glog/logging.h"
 #include "trainer/metrics.h"
 #include "trainer/strategy/replicas.h"
+#include "trainer/state_pieces.h"
 #include "trainer/strategy/scalars.h"
 
 namespace mtb {
@@ -303,6 +304,26 @@ HeldMemory DdpStrategy::Held() const {
 absl::Status DdpStrategy::OptimizerStep(double lr) {
   optimizer_->Step(lr, {store_->flat_gradients()});
   return absl::OkStatus();
+}
+
+std::vector<StatePiece> DdpStrategy::CheckpointPiecesToSave() const {
+  const int rank = communicator_ == nullptr ? 0 : communicator_->rank();
+  const std::vector<FlatRange> slice = {
+      EvenSlice(store_->numel(), world_size(), rank)};
+  std::vector<StatePiece> pieces = ModelPieces(*store_, slice);
+  std::vector<StatePiece> state = OptimizerPieces(*store_, *optimizer_, slice);
+  pieces.insert(pieces.end(), state.begin(), state.end());
+  if (rank == 0) pieces.push_back(OptimizerStepPiece(*optimizer_));
+  return pieces;
+}
+
+std::vector<StatePiece> DdpStrategy::CheckpointPiecesToLoad() {
+  const std::vector<FlatRange> all = {{0, store_->numel()}};
+  std::vector<StatePiece> pieces = ModelPieces(*store_, all);
+  std::vector<StatePiece> state = OptimizerPieces(*store_, *optimizer_, all);
+  pieces.insert(pieces.end(), state.begin(), state.end());
+  pieces.push_back(OptimizerStepPiece(*optimizer_));
+  return pieces;
 }
 
 }  // namespace mtb

@@ -2,7 +2,7 @@
 // sync as in zero.cc; units as in parameter_store.h):
 //
 //   shard     this rank's part of a unit: counts[r] consecutive elements of
-//             it (ShardCounts: sizes differ by at most one), holding the fp32
+//             it (EvenCounts: sizes differ by at most one), holding the fp32
 //             master parameters (`shard`), the reduced gradient
 //             (`grad_shard`) and the AdamW state (FlatAdamW over the shards'
 //             flat-layout ranges). 16 bytes per element: 16 Psi / N at rest.
@@ -76,9 +76,9 @@
 #include "common/report/report.h"
 #include "glog/logging.h"
 #include "trainer/metrics.h"
+#include "trainer/state_pieces.h"
 #include "trainer/strategy/replicas.h"
 #include "trainer/strategy/scalars.h"
-#include "trainer/strategy/shards.h"
 
 namespace mtb {
 namespace {
@@ -204,9 +204,10 @@ absl::Status FsdpStrategy::Setup(ParameterStore& store,
   for (int u = 0; u < unit_count(); ++u) {
     const ParameterUnit& unit = store.units()[u];
     Unit& mine = units_[u];
-    mine.counts = ShardCounts(unit.numel, n);
-    mine.shard_offset = ShardOffset(mine.counts, rank);
-    mine.shard_numel = mine.counts[rank];
+    mine.counts = EvenCounts(unit.numel, n);
+    const FlatRange slice = EvenSlice(unit.numel, n, rank);
+    mine.shard_offset = slice.offset;
+    mine.shard_numel = slice.numel;
     mine.shard = store.unit_parameters(u)
                      .narrow(0, mine.shard_offset, mine.shard_numel)
                      .clone();
@@ -536,6 +537,46 @@ absl::Status FsdpStrategy::OptimizerStep(double lr) {
 absl::Status FsdpStrategy::GatherFullParameters() {
   for (int u = 0; u < unit_count(); ++u) RETURN_IF_ERROR(EnsureGathered(u));
   return absl::OkStatus();
+}
+
+std::vector<StatePiece> FsdpStrategy::CheckpointPiecesToSave() const {
+  // This rank's shard of every unit (its master parameters and AdamW state),
+  // split per parameter; the step once, from rank 0.
+  std::vector<StatePiece> pieces = ShardPieces();
+  if (communicator_ == nullptr || communicator_->rank() == 0) {
+    pieces.push_back(OptimizerStepPiece(*optimizer_));
+  }
+  return pieces;
+}
+
+std::vector<StatePiece> FsdpStrategy::CheckpointPiecesToLoad() {
+  // The same shards: a rank holds nothing else at rest.
+  std::vector<StatePiece> pieces = ShardPieces();
+  pieces.push_back(OptimizerStepPiece(*optimizer_));
+  return pieces;
+}
+
+absl::Status FsdpStrategy::FinishCheckpointLoad() {
+  // A unit gathered before the load (GatherFullParameters) holds the old
+  // values: free it; the next forward gathers the loaded shards.
+  for (int u = 0; u < unit_count(); ++u) {
+    if (units_[u].gathered == Gathered::kInFlight) {
+      RETURN_IF_ERROR(EnsureGathered(u));
+    }
+    if (units_[u].gathered == Gathered::kYes) Free(u);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<StatePiece> FsdpStrategy::ShardPieces() const {
+  std::vector<at::Tensor> values;
+  for (const Unit& unit : units_) values.push_back(unit.shard);
+  std::vector<StatePiece> pieces =
+      ModelPiecesOf(*store_, optimizer_->ranges(), values);
+  std::vector<StatePiece> state =
+      OptimizerPieces(*store_, *optimizer_, optimizer_->ranges());
+  pieces.insert(pieces.end(), state.begin(), state.end());
+  return pieces;
 }
 
 HeldMemory FsdpStrategy::Held() const {

@@ -8,9 +8,9 @@
 //
 // Shard ownership, for checkpoints: rank r owns, of every unit u, the flat
 // layout elements [units[u].offset + shard_offset(u, r), + counts_u[r]), with
-// counts_u = ShardCounts(units[u].numel, n) (the first numel % n ranks one
-// element more) — as zero's pieces, with units in place of buckets
-// (shard_ranges()).
+// counts_u = EvenCounts(units[u].numel, n) (trainer/state_pieces.h: the
+// first numel % n ranks one element more) — as zero's pieces, with units in
+// place of buckets (shard_ranges(), and the checkpoint pieces below).
 //
 // Collective contract: as ZeroStrategy (zero.h): every rank constructs its
 // FsdpStrategy over its rank of one Communicator and runs the same loop;
@@ -109,6 +109,13 @@ class FsdpStrategy final : public Strategy, public UnitHooks {
   absl::Status OptimizerStep(double lr) override;
   // Shards, gathered units, full gradients held, reduce-scatter outputs.
   HeldMemory Held() const override;
+  // Checkpoint state (trainer/strategy.h): this rank's shard of every unit,
+  // parameters and AdamW state, split per parameter (the step from rank 0);
+  // loading writes the same shards.
+  std::vector<StatePiece> CheckpointPiecesToSave() const override;
+  std::vector<StatePiece> CheckpointPiecesToLoad() override;
+  // Local: frees any unit gathered with the values before the load.
+  absl::Status FinishCheckpointLoad() override;
   UnitHooks* unit_hooks() override { return this; }
   // Collective: gathers every unit (until the next step starts).
   absl::Status GatherFullParameters() override;
@@ -144,6 +151,8 @@ class FsdpStrategy final : public Strategy, public UnitHooks {
   };
 
   bool communicating() const;
+  // Model and optimizer pieces of this rank's shards.
+  std::vector<StatePiece> ShardPieces() const;
   int root() const { return 0; }
   int unit_count() const { return static_cast<int>(units_.size()); }
   // Unit <-> bucket of the engine: bucket b is unit unit_count() - 1 - b.

@@ -1,6 +1,7 @@
 #include "trainer/strategy/scalars.h"
 
 #include <algorithm>
+#include <string>
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,35 @@ absl::StatusOr<std::vector<double>> GatherScalarsOverRanks(
                            absl::StrCat(who, ": gathering scalars")));
   const double* data = all.data_ptr<double>();
   return std::vector<double>(data, data + all.numel());
+}
+
+absl::StatusOr<std::vector<std::string>> AllGatherBytesOverRanks(
+    collective::Communicator* communicator, const std::string& bytes,
+    const std::string& who) {
+  if (!Communicating(communicator)) return std::vector<std::string>{bytes};
+  const int n = communicator->world_size();
+  const at::Tensor size =
+      at::full({1}, static_cast<int64_t>(bytes.size()), at::kLong);
+  const at::Tensor sizes = at::empty({n}, at::kLong);
+  RETURN_IF_ERROR(Annotate(communicator->AllGather(size, sizes),
+                           absl::StrCat(who, ": gathering byte counts")));
+  std::vector<int64_t> counts(sizes.data_ptr<int64_t>(),
+                              sizes.data_ptr<int64_t>() + n);
+  int64_t total = 0;
+  for (int64_t count : counts) total += count;
+  if (total == 0) return std::vector<std::string>(n);
+  const at::Tensor mine = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(mine.data_ptr()));
+  const at::Tensor all = at::empty({total}, at::kByte);
+  RETURN_IF_ERROR(Annotate(communicator->AllGatherV(mine, all, counts),
+                           absl::StrCat(who, ": gathering bytes")));
+  std::vector<std::string> out;
+  const char* data = reinterpret_cast<const char*>(all.data_ptr());
+  for (int64_t count : counts) {
+    out.emplace_back(data, static_cast<size_t>(count));
+    data += count;
+  }
+  return out;
 }
 
 }  // namespace mtb

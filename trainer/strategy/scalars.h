@@ -1,5 +1,5 @@
 // The scalar collectives every strategy uses (Strategy::ReduceScalar and
-// GatherScalars), in one home. `communicator` may be nullptr or of world size
+// GatherScalars), and the byte exchange checkpoints use, in one home. `communicator` may be nullptr or of world size
 // 1: then nothing is communicated. Collective otherwise: every rank calls in
 // the same order.
 #ifndef MTB_TRAINER_STRATEGY_SCALARS_H_
@@ -22,6 +22,12 @@ absl::StatusOr<double> ReduceScalarOverRanks(
 // Every rank's `values`, rank by rank (Strategy::GatherScalars), bit-exact.
 absl::StatusOr<std::vector<double>> GatherScalarsOverRanks(
     collective::Communicator* communicator, const std::vector<double>& values,
+    const std::string& who);
+
+// Every rank's `bytes` (any length, may differ by rank), rank by rank: small
+// metadata such as a checkpoint's per-rank file reports.
+absl::StatusOr<std::vector<std::string>> AllGatherBytesOverRanks(
+    collective::Communicator* communicator, const std::string& bytes,
     const std::string& who);
 
 }  // namespace mtb

@@ -54,8 +54,8 @@
 #include "glog/logging.h"
 #include "trainer/metrics.h"
 #include "trainer/strategy/replicas.h"
+#include "trainer/state_pieces.h"
 #include "trainer/strategy/scalars.h"
-#include "trainer/strategy/shards.h"
 
 namespace mtb {
 namespace {
@@ -152,8 +152,8 @@ absl::Status ZeroStrategy::Setup(ParameterStore& store,
       keeps_full_gradients() && options_.grad_sync == GradSync::kLast;
   for (size_t b = 0; b < buckets.size(); ++b) {
     Piece& piece = pieces_[b];
-    piece.counts = ShardCounts(buckets[b].numel, n);
-    piece.shard_offset = ShardOffset(piece.counts, rank);
+    piece.counts = EvenCounts(buckets[b].numel, n);
+    for (int p = 0; p < rank; ++p) piece.shard_offset += piece.counts[p];
     piece.shard_numel = piece.counts[rank];
     const int64_t flat_offset = buckets[b].offset + piece.shard_offset;
     piece.grad_shard =
@@ -477,6 +477,30 @@ HeldMemory ZeroStrategy::Held() const {
   }
   held.optimizer_state = optimizer_->state_bytes();
   return held;
+}
+
+std::vector<StatePiece> ZeroStrategy::CheckpointPiecesToSave() const {
+  // This rank's shard of every bucket: its parameters (the shard it
+  // updates; every rank holds the same values after the gather) and its
+  // AdamW state, split per parameter.
+  std::vector<StatePiece> pieces = ModelPieces(*store_, optimizer_->ranges());
+  std::vector<StatePiece> state =
+      OptimizerPieces(*store_, *optimizer_, optimizer_->ranges());
+  pieces.insert(pieces.end(), state.begin(), state.end());
+  if (communicator_ == nullptr || communicator_->rank() == 0) {
+    pieces.push_back(OptimizerStepPiece(*optimizer_));
+  }
+  return pieces;
+}
+
+std::vector<StatePiece> ZeroStrategy::CheckpointPiecesToLoad() {
+  // Every rank holds the whole model, but only its shard of the state.
+  std::vector<StatePiece> pieces = ModelPieces(*store_, {{0, store_->numel()}});
+  std::vector<StatePiece> state =
+      OptimizerPieces(*store_, *optimizer_, optimizer_->ranges());
+  pieces.insert(pieces.end(), state.begin(), state.end());
+  pieces.push_back(OptimizerStepPiece(*optimizer_));
+  return pieces;
 }
 
 int64_t ZeroStrategy::shard_numel() const {

@@ -91,6 +91,11 @@ class ZeroStrategy final : public Strategy {
   // communicator's temporaries of collectives in flight. Marks every change
   // (Strategy::set_memory_marks).
   HeldMemory Held() const override;
+  // Saves this rank's shard of the parameters and of the AdamW state (rank 0
+  // also the step); loads the whole model and its own state shard.
+  std::vector<StatePiece> CheckpointPiecesToSave() const override;
+  std::vector<StatePiece> CheckpointPiecesToLoad() override;
+  absl::Status FinishCheckpointLoad() override { return absl::OkStatus(); }
 
   // This rank's shard elements summed over buckets (its part of the model).
   int64_t shard_numel() const;

@@ -1,0 +1,302 @@
+#include "trainer/checkpoint/plan.h"
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/base/status.h"
+#include "common/results/json_io.h"
+#include "common/results/output_path.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/text_format.h"
+#include "trainer/checkpoint/checkpoint.h"
+
+namespace mtb::checkpoint {
+namespace {
+
+absl::Status Invalid(const std::string& message) {
+  return absl::InvalidArgumentError(message);
+}
+
+// TrainConfig fields a resume may change: they change no number of the run
+// (or only which steps it runs and how it reports).
+const std::set<std::string>& MayChangeOnResume() {
+  static const auto* fields = new std::set<std::string>{
+      "steps",          "timing_warmup_steps",      "repeat",
+      "intra_op_threads", "log_every",              "peak_flops",
+      "activation_checkpointing", "ddp_launch_after_backward"};
+  return *fields;
+}
+
+std::string FieldValue(const TrainConfig& config,
+                       const google::protobuf::FieldDescriptor* field) {
+  std::string value;
+  google::protobuf::TextFormat::PrintFieldValueToString(config, field, -1, &value);
+  return value;
+}
+
+bool FieldEqual(const TrainConfig& a, const TrainConfig& b,
+                const google::protobuf::FieldDescriptor* field) {
+  return FieldValue(a, field) == FieldValue(b, field);
+}
+
+// The steps a fresh run of `plan` would save after, up to `steps`.
+std::set<int64_t> SaveSteps(const CheckpointPlan& plan, int64_t steps) {
+  std::set<int64_t> saved;
+  if (plan.options.save_every <= 0) return saved;
+  for (int64_t step = plan.options.save_every; step <= steps;
+       step += plan.options.save_every) {
+    saved.insert(step);
+  }
+  saved.insert(steps);
+  return saved;
+}
+
+// A fresh run (no --resume): another run's READY checkpoints refuse it,
+// unless --overwrite_checkpoints, which never replaces one either.
+absl::Status CheckOwnership(const CheckpointPlan& plan, int64_t steps) {
+  std::vector<std::string> ready;
+  std::set<std::string> runs;
+  std::map<int64_t, std::string> by_step;
+  for (const CheckpointListing& entry : ListCheckpoints(plan.options.dir)) {
+    if (!entry.ready) continue;
+    ready.push_back(entry.name);
+    runs.insert(entry.run_id.empty() ? "(unreadable manifest)" : entry.run_id);
+    by_step[entry.step] = entry.name;
+  }
+  if (ready.empty()) return absl::OkStatus();
+  const std::string dir = plan.options.dir;
+  if (!plan.options.overwrite) {
+    return Invalid(absl::StrCat(
+        "--checkpoint_dir=", dir, " holds READY checkpoints of another run (run ",
+        absl::StrJoin(runs, ", "), ": ", absl::StrJoin(ready, ", "),
+        "): pass --resume=latest to continue it, --overwrite_checkpoints to start "
+        "a new run beside it (nothing is deleted), or another --checkpoint_dir"));
+  }
+  std::vector<std::string> collisions;
+  for (int64_t step : SaveSteps(plan, steps)) {
+    if (auto found = by_step.find(step); found != by_step.end()) {
+      collisions.push_back(found->second);
+    }
+  }
+  if (!collisions.empty()) {
+    return Invalid(absl::StrCat(
+        "--overwrite_checkpoints: this run would save ", absl::StrJoin(collisions, ", "),
+        " in --checkpoint_dir=", dir,
+        ", which another run's checkpoint already is; it deletes nothing, so choose "
+        "another --checkpoint_dir or --save_every, or move them away"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool CheckpointPlan::SavesAt(int64_t step, int64_t steps) const {
+  if (!enabled() || options.save_every <= 0) return false;
+  return step % options.save_every == 0 || step == steps;
+}
+
+absl::Status ValidateCheckpointOptions(const CheckpointOptions& options,
+                                       const TrainConfig& config) {
+  if (options.save_every < 0) {
+    return Invalid(absl::StrCat("--save_every=", options.save_every,
+                                " must be >= 0 (0: never save)"));
+  }
+  if (options.keep_last < 0) {
+    return Invalid(absl::StrCat("--keep_last=", options.keep_last,
+                                " must be >= 0 (0: keep every checkpoint)"));
+  }
+  if (options.dir.empty()) {
+    if (!options.resume.empty()) {
+      return Invalid(absl::StrCat(
+          "--resume=", options.resume,
+          " needs --checkpoint_dir (where the resumed run saves; it owns that "
+          "run's checkpoints there)"));
+    }
+    if (options.save_every > 0) {
+      return Invalid(absl::StrCat("--save_every=", options.save_every,
+                                  " needs --checkpoint_dir"));
+    }
+    if (options.overwrite) {
+      return Invalid("--overwrite_checkpoints needs --checkpoint_dir");
+    }
+    return absl::OkStatus();
+  }
+  if (options.overwrite && !options.resume.empty()) {
+    return Invalid(absl::StrCat(
+        "--overwrite_checkpoints starts a new run, --resume=", options.resume,
+        " continues one: give one of them"));
+  }
+  if (config.repeat() != 1) {
+    return Invalid(absl::StrCat("--repeat=", config.repeat(),
+                                " cannot be used with --checkpoint_dir: a "
+                                "checkpointed run is one run"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ConfigMismatches(const TrainConfig& saved,
+                                          const TrainConfig& now) {
+  std::vector<std::string> mismatches;
+  const google::protobuf::Descriptor* descriptor = TrainConfig::descriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
+    if (MayChangeOnResume().count(field->name()) > 0) continue;
+    if (FieldEqual(saved, now, field)) continue;
+    mismatches.push_back(absl::StrCat("--", field->name(), ": checkpoint ",
+                                      FieldValue(saved, field), ", this run ",
+                                      FieldValue(now, field)));
+  }
+  return mismatches;
+}
+
+absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
+                                               TrainConfig* config,
+                                               int world_size,
+                                               const FlagGiven& given) {
+  CheckpointPlan plan;
+  plan.options = options;
+  if (!plan.enabled()) return plan;
+  if (options.save_every > 0) {
+    RETURN_IF_ERROR(CheckDirectoryWritable("checkpoint_dir", options.dir));
+  }
+  if (options.resume.empty()) {
+    RETURN_IF_ERROR(CheckOwnership(plan, config->steps()));
+    return plan;
+  }
+
+  const std::string flag = absl::StrCat("--resume=", options.resume);
+  if (options.resume == "latest") {
+    bool any_ready = false;
+    for (const CheckpointListing& entry : ListCheckpoints(options.dir)) {
+      any_ready |= entry.ready;
+    }
+    if (!any_ready) {
+      // A restart before the first save lands here: nothing to resume yet.
+      plan.notes.push_back(absl::StrCat(flag, ": ", options.dir,
+                                        " holds no checkpoint yet: this run starts "
+                                        "from step 0"));
+      return plan;
+    }
+    absl::StatusOr<Resolved> resolved = ResolveLatest(options.dir);
+    if (!resolved.ok()) return Invalid(absl::StrCat(flag, ": ", resolved.status().message()));
+    plan.resume_dir = resolved->dir;
+    plan.resume_manifest = resolved->manifest;
+    for (const std::string& note : resolved->notes) {
+      plan.notes.push_back(absl::StrCat(flag, ": ", note));
+    }
+  } else {
+    if (absl::Status verified = Verify(options.resume); !verified.ok()) {
+      return Invalid(absl::StrCat(flag, ": ", verified.message(),
+                                  " (a PATH must be one checkpoint directory, "
+                                  "step_NNNNNNNN; --resume=latest picks one and "
+                                  "falls back past broken ones)"));
+    }
+    ASSIGN_OR_RETURN(plan.resume_manifest, ReadManifest(options.resume));
+    plan.resume_dir = options.resume;
+  }
+  const CheckpointManifest& manifest = plan.resume_manifest;
+  plan.start_step = manifest.step();
+  plan.run_id = manifest.run_id();
+  const std::string from = absl::StrCat(flag, ": ", plan.resume_dir);
+
+  TrainConfig saved;
+  if (absl::Status parsed = FromJson(manifest.config_json(), &saved); !parsed.ok()) {
+    return Invalid(absl::StrCat(from, ": the manifest's configuration does not parse (",
+                                parsed.message(), ")"));
+  }
+  // The schedule of the steps already trained is the checkpoint's.
+  std::vector<std::string> kept;
+  auto keep = [&](const char* name, bool differs, const std::string& saved_value,
+                  const std::string& value, const std::function<void()>& adopt) {
+    if (given(name) || !differs) return;
+    kept.push_back(absl::StrCat("--", name, "=", saved_value, " (not ", value, ")"));
+    adopt();
+  };
+  keep("lr_warmup_steps", saved.lr_warmup_steps() != config->lr_warmup_steps(),
+       absl::StrCat(saved.lr_warmup_steps()), absl::StrCat(config->lr_warmup_steps()),
+       [&] { config->set_lr_warmup_steps(saved.lr_warmup_steps()); });
+  keep("lr_decay_steps", saved.lr_decay_steps() != config->lr_decay_steps(),
+       absl::StrCat(saved.lr_decay_steps()), absl::StrCat(config->lr_decay_steps()),
+       [&] { config->set_lr_decay_steps(saved.lr_decay_steps()); });
+  keep("min_lr", saved.min_lr() != config->min_lr(), absl::StrCat(saved.min_lr()),
+       absl::StrCat(config->min_lr()), [&] { config->set_min_lr(saved.min_lr()); });
+  std::vector<std::string> mismatches = ConfigMismatches(saved, *config);
+  if (manifest.world_size() != world_size) {
+    mismatches.push_back(absl::StrCat("world size: checkpoint ", manifest.world_size(),
+                                      ", this run ", world_size));
+  }
+  if (!mismatches.empty()) {
+    return Invalid(absl::StrCat(
+        from, " does not fit this run: ", absl::StrJoin(mismatches, "; "),
+        " (a resume may change --steps, --save_every, --keep_last, logging, timeouts "
+        "and outputs; loading onto another world size or strategy is not supported "
+        "yet)"));
+  }
+  if (!kept.empty()) {
+    plan.notes.push_back(absl::StrCat(
+        from, ": the learning-rate schedule stays the checkpoint's (",
+        absl::StrJoin(kept, ", "), "), so the rate of steps already trained does "
+        "not change with --steps=", config->steps(), "; give the flag to silence this"));
+  }
+  if (plan.start_step >= config->steps()) {
+    return Invalid(absl::StrCat(from, " is at step ", plan.start_step, ", and --steps=",
+                                config->steps(), " is the run's total: nothing is left "
+                                "to train (give a larger --steps)"));
+  }
+  const int64_t left = config->steps() - plan.start_step;
+  if (config->timing_warmup_steps() >= left) {
+    if (given("timing_warmup_steps")) {
+      return Invalid(absl::StrCat("--timing_warmup_steps=", config->timing_warmup_steps(),
+                                  " must be < the ", left, " step(s) this process runs (",
+                                  "resuming at step ", plan.start_step, " of ",
+                                  config->steps(), ") so that some step is timed"));
+    }
+    plan.notes.push_back(absl::StrCat(
+        "the timing warm-up shrinks from ", config->timing_warmup_steps(), " to ",
+        left - 1, " steps: it counts the ", left, " step(s) this process runs"));
+    config->set_timing_warmup_steps(static_cast<int32_t>(left - 1));
+  }
+  if (saved.steps() != config->steps()) {
+    plan.notes.push_back(absl::StrCat(from, ": the checkpoint's run had --steps=",
+                                      saved.steps(), "; this run trains steps ",
+                                      plan.start_step + 1, "..", config->steps()));
+  }
+  return plan;
+}
+
+absl::Status ValidateCheckpointFaults(const std::vector<Fault>& faults,
+                                      const CheckpointPlan& plan,
+                                      int64_t steps) {
+  for (const Fault& fault : faults) {
+    if (!absl::StartsWith(fault.phase, "checkpoint")) continue;
+    const std::string spec = absl::StrCat("--fault=", FaultToString(fault));
+    if (!plan.enabled() || plan.options.save_every <= 0) {
+      return Invalid(absl::StrCat(spec, ": the run saves no checkpoint (give "
+                                        "--checkpoint_dir and --save_every), so phase ",
+                                  fault.phase, " never comes"));
+    }
+    if (!plan.SavesAt(fault.step, steps) || fault.step <= plan.start_step) {
+      return Invalid(absl::StrCat(spec, ": the run does not save after step ", fault.step,
+                                  " (it saves every --save_every=", plan.options.save_every,
+                                  " steps and after the last, ", steps,
+                                  plan.start_step > 0
+                                      ? absl::StrCat(", from step ", plan.start_step + 1)
+                                      : "",
+                                  ")"));
+    }
+    if (fault.phase == "checkpoint_before_latest" && fault.rank != 0) {
+      return Invalid(absl::StrCat(spec, ": only rank 0 publishes a checkpoint, so only "
+                                        "rank 0 has phase checkpoint_before_latest"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mtb::checkpoint

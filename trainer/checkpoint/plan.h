@@ -1,0 +1,105 @@
+// What a training run does with checkpoints, decided from the flags and the
+// files before any rank starts (docs/checkpoint.md "The trainer"): the flag
+// rules, whether the checkpoint directory may be written and whose
+// checkpoints it holds, which checkpoint a resume starts from (with the
+// fallbacks `latest` may take), and whether that checkpoint's configuration
+// fits this run's, field by field. Torch-free: the plan is files and protos.
+#ifndef MTB_TRAINER_CHECKPOINT_PLAN_H_
+#define MTB_TRAINER_CHECKPOINT_PLAN_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/faults/fault_spec.h"
+#include "trainer/checkpoint/checkpoint.pb.h"
+#include "trainer/train_result.pb.h"
+
+namespace mtb::checkpoint {
+
+// The checkpoint flags, paths resolved (ResolveUserPath).
+struct CheckpointOptions {
+  std::string dir;         // --checkpoint_dir; "" none
+  int64_t save_every = 0;  // --save_every; 0 never saves
+  // --keep_last: this run's newest checkpoints kept; 0 keeps every one.
+  int64_t keep_last = 3;
+  std::string resume;      // --resume: "", "latest" or a checkpoint directory
+  bool overwrite = false;  // --overwrite_checkpoints
+};
+
+// The flag rules alone (no files): kInvalidArgument, one line naming the
+// flag. --resume needs --checkpoint_dir (the run saves there and owns what
+// it saves); --save_every and --keep_last are >= 0; --overwrite_checkpoints
+// starts a new run, so it cannot go with --resume; checkpoints hold one run,
+// so --repeat must be 1.
+absl::Status ValidateCheckpointOptions(const CheckpointOptions& options,
+                                       const TrainConfig& config);
+
+// The run's plan. A fresh run has an empty resume_dir and run_id (rank 0
+// makes a run id when the workers start); a resumed run inherits the run id
+// of the checkpoint it starts from, and with it the ownership of that run's
+// checkpoints (retention prunes only those).
+struct CheckpointPlan {
+  CheckpointOptions options;
+  std::string resume_dir;
+  CheckpointManifest resume_manifest;
+  int64_t start_step = 0;
+  std::string run_id;
+  // What planning decided that the user should read (rank 0 prints them):
+  // the fallback `latest` took, orphans ignored, a saved schedule kept.
+  std::vector<std::string> notes;
+
+  bool enabled() const { return !options.dir.empty(); }
+  bool resuming() const { return !resume_dir.empty(); }
+  // Saves after step `step` of a run of `steps`: every save_every steps and
+  // always the last step (when save_every > 0).
+  bool SavesAt(int64_t step, int64_t steps) const;
+};
+
+// Whether the user gave a flag (by name, without dashes) on the command line.
+using FlagGiven = std::function<bool(absl::string_view)>;
+
+// Plans the run. `config` is this run's resolved, valid configuration for
+// `world_size` ranks; on resume it is reconciled with the checkpoint's:
+//   - the schedule (--lr_warmup_steps, --lr_decay_steps, --min_lr) is the
+//     checkpoint's resolved one unless the user gave the flag, so that a
+//     larger --steps never silently changes the rate of steps already
+//     trained (a note says so; a flag given with another value refuses);
+//   - every other field must be equal except those a resume may change
+//     (ConfigMismatches), and so must the world size and strategy;
+//   - --steps stays the run's total: start_step < --steps, and a timing
+//     warm-up left at its default shrinks to fit the steps this process
+//     runs (a note says so).
+// kInvalidArgument (nothing may start), one line: an unwritable directory;
+// READY checkpoints of another run in a fresh run's directory without
+// --overwrite_checkpoints, or, with it, at a step this run would save; a
+// --resume that finds nothing usable; the mismatches, listed.
+absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
+                                               TrainConfig* config,
+                                               int world_size,
+                                               const FlagGiven& given);
+
+// One "--flag: checkpoint A, this run B" per field of TrainConfig that
+// differs, except those a resume may change: --steps, the timing warm-up,
+// --repeat, --intra_op_threads, --log_every, --peak_flops,
+// --activation_checkpointing and --ddp_overlap (proven not to change a
+// number); --fault is no TrainConfig field. Everything else (model shape,
+// data, batch, precision, optimizer, schedule, seed, strategy, buckets)
+// changes the numbers of an exact resume.
+std::vector<std::string> ConfigMismatches(const TrainConfig& saved,
+                                          const TrainConfig& now);
+
+// --fault= checkpoint phases (checkpoint_write, checkpoint_before_ready,
+// checkpoint_before_latest) must name a step the run saves after and runs;
+// checkpoint_before_latest happens on rank 0 only (it alone publishes).
+absl::Status ValidateCheckpointFaults(const std::vector<Fault>& faults,
+                                      const CheckpointPlan& plan,
+                                      int64_t steps);
+
+}  // namespace mtb::checkpoint
+
+#endif  // MTB_TRAINER_CHECKPOINT_PLAN_H_

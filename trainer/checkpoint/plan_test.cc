@@ -1,0 +1,262 @@
+// The checkpoint plan (no LibTorch, no ranks): flag rules, the directory,
+// ownership, the checkpoint a resume starts from, configuration mismatches
+// listed field by field, the schedule kept, --steps as the run's total, and
+// the checkpoint fault phases. Checkpoints are written with the on-disk
+// library directly.
+#include "trainer/checkpoint/plan.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/results/atomic_file.h"
+#include "common/results/json_io.h"
+#include "gtest/gtest.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/test_config.h"
+
+namespace mtb::checkpoint {
+namespace {
+
+class PlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = absl::StrCat(std::getenv("TEST_TMPDIR"), "/",
+                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ASSERT_TRUE(CreateDirectories(root_).ok());
+    config_ = TinyConfig();
+    config_.set_strategy("ddp");
+    config_.set_steps(10);
+  }
+
+  // A published checkpoint of `config` at `step` by `world_size` ranks.
+  void Save(int64_t step, const std::string& run_id, const TrainConfig& config,
+            int world_size = 2) {
+    const std::string staging = root_ + "/" + StagingDirName(step);
+    std::vector<RankReport> reports;
+    const std::string bytes(8, '\0');
+    for (int rank = 0; rank < world_size; ++rank) {
+      RankState state;
+      state.set_step(step);
+      absl::StatusOr<RankReport> report = WriteRankFiles(
+          staging, rank, {{"model/w", "float32", {2 * world_size}, 2 * rank, 2, bytes}}, state);
+      ASSERT_TRUE(report.ok()) << report.status();
+      reports.push_back(*report);
+    }
+    CheckpointManifest manifest;
+    manifest.set_run_id(run_id);
+    manifest.set_step(step);
+    manifest.set_strategy(config.strategy());
+    manifest.set_world_size(world_size);
+    manifest.set_config_json(ToJson(config));
+    ASSERT_TRUE(Publish(root_, manifest, reports).ok());
+  }
+
+  CheckpointOptions Options(int64_t save_every, const std::string& resume = "") const {
+    CheckpointOptions options;
+    options.dir = root_;
+    options.save_every = save_every;
+    options.resume = resume;
+    return options;
+  }
+
+  absl::StatusOr<CheckpointPlan> Plan(const CheckpointOptions& options,
+                                      const std::set<std::string>& given = {},
+                                      int world_size = 2) {
+    return PlanCheckpoints(options, &config_, world_size, [&](absl::string_view flag) {
+      return given.count(std::string(flag)) > 0;
+    });
+  }
+
+  std::string root_;
+  TrainConfig config_;
+};
+
+void ExpectInvalid(const absl::Status& status, const std::string& substring) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), substring)) << status.message();
+  EXPECT_FALSE(absl::StrContains(status.message(), "\n")) << "one line";
+}
+
+TEST_F(PlanTest, FlagRulesNameTheFlag) {
+  CheckpointOptions options;
+  options.resume = "latest";
+  ExpectInvalid(ValidateCheckpointOptions(options, config_),
+                "--resume=latest needs --checkpoint_dir");
+  options = Options(-1);
+  ExpectInvalid(ValidateCheckpointOptions(options, config_),
+                "--save_every=-1 must be >= 0 (0: never save)");
+  options = Options(2);
+  options.keep_last = -1;
+  ExpectInvalid(ValidateCheckpointOptions(options, config_),
+                "--keep_last=-1 must be >= 0 (0: keep every checkpoint)");
+  options = CheckpointOptions{};
+  options.save_every = 5;
+  ExpectInvalid(ValidateCheckpointOptions(options, config_), "--save_every=5 needs --checkpoint_dir");
+  options = Options(2, "latest");
+  options.overwrite = true;
+  ExpectInvalid(ValidateCheckpointOptions(options, config_),
+                "--overwrite_checkpoints starts a new run, --resume=latest continues one");
+  TrainConfig repeated = config_;
+  repeated.set_repeat(2);
+  ExpectInvalid(ValidateCheckpointOptions(Options(2), repeated), "--repeat=2 cannot be used");
+  options = Options(2);
+  options.keep_last = 0;  // keeps every checkpoint
+  EXPECT_TRUE(ValidateCheckpointOptions(options, config_).ok());
+}
+
+TEST_F(PlanTest, AnUnwritableDirectoryIsRefused) {
+  ASSERT_TRUE(WriteFileAtomically(root_ + "/file", "x").ok());
+  CheckpointOptions options = Options(2);
+  options.dir = root_ + "/file";
+  ExpectInvalid(Plan(options).status(), "--checkpoint_dir=" + root_ + "/file: cannot write there");
+  options.dir = root_ + "/file/below";
+  ExpectInvalid(Plan(options).status(), "cannot write there");
+}
+
+TEST_F(PlanTest, AnotherRunsReadyCheckpointBlocksAFreshRunUnlessOverwrite) {
+  Save(4, "run-old", config_);
+  ExpectInvalid(Plan(Options(3)).status(),
+                "holds READY checkpoints of another run (run run-old: step_00000004): pass "
+                "--resume=latest");
+  CheckpointOptions overwrite = Options(3);
+  overwrite.overwrite = true;
+  absl::StatusOr<CheckpointPlan> plan = Plan(overwrite);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->resuming());
+  EXPECT_TRUE(plan->run_id.empty()) << "a new run id";
+  // ... but never at a step it would have to replace.
+  overwrite.save_every = 2;
+  ExpectInvalid(Plan(overwrite).status(),
+                "--overwrite_checkpoints: this run would save step_00000004");
+  // A staging directory without READY blocks nothing.
+  ASSERT_TRUE(CreateDirectories(root_ + "/other/.step_00000002.tmp").ok());
+  CheckpointOptions elsewhere = Options(3);
+  elsewhere.dir = root_ + "/other";
+  EXPECT_TRUE(Plan(elsewhere).ok());
+}
+
+TEST_F(PlanTest, ResumeLatestWithNoCheckpointYetStartsFromStepZero) {
+  absl::StatusOr<CheckpointPlan> plan = Plan(Options(2, "latest"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->resuming());
+  ASSERT_EQ(plan->notes.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(plan->notes[0], "holds no checkpoint yet: this run starts "
+                                                "from step 0"));
+}
+
+TEST_F(PlanTest, AResumeInheritsTheRunIdAndStep) {
+  Save(4, "run-a", config_);
+  absl::StatusOr<CheckpointPlan> plan = Plan(Options(2, "latest"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->resume_dir, root_ + "/step_00000004");
+  EXPECT_EQ(plan->run_id, "run-a");
+  EXPECT_EQ(plan->start_step, 4);
+  EXPECT_TRUE(plan->SavesAt(6, 10));
+  EXPECT_TRUE(plan->SavesAt(10, 10)) << "the last step is always saved";
+  EXPECT_FALSE(plan->SavesAt(5, 10));
+}
+
+TEST_F(PlanTest, MismatchesAreListedFieldByField) {
+  Save(4, "run-a", config_);
+  config_.set_d_model(64);               // model shape
+  config_.set_strategy("zero1");         // strategy
+  config_.set_precision("bf16");         // precision
+  config_.set_beta2(0.95);               // optimizer
+  config_.set_lr_schedule("cosine");     // schedule
+  config_.set_seed(8);                   // seed
+  const absl::Status status = Plan(Options(2, "latest"), {}, /*world_size=*/3).status();
+  for (const char* line :
+       {"does not fit this run: ", "--d_model: checkpoint 32, this run 64",
+        "--precision: checkpoint \"fp32\", this run \"bf16\"", "--beta2: checkpoint 0.999, this run 0.95",
+        "--lr_schedule: checkpoint \"constant\", this run \"cosine\"", "--seed: checkpoint 7, this run 8",
+        "--strategy: checkpoint \"ddp\", this run \"zero1\"", "world size: checkpoint 2, this run 3"}) {
+    ExpectInvalid(status, line);
+  }
+}
+
+TEST_F(PlanTest, StepsLoggingAndThreadsMayChange) {
+  Save(4, "run-a", config_);
+  config_.set_steps(20);
+  config_.set_log_every(5);
+  config_.set_intra_op_threads(3);
+  absl::StatusOr<CheckpointPlan> plan = Plan(Options(2, "latest"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(absl::StrContains(plan->notes.back(),
+                                "the checkpoint's run had --steps=10; this run trains steps 5..20"))
+      << plan->notes.back();
+}
+
+TEST_F(PlanTest, ALargerStepsKeepsTheSavedScheduleOrRefusesAnotherGivenOne) {
+  config_.set_lr_schedule("cosine");
+  config_.set_lr_decay_steps(10);  // resolved from --steps=10
+  Save(4, "run-a", config_);
+  config_.set_steps(20);
+  config_.set_lr_decay_steps(20);  // what --steps=20 would resolve to
+  absl::StatusOr<CheckpointPlan> plan = Plan(Options(2, "latest"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(config_.lr_decay_steps(), 10);
+  bool said = false;
+  for (const std::string& note : plan->notes) {
+    said |= absl::StrContains(note, "the learning-rate schedule stays the checkpoint's "
+                                    "(--lr_decay_steps=10 (not 20))");
+  }
+  EXPECT_TRUE(said);
+  config_.set_lr_decay_steps(20);
+  ExpectInvalid(Plan(Options(2, "latest"), {"lr_decay_steps"}).status(),
+                "--lr_decay_steps: checkpoint 10, this run 20");
+}
+
+TEST_F(PlanTest, StepsIsTheRunsTotalAndTheTimingWarmUpFitsThisProcesssSteps) {
+  Save(4, "run-a", config_);
+  config_.set_steps(4);
+  ExpectInvalid(Plan(Options(2, "latest")).status(),
+                "is at step 4, and --steps=4 is the run's total: nothing is left to train");
+  config_.set_steps(5);
+  config_.set_timing_warmup_steps(2);
+  ExpectInvalid(Plan(Options(2, "latest"), {"timing_warmup_steps"}).status(),
+                "--timing_warmup_steps=2 must be < the 1 step(s) this process runs");
+  absl::StatusOr<CheckpointPlan> plan = Plan(Options(2, "latest"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(config_.timing_warmup_steps(), 0);
+}
+
+TEST_F(PlanTest, AnExplicitPathThatDoesNotVerifyIsRefusedWithoutFallback) {
+  Save(2, "run-a", config_);
+  Save(4, "run-a", config_);
+  ASSERT_EQ(::unlink((root_ + "/step_00000004/READY").c_str()), 0);
+  ExpectInvalid(Plan(Options(2, root_ + "/step_00000004")).status(),
+                "step_00000004: no READY: the save never completed");
+  // latest falls back, saying so.
+  absl::StatusOr<CheckpointPlan> plan = Plan(Options(2, "latest"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->start_step, 2);
+  EXPECT_TRUE(absl::StrContains(plan->notes[0], "falling back to step_00000002")) << plan->notes[0];
+}
+
+TEST_F(PlanTest, CheckpointFaultPhasesNeedASaveAtThatStep) {
+  absl::StatusOr<std::vector<Fault>> faults =
+      ParseFaults("kill:rank=1,step=4,phase=checkpoint_write", TrainerFaultGrammar());
+  ASSERT_TRUE(faults.ok());
+  CheckpointPlan none;
+  ExpectInvalid(ValidateCheckpointFaults(*faults, none, 10),
+                "the run saves no checkpoint (give --checkpoint_dir and --save_every)");
+  absl::StatusOr<CheckpointPlan> plan = Plan(Options(3));
+  ASSERT_TRUE(plan.ok());
+  ExpectInvalid(ValidateCheckpointFaults(*faults, *plan, 10),
+                "the run does not save after step 4 (it saves every --save_every=3 steps and "
+                "after the last, 10)");
+  plan->options.save_every = 2;
+  EXPECT_TRUE(ValidateCheckpointFaults(*faults, *plan, 10).ok());
+  faults = ParseFaults("kill:rank=1,step=4,phase=checkpoint_before_latest", TrainerFaultGrammar());
+  ExpectInvalid(ValidateCheckpointFaults(*faults, *plan, 10),
+                "only rank 0 publishes a checkpoint");
+}
+
+}  // namespace
+}  // namespace mtb::checkpoint
