@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "trainer/data.h"
+#include "trainer/exact.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/model.h"
 #include "trainer/strategy.h"
@@ -110,6 +111,13 @@ class Trainer {
  private:
   Trainer(const TrainConfig& config, const RankInfo& rank, Strategy* strategy,
           const DataSource* data);
+  // Exact mode (trainer/exact.h): the step's chunks, forward and backward,
+  // their int64 reduction (redone on a coarser grid after an overflow) and
+  // the exact gradient norm (NaN when a chunk was not finite: nothing is
+  // reduced then). `chunk_losses`: this rank's, in its chunk order.
+  absl::StatusOr<double> ExactBackward(int64_t step, StepRecord& record,
+                                       std::vector<double>* chunk_losses,
+                                       ExactTraffic* traffic);
   std::string NonFiniteMessage(int64_t step, const std::vector<int>& loss_ranks,
                                const std::vector<double>& losses,
                                bool norm_finite, double norm) const;
@@ -120,6 +128,7 @@ class Trainer {
   const DataSource* data_;
   GptModel model_;
   LrSchedule schedule_;
+  std::unique_ptr<ExactReducer> exact_;  // --reduction=exact only
   int64_t completed_steps_ = 0;
   int64_t first_step_ = 1;  // the first step this process runs
   trace::TraceRecorder* trace_ = nullptr;

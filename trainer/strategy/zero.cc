@@ -228,6 +228,31 @@ absl::Status ZeroStrategy::BeforeBackward(int micro_batch, int micro_batches) {
   return absl::OkStatus();
 }
 
+absl::Status ZeroStrategy::BeforeLocalBackward(int chunk, int) {
+  CHECK(store_ != nullptr) << "Setup first";
+  if (chunk == 0) {
+    bytes_sent_ = 0;
+    gather_bytes_sent_ = 0;
+    wait_ms_ = 0;
+    syncs_ = 0;
+  }
+  return FinishSync();  // the engine stays disarmed: nothing launches
+}
+
+std::vector<ExactGroup> ZeroStrategy::ExactGroups() {
+  std::vector<ExactGroup> groups;
+  for (size_t b = 0; b < pieces_.size(); ++b) {
+    const GradientBucket& bucket = engine_.buckets()[b];
+    ExactGroup group;
+    group.offset = bucket.offset;
+    group.numel = bucket.numel;
+    group.counts = pieces_[b].counts;
+    group.destination = pieces_[b].grad_shard;
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
 void ZeroStrategy::StageBucket(int index) {
   const GradientBucket& bucket = engine_.buckets()[index];
   Piece& piece = pieces_[index];
