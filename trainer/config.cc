@@ -200,6 +200,12 @@ absl::Status ValidateConfig(const TrainConfig& c) {
           " is not a multiple of --exact_chunk=", c.exact_chunk(),
           " (every chunk must hold the same samples on every layout)"));
     }
+    if (c.testonly_exact_grid_finer_bits() < 0 ||
+        c.testonly_exact_grid_finer_bits() > 40) {
+      return Invalid(absl::StrCat("--testonly_exact_grid_finer_bits=",
+                                  c.testonly_exact_grid_finer_bits(),
+                                  " must be in [0, 40]"));
+    }
     if (c.precision() != "fp32") {
       return Invalid(absl::StrCat("--reduction=exact supports --precision=fp32 "
                                   "only, not ",

@@ -71,13 +71,15 @@ int64_t GlobalChunkOf(int index, int rank, int world_size, int64_t batch_size,
   return first_sample / chunk + within;
 }
 
-ExactReducer::ExactReducer(const ParameterStore& store, int64_t global_chunks)
+ExactReducer::ExactReducer(const ParameterStore& store, int64_t global_chunks,
+                           int finer_bits)
     : store_(&store),
       global_chunks_(global_chunks),
-      limit_log2_(62 - CeilLog2(global_chunks)) {
+      limit_log2_(62 - CeilLog2(global_chunks)),
+      default_shift_(limit_log2_ - kDefaultMaxAbsLog2 + finer_bits) {
   CHECK_GE(global_chunks, 1);
   const size_t count = store.parameters().size();
-  shifts_.assign(count, limit_log2_ - kDefaultMaxAbsLog2);
+  shifts_.assign(count, default_shift_);
   local_max_.assign(count, 0.0f);
   global_max_.assign(count, 0.0f);
   accumulator_ = at::zeros({store.numel()}, at::kLong);
@@ -85,14 +87,13 @@ ExactReducer::ExactReducer(const ParameterStore& store, int64_t global_chunks)
 
 void ExactReducer::BeginAttempt(bool coarsen) {
   for (size_t p = 0; p < shifts_.size(); ++p) {
-    const int default_shift = limit_log2_ - kDefaultMaxAbsLog2;
     if (coarsen &&
         static_cast<double>(global_max_[p]) >
             std::ldexp(1.0, limit_log2_ - shifts_[p])) {
       // |value| < 2^e: on shift L - e every value stays below 2^L.
       shifts_[p] = limit_log2_ - ExponentAbove(global_max_[p]);
     } else if (!coarsen) {
-      shifts_[p] = default_shift;
+      shifts_[p] = default_shift_;
     }
   }
   accumulator_.zero_();

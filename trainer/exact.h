@@ -83,8 +83,10 @@ class ExactReducer {
   static constexpr int kDefaultMaxAbsLog2 = 8;
 
   // `store` outlives the reducer. `global_chunks`: chunks per optimizer step
-  // over all ranks.
-  ExactReducer(const ParameterStore& store, int64_t global_chunks);
+  // over all ranks. `finer_bits` > 0 (tests only): the default grid that
+  // many bits finer.
+  ExactReducer(const ParameterStore& store, int64_t global_chunks,
+               int finer_bits = 0);
 
   // L: a chunk value on the grid is at most 2^L.
   int limit_log2() const { return limit_log2_; }
@@ -132,6 +134,7 @@ class ExactReducer {
   const ParameterStore* store_;
   int64_t global_chunks_;
   int limit_log2_;
+  int default_shift_;
   std::vector<int> shifts_;       // per parameter
   std::vector<float> local_max_;  // per parameter, this attempt
   std::vector<float> global_max_;

@@ -65,6 +65,9 @@ ABSL_FLAG(std::string, reduction, "float",
           "or exact (chunk gradients on a fixed-point grid summed as int64: "
           "bit-identical on any world size, --grad_accum and strategy; "
           "trainer/exact.h)");
+ABSL_FLAG(int32_t, testonly_exact_grid_finer_bits, 0,
+          "tests only: the default exact grid this many bits finer, so that "
+          "ordinary gradients overflow it and steps are redone");
 ABSL_FLAG(int32_t, exact_chunk, 1,
           "--reduction=exact: global samples per chunk (forward and backward "
           "run chunk by chunk; --batch_size must be a multiple)");
@@ -155,6 +158,8 @@ TrainConfig TrainConfigFromFlags() {
   c.set_grad_sync(absl::GetFlag(FLAGS_grad_sync));
   c.set_reduction(absl::GetFlag(FLAGS_reduction));
   c.set_exact_chunk(absl::GetFlag(FLAGS_exact_chunk));
+  c.set_testonly_exact_grid_finer_bits(
+      absl::GetFlag(FLAGS_testonly_exact_grid_finer_bits));
   c.set_peak_flops(absl::GetFlag(FLAGS_peak_flops));
   c.set_ddp_launch_after_backward(!absl::GetFlag(FLAGS_ddp_overlap));
   c.set_fsdp_keep_gathered_until_backward(

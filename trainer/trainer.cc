@@ -140,7 +140,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
                                   config.grad_accum() * config.batch_size() /
                                   config.exact_chunk();
     trainer->exact_ =
-        std::make_unique<ExactReducer>(trainer->model_.store(), global_chunks);
+        std::make_unique<ExactReducer>(trainer->model_.store(), global_chunks,
+                                       config.testonly_exact_grid_finer_bits());
   }
   return trainer;
 }
@@ -446,7 +447,8 @@ absl::StatusOr<double> Trainer::ExactBackward(int64_t step, StepRecord& record,
     if (rank_.rank == 0) {
       LOG(WARNING) << "step " << step << ": exact mode: chunk gradients of "
                    << what << " exceed the default grid (max-abs 2^"
-                   << ExactReducer::kDefaultMaxAbsLog2
+                   << ExactReducer::kDefaultMaxAbsLog2 -
+                          config_.testonly_exact_grid_finer_bits()
                    << "); redoing the step on a coarser grid for them";
     }
     record.set_exact_redos(attempt + 1);

@@ -378,6 +378,27 @@ TEST_P(ReduceScatterTest, ReduceScatterVSumsUnevenRowBlocks) {
   });
 }
 
+TEST_P(ReduceScatterTest, ReduceScatterVSumsInt64BeyondDoublePrecision) {
+  // Exact mode's gradient reduction (trainer/exact.h): int64 values whose
+  // sums a float or double transport would round (2^60 + small odd parts).
+  Run([&](Communicator& comm) {
+    const std::vector<int64_t>& counts = kScatterCounts[n()];
+    int64_t total = 0, offset = 0;
+    for (int p = 0; p < n(); ++p) {
+      if (p < comm.rank()) offset += counts[p];
+      total += counts[p];
+    }
+    const int64_t big = int64_t{1} << 60;
+    const at::Tensor ramp = at::arange(total, at::kLong);
+    const at::Tensor input = ramp * 2 + 1 + (comm.rank() == 0 ? big : 0);
+    at::Tensor output = at::empty({counts[comm.rank()]}, at::kLong);
+    ASSERT_TRUE(comm.ReduceScatterV(input, output, counts).ok());
+    const at::Tensor expected =
+        (ramp * 2 + 1) * n() + big;  // exact in int64
+    ExpectEqual(output, expected.narrow(0, offset, counts[comm.rank()]));
+  });
+}
+
 TEST_P(ReduceScatterTest, ManyStepsOfUnevenBlocksSumExactly) {
   Run([&](Communicator& comm) {
     // Blocks of 37, 0, 101, 64 rows (the first n of them) with 12-byte chunks:
