@@ -16,6 +16,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/text_format.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/config.h"
 
 namespace mtb::checkpoint {
 namespace {
@@ -147,7 +148,10 @@ std::vector<std::string> ConfigMismatches(const TrainConfig& saved,
   const google::protobuf::Descriptor* descriptor = TrainConfig::descriptor();
   for (int i = 0; i < descriptor->field_count(); ++i) {
     const google::protobuf::FieldDescriptor* field = descriptor->field(i);
-    if (MayChangeOnResume().count(field->name()) > 0) continue;
+    // Exact mode's bits depend on the intra-op (OpenBLAS) thread count.
+    const bool pinned = field->name() == "intra_op_threads" &&
+                        (IsExact(saved) || IsExact(now));
+    if (MayChangeOnResume().count(field->name()) > 0 && !pinned) continue;
     if (FieldEqual(saved, now, field)) continue;
     mismatches.push_back(absl::StrCat("--", field->name(), ": checkpoint ",
                                       FieldValue(saved, field), ", this run ",

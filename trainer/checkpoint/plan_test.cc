@@ -192,6 +192,17 @@ TEST_F(PlanTest, StepsLoggingAndThreadsMayChange) {
       << plan->notes.back();
 }
 
+TEST_F(PlanTest, AnExactRunRefusesAnotherThreadCount) {
+  config_.set_reduction("exact");
+  config_.set_exact_chunk(1);
+  Save(4, "run-a", config_);
+  config_.set_intra_op_threads(config_.intra_op_threads() + 1);
+  ExpectInvalid(Plan(Options(2, "latest")).status(),
+                absl::StrCat("--intra_op_threads: checkpoint ",
+                             config_.intra_op_threads() - 1, ", this run ",
+                             config_.intra_op_threads()));
+}
+
 TEST_F(PlanTest, ALargerStepsKeepsTheSavedScheduleOrRefusesAnotherGivenOne) {
   config_.set_lr_schedule("cosine");
   config_.set_lr_decay_steps(10);  // resolved from --steps=10
