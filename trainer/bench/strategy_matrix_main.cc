@@ -310,7 +310,10 @@ int Main(int argc, char** argv) {
       "allocator) next to trainer/memory_estimate.h; bytes: rank 0's "
       "gradient and parameter-gather bytes per step, counted, next to the "
       "closed forms. Peers: PyTorch 1.13's DistributedDataParallel "
-      "(pytorch_ddp) and DDP + ZeroRedundancyOptimizer (pytorch_zero1); its "
+      "(pytorch_ddp) and DDP + ZeroRedundancyOptimizer (pytorch_zero1); "
+      "<strategy>_exact rows: --reduction=exact --exact_chunk=",
+      kMatrixExactChunk,
+      ", against the same strategy in float mode of the same rounds; its "
       "FSDP cannot be a peer (`import torch.distributed.fsdp` fails under "
       "Debian's Python 3.11). This machine is shared and noisy: read the "
       "ranges."));
