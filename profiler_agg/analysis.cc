@@ -42,9 +42,17 @@ Interval Aligned(const TraceEvent& e, double offset) {
   return {e.ts() + offset, e.ts() + e.dur() + offset};
 }
 
+// A nested phase (args.parent): its parent, and its place among the
+// parent's rows (args.block when numeric: blocks in layer order).
+struct Nested {
+  std::string parent;
+  int64_t order = -1;
+};
+
 struct RankView {
   std::map<int, Interval> steps;                       // aligned
   std::map<std::string, double> phase_total_us;        // per phase name
+  std::map<std::string, Nested> nested;                // nested phase names
   std::vector<Interval> compute, in_flight;            // aligned, raw
   std::vector<std::pair<Interval, int64_t>> collectives;  // (aligned, seq)
 };
@@ -59,8 +67,15 @@ RankView ViewOf(const RankTrace& t) {
       view.steps[step] = at;
       view.phase_total_us["step"] += e.dur();
     } else if (e.cat() == "compute" || e.cat() == "data" || e.cat() == "checkpoint") {
-      // Nested spans (backward's blocks) count once, in their parent.
-      if (e.args().count("parent") == 0) view.phase_total_us[e.name()] += e.dur();
+      // Nested spans (the per-block spans) are rows of their own, marked
+      // with their parent: their time is already in the parent's.
+      view.phase_total_us[e.name()] += e.dur();
+      if (auto parent = e.args().find("parent"); parent != e.args().end()) {
+        Nested& nested = view.nested[e.name()];
+        nested.parent = parent->second;
+        auto block = e.args().find("block");
+        if (block != e.args().end()) (void)absl::SimpleAtoi(block->second, &nested.order);
+      }
       if (e.cat() == "compute") view.compute.push_back(at);
     } else if (e.cat() == "collective") {
       view.in_flight.push_back(at);
@@ -145,14 +160,38 @@ ProfilerAggResult Analyze(const std::vector<RankTrace>& traces) {
   const int steps = static_cast<int>(views.front().steps.size());
   result.set_steps(steps);
 
-  // Phases: each rank's mean per step, then across ranks.
+  // Phases: each rank's mean per step, then across ranks. Top-level phases
+  // in the loop's order (others by name), each followed by the rows nested
+  // in it (by block, then name).
   std::set<std::string> names;
+  std::map<std::string, Nested> nested;
   for (const RankView& v : views) {
     for (const auto& [name, total] : v.phase_total_us) names.insert(name);
+    for (const auto& [name, n] : v.nested) nested.emplace(name, n);
   }
-  std::vector<std::string> ordered = {"step", "data", "forward", "backward", "optimizer", "checkpoint"};
+  std::vector<std::string> top = {"step", "data", "forward", "backward", "optimizer", "checkpoint"};
   for (const std::string& name : names) {
-    if (std::find(ordered.begin(), ordered.end(), name) == ordered.end()) ordered.push_back(name);
+    if (!nested.count(name) && std::find(top.begin(), top.end(), name) == top.end()) {
+      top.push_back(name);
+    }
+  }
+  std::vector<std::pair<std::string, Nested>> children(nested.begin(), nested.end());
+  std::stable_sort(children.begin(), children.end(), [](const auto& a, const auto& b) {
+    return a.second.order < b.second.order;
+  });
+  std::vector<std::string> ordered;
+  auto add_with_children = [&](const std::string& name) {
+    ordered.push_back(name);
+    for (const auto& [child, n] : children) {
+      if (n.parent == name) ordered.push_back(child);
+    }
+  };
+  for (const std::string& name : top) add_with_children(name);
+  // Rows whose parent has no row of its own come last.
+  for (const auto& [child, n] : children) {
+    if (std::find(ordered.begin(), ordered.end(), child) == ordered.end()) {
+      ordered.push_back(child);
+    }
   }
   std::vector<double> step_means;
   for (const std::string& name : ordered) {
@@ -170,6 +209,7 @@ ProfilerAggResult Analyze(const std::vector<RankTrace>& traces) {
     const auto max = std::max_element(means.begin(), means.end());
     phase->set_max_ms(*max);
     phase->set_max_rank(static_cast<int>(max - means.begin()));
+    if (auto n = nested.find(name); n != nested.end()) phase->set_parent(n->second.parent);
     if (name == "step") step_means = means;
   }
   if (!step_means.empty() && Median(step_means) > 0) {
@@ -311,12 +351,19 @@ std::string RenderMarkdown(const ProfilerAggResult& result,
   MarkdownTable phases;
   phases.headers = {"phase", "min ms", "p50 ms", "max ms", "slowest rank"};
   phases.align = {Align::kLeft, Align::kRight, Align::kRight, Align::kRight, Align::kRight};
+  bool any_nested = false;
   for (const PhaseStats& p : result.phases()) {
-    phases.rows.push_back({p.name(), FormatSignificant(p.min_ms(), 3),
+    any_nested = any_nested || !p.parent().empty();
+    phases.rows.push_back({p.parent().empty() ? p.name() : absl::StrCat("↳ ", p.name()),
+                           FormatSignificant(p.min_ms(), 3),
                            FormatSignificant(p.p50_ms(), 3),
                            FormatSignificant(p.max_ms(), 3), absl::StrCat(p.max_rank())});
   }
-  absl::StrAppend(&md, phases.Render(), "\nStraggler ratio (max / median step time): ",
+  absl::StrAppend(&md, phases.Render(),
+                  any_nested ? "\n↳ rows are nested in the phase above them (per-block "
+                               "spans): part of its time, not added to it.\n"
+                             : "",
+                  "\nStraggler ratio (max / median step time): ",
                   FormatSignificant(result.straggler_ratio(), 3), "\n\n");
   absl::StrAppend(&md, "## Arrival at each step's first collective\n\n");
   MarkdownTable arrivals;

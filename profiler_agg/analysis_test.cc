@@ -29,7 +29,8 @@ TEST(ProfilerAgg, TheHandMadeTwoRankRunGivesTheHandComputedFigures) {
   EXPECT_DOUBLE_EQ(result.overlap_ratio(), 110.0 / 145.0);
   EXPECT_DOUBLE_EQ(result.ranks(1).clock_offset_us(), -500);
 
-  ASSERT_GE(result.phases_size(), 4);
+  // step, forward, its two block rows, backward, its block row, optimizer.
+  ASSERT_EQ(result.phases_size(), 7);
   EXPECT_EQ(result.phases(0).name(), "step");
   EXPECT_DOUBLE_EQ(result.phases(0).min_ms(), 0.100);
   EXPECT_DOUBLE_EQ(result.phases(0).p50_ms(), 0.105);
@@ -37,12 +38,31 @@ TEST(ProfilerAgg, TheHandMadeTwoRankRunGivesTheHandComputedFigures) {
   EXPECT_EQ(result.phases(0).max_rank(), 1);
   EXPECT_DOUBLE_EQ(result.straggler_ratio(), 110.0 / 105.0);
   EXPECT_EQ(result.phases(1).name(), "forward");
-  EXPECT_DOUBLE_EQ(result.phases(1).max_ms(), 0.035);
-  EXPECT_EQ(result.phases(2).name(), "backward");
-  EXPECT_DOUBLE_EQ(result.phases(2).min_ms(), 0.040);  // block0 not counted twice
-  EXPECT_DOUBLE_EQ(result.phases(2).max_ms(), 0.045);
-  EXPECT_EQ(result.phases(3).name(), "optimizer");
-  EXPECT_DOUBLE_EQ(result.phases(3).p50_ms(), 0.015);
+  EXPECT_EQ(result.phases(1).parent(), "");
+  EXPECT_DOUBLE_EQ(result.phases(1).max_ms(), 0.035);  // its blocks not added
+  // Per-block rows, nested: rank 1's 20 us per block in 2 steps, rank 0 none.
+  for (int i : {2, 3}) {
+    EXPECT_EQ(result.phases(i).name(), i == 2 ? "forward h.0" : "forward h.1");
+    EXPECT_EQ(result.phases(i).parent(), "forward");
+    EXPECT_DOUBLE_EQ(result.phases(i).min_ms(), 0);
+    EXPECT_DOUBLE_EQ(result.phases(i).p50_ms(), 0.005);
+    EXPECT_DOUBLE_EQ(result.phases(i).max_ms(), 0.010);
+    EXPECT_EQ(result.phases(i).max_rank(), 1);
+  }
+  EXPECT_EQ(result.phases(4).name(), "backward");
+  EXPECT_DOUBLE_EQ(result.phases(4).min_ms(), 0.040);  // h.0 not counted twice
+  EXPECT_DOUBLE_EQ(result.phases(4).max_ms(), 0.045);
+  EXPECT_EQ(result.phases(5).name(), "backward h.0");
+  EXPECT_EQ(result.phases(5).parent(), "backward");
+  EXPECT_DOUBLE_EQ(result.phases(5).max_ms(), 0.010);
+  EXPECT_EQ(result.phases(5).max_rank(), 0);
+  EXPECT_EQ(result.phases(6).name(), "optimizer");
+  EXPECT_EQ(result.phases(6).parent(), "");
+  EXPECT_DOUBLE_EQ(result.phases(6).p50_ms(), 0.015);
+  // The Markdown marks nested rows and says what they are.
+  const std::string md = RenderMarkdown(result, "");
+  EXPECT_NE(md.find("| ↳ backward h.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("part of its time, not added to it"), std::string::npos) << md;
 
   ASSERT_EQ(result.arrivals_size(), 2);
   EXPECT_EQ(result.arrivals(0).last_rank(), 1);
