@@ -9,9 +9,9 @@
 
 namespace mtb {
 
-// Shared with the gradient hooks, which may run after a forward that threw
-// (the graph is dropped then, so they do not) and always on the thread that
-// calls backward (CPU autograd runs there): no lock is needed.
+// Shared with the gradient hooks, weakly: a hook whose BlockSpans is gone
+// does nothing. Hooks run one at a time on the thread that calls backward
+// (CPU autograd runs there), after the forward's writes: no lock is needed.
 struct BlockSpans::State {
   trace::TraceRecorder* recorder;
   std::vector<std::string> unit_names;
