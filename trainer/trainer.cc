@@ -177,7 +177,6 @@ bool Trainer::InjectFaults(int64_t step, const char* phase) const {
 absl::StatusOr<StepRecord> Trainer::Step() {
   const int64_t step = completed_steps_ + 1;
   const int micro_batches = config_.grad_accum();
-  const bool bf16 = config_.precision() == "bf16";
   StepRecord record;
   record.set_step(static_cast<int32_t>(step));
   record.set_lr(LearningRateAt(schedule_, step));
@@ -218,44 +217,14 @@ absl::StatusOr<StepRecord> Trainer::Step() {
     strategy_->ZeroGradients();
     mark("gradients zeroed", -1);
     for (int micro = 0; micro < micro_batches; ++micro) {
-      Stopwatch watch;
-      (void)InjectFaults(step, "data");
-      std::optional<trace::ScopedSpan> data_span(std::in_place, trace_, "data", "data");
       const Batch batch =
-          data_->Get(step, FirstSampleOf(micro, rank_, config_.batch_size()),
-                     config_.batch_size());
-      data_span.reset();
-      record.set_data_ms(record.data_ms() + watch.ElapsedMs());
-
-      watch = Stopwatch();
-      // Traced: per-block spans around the strategy's unit hooks
-      // (trainer/block_spans.h). Declared before `loss`, whose graph holds
-      // their gradient hooks, so that it outlives the backward.
+          GetBatch(step, FirstSampleOf(micro, rank_, config_.batch_size()),
+                   config_.batch_size(), record);
+      Stopwatch watch;
+      // Declared before `loss`, whose graph holds its hooks (ForwardLoss).
       std::optional<BlockSpans> block_spans;
-      if (trace_ != nullptr) {
-        block_spans.emplace(trace_, UnitNames(model_.store()),
-                            strategy_->unit_hooks(), micro);
-      }
-      at::Tensor loss;
-      const bool nan_fault = InjectFaults(step, "forward");
-      mark("forward of micro-batch", micro);
-      RETURN_IF_ERROR(CallGuarded("forward", [&] {
-        const trace::ScopedSpan span(trace_, "forward", "compute");
-        nn::AutocastGuard autocast(bf16);
-        ForwardOptions options =
-            ForwardOptionsOf(config_, step, batch.sample_indices);
-        if (block_spans) {
-          options.unit_hooks.push_back(&*block_spans);
-        } else if (UnitHooks* hooks = strategy_->unit_hooks()) {
-          options.unit_hooks.push_back(hooks);
-        }
-        const at::Tensor logits = model_.Forward(batch.inputs, options);
-        loss = nn::CrossEntropy(logits, batch.targets);
-        if (nan_fault) {
-          // A multiplication, so that the gradients are NaN too.
-          loss = loss * std::numeric_limits<double>::quiet_NaN();
-        }
-      }));
+      ASSIGN_OR_RETURN(const at::Tensor loss,
+                       ForwardLoss(step, batch, micro, &block_spans, mark));
       local_loss += loss.item<double>() / micro_batches;
       record.set_forward_ms(record.forward_ms() + watch.ElapsedMs());
 
@@ -391,6 +360,51 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   return record;
 }
 
+Batch Trainer::GetBatch(int64_t step, int64_t first_sample, int64_t count,
+                        StepRecord& record) const {
+  const Stopwatch watch;
+  (void)InjectFaults(step, "data");
+  std::optional<trace::ScopedSpan> data_span(std::in_place, trace_, "data",
+                                             "data");
+  Batch batch = data_->Get(step, first_sample, count);
+  data_span.reset();
+  record.set_data_ms(record.data_ms() + watch.ElapsedMs());
+  return batch;
+}
+
+absl::StatusOr<at::Tensor> Trainer::ForwardLoss(
+    int64_t step, const Batch& batch, int index,
+    std::optional<BlockSpans>* block_spans,
+    const std::function<void(const char*, int)>& mark) {
+  // Traced: per-block spans around the strategy's unit hooks
+  // (trainer/block_spans.h).
+  if (trace_ != nullptr) {
+    block_spans->emplace(trace_, UnitNames(model_.store()),
+                         strategy_->unit_hooks(), index);
+  }
+  at::Tensor loss;
+  const bool nan_fault = InjectFaults(step, "forward");
+  if (mark) mark("forward of micro-batch", index);
+  RETURN_IF_ERROR(CallGuarded("forward", [&] {
+    const trace::ScopedSpan span(trace_, "forward", "compute");
+    nn::AutocastGuard autocast(config_.precision() == "bf16");
+    ForwardOptions options =
+        ForwardOptionsOf(config_, step, batch.sample_indices);
+    if (*block_spans) {
+      options.unit_hooks.push_back(&**block_spans);
+    } else if (UnitHooks* hooks = strategy_->unit_hooks()) {
+      options.unit_hooks.push_back(hooks);
+    }
+    const at::Tensor logits = model_.Forward(batch.inputs, options);
+    loss = nn::CrossEntropy(logits, batch.targets);
+    if (nan_fault) {
+      // A multiplication, so that the gradients are NaN too.
+      loss = loss * std::numeric_limits<double>::quiet_NaN();
+    }
+  }));
+  return loss;
+}
+
 absl::StatusOr<double> Trainer::ExactBackward(int64_t step, StepRecord& record,
                                              std::vector<double>* chunk_losses,
                                              ExactTraffic* traffic) {
@@ -407,38 +421,14 @@ absl::StatusOr<double> Trainer::ExactBackward(int64_t step, StepRecord& record,
     for (int micro = 0; micro < micro_batches; ++micro) {
       const int64_t first = FirstSampleOf(micro, rank_, config_.batch_size());
       for (int c = 0; c < chunks_per_micro; ++c) {
+        const Batch batch =
+            GetBatch(step, first + c * chunk, chunk, record);
         Stopwatch watch;
-        (void)InjectFaults(step, "data");
-        std::optional<trace::ScopedSpan> data_span(std::in_place, trace_,
-                                                   "data", "data");
-        const Batch batch = data_->Get(step, first + c * chunk, chunk);
-        data_span.reset();
-        record.set_data_ms(record.data_ms() + watch.ElapsedMs());
-
-        watch = Stopwatch();
-        // Traced: per-block spans, as the float loop's (one "micro-batch"
-        // per chunk); declared before `loss`, which holds their hooks.
+        // Declared before `loss`, whose graph holds its hooks (ForwardLoss).
         std::optional<BlockSpans> block_spans;
-        if (trace_ != nullptr) {
-          block_spans.emplace(trace_, UnitNames(model_.store()),
-                              strategy_->unit_hooks(),
-                              micro * chunks_per_micro + c);
-        }
-        at::Tensor loss;
-        const bool nan_fault = InjectFaults(step, "forward");
-        RETURN_IF_ERROR(CallGuarded("forward", [&] {
-          const trace::ScopedSpan span(trace_, "forward", "compute");
-          ForwardOptions options =
-              ForwardOptionsOf(config_, step, batch.sample_indices);
-          if (block_spans) {
-            options.unit_hooks.push_back(&*block_spans);
-          } else if (UnitHooks* hooks = strategy_->unit_hooks()) {
-            options.unit_hooks.push_back(hooks);
-          }
-          const at::Tensor logits = model_.Forward(batch.inputs, options);
-          loss = nn::CrossEntropy(logits, batch.targets);
-          if (nan_fault) loss = loss * std::numeric_limits<double>::quiet_NaN();
-        }));
+        ASSIGN_OR_RETURN(const at::Tensor loss,
+                         ForwardLoss(step, batch, micro * chunks_per_micro + c,
+                                     &block_spans, nullptr));
         chunk_losses->push_back(loss.item<double>());
         record.set_forward_ms(record.forward_ms() + watch.ElapsedMs());
 

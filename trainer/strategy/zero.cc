@@ -205,12 +205,7 @@ void ZeroStrategy::ZeroGradients() {
 
 absl::Status ZeroStrategy::BeforeBackward(int micro_batch, int micro_batches) {
   CHECK(store_ != nullptr) << "Setup first";
-  if (micro_batch == 0) {
-    bytes_sent_ = 0;
-    gather_bytes_sent_ = 0;
-    wait_ms_ = 0;
-    syncs_ = 0;
-  }
+  if (micro_batch == 0) ResetStepFigures();
   // Under --grad_sync=every the previous micro-batch's reduce-scatters must
   // have landed (and zero1's flat gradient been cleared) before this
   // backward accumulates.
@@ -228,14 +223,16 @@ absl::Status ZeroStrategy::BeforeBackward(int micro_batch, int micro_batches) {
   return absl::OkStatus();
 }
 
+void ZeroStrategy::ResetStepFigures() {
+  bytes_sent_ = 0;
+  gather_bytes_sent_ = 0;
+  wait_ms_ = 0;
+  syncs_ = 0;
+}
+
 absl::Status ZeroStrategy::BeforeLocalBackward(int chunk, int) {
   CHECK(store_ != nullptr) << "Setup first";
-  if (chunk == 0) {
-    bytes_sent_ = 0;
-    gather_bytes_sent_ = 0;
-    wait_ms_ = 0;
-    syncs_ = 0;
-  }
+  if (chunk == 0) ResetStepFigures();
   return FinishSync();  // the engine stays disarmed: nothing launches
 }
 

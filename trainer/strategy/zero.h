@@ -133,6 +133,8 @@ class ZeroStrategy final : public Strategy {
   };
 
   bool communicating() const;
+  // The step's communication figures back to 0 (its first backward).
+  void ResetStepFigures();
   bool keeps_full_gradients() const { return options_.stage == 1; }
   void LaunchBucket(int bucket);
   // Bucket `bucket`'s .grad tensors copied into its staging and freed.
