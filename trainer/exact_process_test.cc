@@ -6,7 +6,8 @@
 // bit for bit. The negative case: the same comparison fails in float mode,
 // whose sums follow the layout. Also: the digest is the SHA-256 of the
 // parameters in model order (checked against the dump), an overflow of the
-// grid is redone identically on every layout, and a NaN stops the step.
+// grid is redone identically on every layout, a resumed run continues with
+// the uninterrupted bits, and a NaN stops the step.
 // One strategy per shard.
 #include <string>
 #include <vector>
@@ -103,9 +104,8 @@ TrainerLaunch Reference() {
   return reference;
 }
 
-void ExpectLayoutsEqualReference(const std::string& strategy) {
-  const TrainerLaunch reference = Reference();
-  ASSERT_EQ(reference.exit_code, 0);
+void ExpectLayoutsEqualReference(const std::string& strategy,
+                                 const TrainerLaunch& reference) {
   for (const Layout& layout : kLayouts) {
     if (strategy == "ddp" && layout.ranks == 1) continue;  // the reference
     const std::string what =
@@ -123,15 +123,55 @@ void ExpectLayoutsEqualReference(const std::string& strategy) {
   }
 }
 
-TEST(Exact, DdpOnEveryLayoutEqualsOneRankBitForBit) {
-  ExpectLayoutsEqualReference("ddp");
+// A run resumed from a checkpoint (2 ranks, saved after step 3) continues
+// with `reference`'s bits: the grid carries no state from step to step.
+// (Onto another world size needs the resharding resume of issue 15.)
+void ExpectResumeEqualsReference(const std::string& strategy,
+                                 const TrainerLaunch& reference) {
+  const std::string dir =
+      LaunchDirectory(LaunchName(strategy, kLayouts[1], "_checkpoints"));
+  const TrainerLaunch first = Launch(
+      strategy, kLayouts[1],
+      {"--checkpoint_dir=" + dir, "--save_every=3", "--steps=3"}, "_first");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const TrainerLaunch resumed = Launch(
+      strategy, kLayouts[1], {"--checkpoint_dir=" + dir, "--resume=latest"},
+      "_resumed");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  ASSERT_EQ(resumed.result.runs(0).steps_size(), 3);  // steps 4..6
+  EXPECT_EQ(resumed.result.parameter_digest(),
+            reference.result.parameter_digest());
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(resumed.result.runs(0).steps(s).loss_bits(),
+              reference.result.runs(0).steps(s + 3).loss_bits())
+        << "step " << s + 4;
+  }
 }
 
-TEST(Exact, Zero1EqualsDdpBitForBit) { ExpectLayoutsEqualReference("zero1"); }
+TEST(Exact, DdpOnEveryLayoutEqualsOneRankBitForBit) {
+  const TrainerLaunch reference = Reference();
+  ASSERT_EQ(reference.exit_code, 0);
+  ExpectLayoutsEqualReference("ddp", reference);
+}
 
-TEST(Exact, Zero2EqualsDdpBitForBit) { ExpectLayoutsEqualReference("zero2"); }
+TEST(Exact, Zero1EqualsDdpBitForBit) {
+  const TrainerLaunch reference = Reference();
+  ASSERT_EQ(reference.exit_code, 0);
+  ExpectLayoutsEqualReference("zero1", reference);
+}
 
-TEST(Exact, FsdpEqualsDdpBitForBit) { ExpectLayoutsEqualReference("fsdp"); }
+TEST(Exact, Zero2EqualsDdpBitForBitAndResumesWithItsBits) {
+  const TrainerLaunch reference = Reference();
+  ASSERT_EQ(reference.exit_code, 0);
+  ExpectLayoutsEqualReference("zero2", reference);
+  ExpectResumeEqualsReference("zero2", reference);
+}
+
+TEST(Exact, FsdpEqualsDdpBitForBit) {
+  const TrainerLaunch reference = Reference();
+  ASSERT_EQ(reference.exit_code, 0);
+  ExpectLayoutsEqualReference("fsdp", reference);
+}
 
 TEST(Exact, FloatModeDiffersAcrossLayoutsAndTheDigestIsTheDumpsSha256) {
   // The comparison above bites: float mode sums in the layout's order.
