@@ -214,6 +214,21 @@ TEST(Exact, AnOverflowIsRedoneOnACoarserGridTheSameOnEveryLayout) {
   ExpectSameBits(fsdp, one, "fsdp 2 x (4 x 2) vs ddp 1 x 16, redone steps");
 }
 
+TEST(Exact, WhatCannotBeExactIsRefusedInOneLineBeforeAnyRankStarts) {
+  const TrainerLaunch indivisible = Launch("ddp", {2, 6, 1}, {}, "_indivisible");
+  EXPECT_EQ(indivisible.exit_code, 2);
+  EXPECT_EQ(indivisible.output,
+            "trainer: --reduction=exact: the micro-batch --batch_size=6 is not "
+            "a multiple of --exact_chunk=4 (every chunk must hold the same "
+            "samples on every layout)\n");
+  const TrainerLaunch bf16 =
+      Launch("fsdp", kLayouts[1], {"--precision=bf16"}, "_bf16");
+  EXPECT_EQ(bf16.exit_code, 2);
+  EXPECT_EQ(bf16.output,
+            "trainer: --reduction=exact supports --precision=fp32 only, not "
+            "bf16\n");
+}
+
 TEST(Exact, ANonFiniteChunkStopsTheStepOnEveryRank) {
   const TrainerLaunch launch =
       Launch("zero2", kLayouts[1], {"--fault=nan:rank=1,step=2"}, "_nan");
