@@ -45,8 +45,8 @@ void ResolveConfig(TrainConfig* config, int ranks_per_host) {
   }
   if (config->grad_sync() == "auto") {
     // ddp, zero1 (and the one-rank reference) accumulate locally and
-    // synchronise once; zero2 synchronises every micro-batch so that a rank
-    // never keeps a full gradient across micro-batches (SPEC §4). An unknown
+    // synchronise once; zero2 and fsdp synchronise every micro-batch so that
+    // a rank never keeps a full gradient across micro-batches (SPEC §4). An unknown
     // strategy resolves to "last" and fails validation by name.
     const absl::StatusOr<StrategyKind> kind = ParseStrategy(config->strategy());
     config->set_grad_sync(kind.ok() ? AutoGradSync(*kind) : "last");
@@ -170,6 +170,15 @@ absl::Status ValidateConfig(const TrainConfig& c) {
     return Invalid(absl::StrCat("--ddp_overlap=false applies to --strategy=ddp, not ",
                                 c.strategy()));
   }
+  if (c.fsdp_keep_gathered_until_backward() && c.strategy() != "fsdp") {
+    return Invalid(absl::StrCat(
+        "--reshard_after_forward=false applies to --strategy=fsdp, not ",
+        c.strategy()));
+  }
+  if (c.fsdp_prefetch() && c.strategy() != "fsdp") {
+    return Invalid(absl::StrCat("--fsdp_prefetch applies to --strategy=fsdp, not ",
+                                c.strategy()));
+  }
   if (!(c.peak_flops() >= 0)) {
     return Invalid(absl::StrCat("--peak_flops=", c.peak_flops(),
                                 " must be non-negative (0: measure)"));
@@ -185,7 +194,7 @@ absl::Status ValidateConfigForWorldSize(const TrainConfig& c, int world_size) {
   if (c.strategy() == "single" && world_size != 1) {
     return Invalid(absl::StrCat(
         "--strategy=single runs one rank, but the world size is ", world_size,
-        ": use --strategy=ddp (or zero1, zero2) or --nproc=1"));
+        ": use --strategy=ddp (or zero1, zero2, fsdp) or --nproc=1"));
   }
   return absl::OkStatus();
 }
@@ -199,6 +208,8 @@ std::string ConfigFingerprint(const TrainConfig& config) {
   canonical.clear_activation_checkpointing();
   canonical.clear_peak_flops();
   canonical.clear_ddp_launch_after_backward();
+  canonical.clear_fsdp_keep_gathered_until_backward();
+  canonical.clear_fsdp_prefetch();
   return Sha256Hex(ToJson(canonical));
 }
 

@@ -51,7 +51,9 @@ absl::Status ValidateConfigForWorldSize(const TrainConfig& config,
 // SHA-256 (hex) of the canonical JSON of `config` with the fields that do not
 // change any number of the run cleared: timing_warmup_steps, repeat,
 // intra_op_threads, log_every, activation_checkpointing (proven not to
-// change results, trainer tests) and peak_flops (MFU's denominator only).
+// change results, trainer tests), peak_flops (MFU's denominator only) and the
+// scheduling switches proven not to change a bit (ddp_launch_after_backward,
+// fsdp_keep_gathered_until_backward, fsdp_prefetch).
 std::string ConfigFingerprint(const TrainConfig& config);
 
 }  // namespace mtb

@@ -128,10 +128,22 @@ TEST(TrainConfig, EachRuleNamesItsFlag) {
   c.set_min_lr(1.0);
   ExpectInvalid(c, "--min_lr=1 must be in [0, --lr=");
   c = Defaults();
-  c.set_strategy("fsdp");
+  c.set_strategy("zero3");
   ExpectInvalid(c,
-                "--strategy=fsdp is not a strategy: use ddp, zero1, zero2 (or "
-                "single, the one-rank reference)");
+                "--strategy=zero3 is not a strategy: use ddp, zero1, zero2, "
+                "fsdp (or single, the one-rank reference)");
+  c = Defaults();  // ddp
+  c.set_fsdp_keep_gathered_until_backward(true);
+  ExpectInvalid(c,
+                "--reshard_after_forward=false applies to --strategy=fsdp, "
+                "not ddp");
+  c = Defaults();
+  c.set_strategy("zero2");
+  c.set_fsdp_prefetch(true);
+  ExpectInvalid(c, "--fsdp_prefetch applies to --strategy=fsdp, not zero2");
+  c.set_strategy("fsdp");
+  c.set_fsdp_keep_gathered_until_backward(true);
+  EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
   c = Defaults();
   c.set_grad_accum(0);
   ExpectInvalid(c, "--grad_accum=0 must be at least 1");
@@ -154,11 +166,12 @@ TEST(TrainConfig, DefaultsAreDdpWithGradSyncLastAndAValidWorldOfTwo) {
   EXPECT_TRUE(ValidateConfigForWorldSize(config, 2).ok());
 }
 
-TEST(TrainConfig, GradSyncAutoIsEveryForZero2AndLastOtherwise) {
+TEST(TrainConfig, GradSyncAutoIsEveryForZero2AndFsdpAndLastOtherwise) {
   for (const auto& [strategy, expected] :
        {std::pair<const char*, const char*>{"ddp", "last"},
         {"zero1", "last"},
         {"zero2", "every"},
+        {"fsdp", "every"},
         {"single", "last"}}) {
     TrainConfig config = Defaults();
     config.set_strategy(strategy);
@@ -181,7 +194,7 @@ TEST(TrainConfig, WorldSizeRulesNameTheFlagAndTheWorldSize) {
   EXPECT_TRUE(ValidateConfigForWorldSize(c, 1).ok());
   EXPECT_EQ(ValidateConfigForWorldSize(c, 4).message(),
             "--strategy=single runs one rank, but the world size is 4: use "
-            "--strategy=ddp (or zero1, zero2) or --nproc=1");
+            "--strategy=ddp (or zero1, zero2, fsdp) or --nproc=1");
 }
 
 TEST(TrainConfig, IntraOpThreadsAreTheCoresSharedByTheHostsRanks) {
@@ -199,6 +212,9 @@ TEST(TrainConfig, FingerprintIgnoresOnlyFieldsThatDoNotChangeNumbers) {
   same.set_log_every(10);
   same.set_activation_checkpointing(true);
   same.set_peak_flops(1e12);
+  // fsdp's scheduling switches give the same bits (fsdp_test).
+  same.set_fsdp_keep_gathered_until_backward(true);
+  same.set_fsdp_prefetch(true);
   EXPECT_EQ(ConfigFingerprint(base), ConfigFingerprint(same));
   EXPECT_EQ(ConfigFingerprint(base).size(), 64u);
   TrainConfig other = base;

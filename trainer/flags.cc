@@ -65,7 +65,10 @@ ABSL_FLAG(std::string, strategy, "ddp",
           "gradient all-reduce overlapped with backward), zero1 (optimizer "
           "state sharded: gradient reduce-scatter, parameter all-gather), "
           "zero2 (gradients sharded too: reduce-scatter per bucket during "
-          "backward), or single (the one-rank reference, no buckets)");
+          "backward), fsdp (parameters sharded too: each block all-gathered "
+          "for its forward and backward, its gradient reduce-scattered as its "
+          "backward finishes), or single (the one-rank reference, no "
+          "buckets)");
 ABSL_FLAG(double, bucket_cap_mb, 25,
           "gradient bucket size in MiB after the first bucket (which holds "
           "1 MiB, as PyTorch's DDP); zero1/zero2 reduce-scatter and "
@@ -73,7 +76,15 @@ ABSL_FLAG(double, bucket_cap_mb, 25,
 ABSL_FLAG(std::string, grad_sync, "auto",
           "with --grad_accum > 1: every (all-reduce after every micro-batch), "
           "last (no_sync for all but the last), auto (ddp, zero1: last; "
-          "zero2: every)");
+          "zero2, fsdp: every)");
+ABSL_FLAG(bool, reshard_after_forward, true,
+          "fsdp: free each block's gathered parameters after its forward and "
+          "gather them again before its backward (ZeRO-3); false keeps them "
+          "until the backward (less traffic, more memory)");
+ABSL_FLAG(bool, fsdp_prefetch, false,
+          "fsdp: issue the next unit's all-gather while the current unit "
+          "computes (one unit ahead, forward and backward); the result says "
+          "how much gather time it hid");
 ABSL_FLAG(bool, ddp_overlap, true,
           "ddp: launch each bucket's all-reduce from backward as soon as it is "
           "complete (false: all after backward, the no-overlap baseline)");
@@ -135,6 +146,9 @@ TrainConfig TrainConfigFromFlags() {
   c.set_grad_sync(absl::GetFlag(FLAGS_grad_sync));
   c.set_peak_flops(absl::GetFlag(FLAGS_peak_flops));
   c.set_ddp_launch_after_backward(!absl::GetFlag(FLAGS_ddp_overlap));
+  c.set_fsdp_keep_gathered_until_backward(
+      !absl::GetFlag(FLAGS_reshard_after_forward));
+  c.set_fsdp_prefetch(absl::GetFlag(FLAGS_fsdp_prefetch));
   return c;
 }
 

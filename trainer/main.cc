@@ -56,7 +56,7 @@ ABSL_FLAG(std::string, testonly_sync_fault, "",
           "testing only: break the gradient synchronisation or a memory bound "
           "on purpose to prove that tests catch it: sum_not_average or "
           "bucket_never_synced:B (ddp, zero1, zero2), parameter_unreduced:NAME "
-          "(ddp), keep_full_gradients (zero2)");
+          "(ddp), keep_full_gradients (zero2), keep_gathered_units (fsdp)");
 
 namespace {
 

@@ -41,6 +41,28 @@ MemoryFormula MemoryFormulaFor(const TrainResult& result) {
     formula.optimizer_state = 2 * kFp32 * shard;
     formula.gradients_in_flight = bucket;
     formula.collective_bound = 2 * bucket + (n > 1 ? 2 * blocks : 0);
+  } else if (strategy == "fsdp") {
+    // The strategy's buckets are its units in reduce-scatter order: the
+    // blocks, then the root.
+    const auto& units = result.strategy().buckets();
+    const int64_t root = units.empty() ? 0 : units.rbegin()->bytes();
+    int64_t unit = 0;
+    int64_t all_blocks = 0;
+    for (int u = 0; u + 1 < units.size(); ++u) {
+      unit = std::max(unit, units[u].bytes());
+      all_blocks += units[u].bytes();
+    }
+    const int64_t prefetch = result.config().fsdp_prefetch() ? 1 : 0;
+    formula.parameters = kFp32 * shard + root;
+    formula.parameters_in_flight =
+        result.config().fsdp_keep_gathered_until_backward()
+            ? all_blocks
+            : (1 + prefetch) * unit;
+    formula.gradients = kFp32 * shard;
+    formula.gradients_in_flight = root + 2 * unit;
+    formula.optimizer_state = 2 * kFp32 * shard;
+    formula.collective_bound =
+        n > 1 ? (2 + prefetch) * (unit + kFp32 * n) : 0;
   } else {  // ddp, single
     formula.gradients = kFp32 * p;
     formula.optimizer_state = 2 * kFp32 * p;
@@ -90,7 +112,7 @@ MemoryCheck CheckMemoryAtPeak(const TrainResult& result) {
             static_cast<double>(std::max<int64_t>(1, estimate_activations)),
         Mb(estimate_activations)));
     within(Check::kParameters, rank, "parameters", at.parameter_bytes(),
-           formula.parameters, 0);
+           formula.parameters, formula.parameters_in_flight);
     within(Check::kGradients, rank, "gradients", at.gradient_bytes(),
            formula.gradients, formula.gradients_in_flight);
     within(Check::kOptimizerState, rank, "AdamW state",
@@ -98,7 +120,8 @@ MemoryCheck CheckMemoryAtPeak(const TrainResult& result) {
     within(Check::kTotal, rank, "parameters + gradients + AdamW state",
            at.parameter_bytes() + at.gradient_bytes() +
                at.optimizer_state_bytes(),
-           formula.total(), formula.gradients_in_flight);
+           formula.total(),
+           formula.parameters_in_flight + formula.gradients_in_flight);
     if (at.collective_bytes() < 0 ||
         at.collective_bytes() > formula.collective_bound) {
       check.failures.push_back(

@@ -1,4 +1,4 @@
-// The memory acceptance check of issue 12 (//trainer:memory_process_test):
+// The memory acceptance check of issues 12 and 13 (//trainer:memory_process_test):
 // what each rank held at its peak (TrainResult.memory[r].at_peak, walked by
 // trainer/memory_peak.h) against the strategy's closed forms, line by line,
 // with the in-flight terms each strategy states. The fault test runs zero2
@@ -25,13 +25,30 @@
 //                   those + 2 staging copies = 4 buckets
 //                   (the optimizer's gathers: 2 replicated
 //                   inputs, within both)
+//   fsdp (U the largest block unit's bytes, R the root unit's, f 1 with
+//   --fsdp_prefetch; units are the strategy's "buckets"):
+//   parameters      4P/N + R (the root gathered for the    -10% .. +10%
+//                   whole step)                            + (1 + f) U
+//                                                          (all blocks
+//                                                          without reshard)
+//   gradients       4P/N                                   -10% .. +10%
+//                                                          + R + 2U (the
+//                   root's and the computing block's full gradients, the
+//                   previous block's until its reduce-scatter lands)
+//   AdamW state     8P/N                                   +-10%
+//   the three       16P/N (+ both in-flight terms)
+//   collective      a reduce-scatter's blocks and (1 + f) gathers'
+//                   replicated inputs (the previous block's reduce-scatter
+//                   lands before the next is launched): (2 + f)(U + 4N)
+//                                                          at most
 //   unattributed    at least 0, at most 1.5 x the memory estimate's
 //                   activations + logits (its own accuracy, 1.07-1.33x,
 //                   issue 11)
 //   peak found      the breakdown's peak equals the allocator's peak of the
 //                   rank (the interval attribution found it exactly)
 //
-// Only for --grad_sync=last with ddp and zero1 and every with zero2, K = 1
+// Only for --grad_sync=last with ddp and zero1 and every with zero2 and
+// fsdp, K = 1
 // (what the memory test runs); other settings add shards or full gradients
 // the bounds do not state.
 #ifndef MTB_TRAINER_MEMORY_CHECK_H_
@@ -54,6 +71,8 @@ struct MemoryFormula {
   int64_t total() const { return parameters + gradients + optimizer_state; }
   // What the gradients may hold beyond the formula (zero2: one bucket).
   int64_t gradients_in_flight = 0;
+  // What the parameters may hold beyond it (fsdp: gathered blocks).
+  int64_t parameters_in_flight = 0;
   // The most the collective line may hold.
   int64_t collective_bound = 0;
 };

@@ -17,13 +17,20 @@ constexpr int64_t kFp32 = 4;
 }  // namespace
 
 int64_t GptParameterCount(const TrainConfig& config) {
-  const int64_t v = config.vocab_size();
-  const int64_t t = config.seq_len();
-  const int64_t d = config.d_model();
   const int64_t l = config.n_layers();
   // Per block: ln1, ln2 (2d each), c_attn (3d^2 + 3d), attn c_proj (d^2 + d),
   // c_fc (4d^2 + 4d), mlp c_proj (4d^2 + d); then ln_f.
-  return v * d + t * d + l * (12 * d * d + 13 * d) + 2 * d;
+  return GptRootUnitCount(config) + l * GptBlockUnitCount(config);
+}
+
+int64_t GptRootUnitCount(const TrainConfig& config) {
+  const int64_t d = config.d_model();
+  return config.vocab_size() * d + config.seq_len() * d + 2 * d;
+}
+
+int64_t GptBlockUnitCount(const TrainConfig& config) {
+  const int64_t d = config.d_model();
+  return 12 * d * d + 13 * d;
 }
 
 MemoryEstimate EstimateRankMemory(const TrainConfig& config, int world_size) {
@@ -84,6 +91,29 @@ MemoryEstimate EstimateRankMemoryFor(const TrainConfig& config, int world_size,
       estimate.set_collective_staging(
           std::min(2 * bucket_bytes, p * kFp32) * (n > 1 ? 2 : 1));
       break;
+    case StrategyKind::kFsdp: {
+      const int64_t root = GptRootUnitCount(config);
+      const int64_t unit = GptBlockUnitCount(config);
+      const bool reshard = !config.fsdp_keep_gathered_until_backward();
+      const int64_t prefetch = config.fsdp_prefetch() ? 1 : 0;
+      // The root gathered for the whole step; a block gathered while it
+      // computes, and the prefetched next one (reshard), or every block at
+      // the end of the forward (no reshard).
+      estimate.set_parameters(
+          (shard + root + (reshard ? (1 + prefetch) * unit : l * unit)) *
+          kFp32);
+      // The root's and the computing unit's full gradients before their
+      // reduce-scatters; every unit's across micro-batches under last.
+      estimate.set_gradients(
+          (shard + (!every && accumulates ? p : root + unit)) * kFp32);
+      estimate.set_optimizer_state(2 * shard * kFp32);
+      // The previous unit's reduce-scatter in flight (its full gradient and
+      // the received blocks) and, with prefetch, the gather in flight's
+      // replicated input.
+      estimate.set_collective_staging(n > 1 ? (2 + prefetch) * unit * kFp32
+                                            : 0);
+      break;
+    }
   }
   // Embeddings' sum and the final LayerNorm (2 BTd) beside the blocks.
   estimate.set_activations((kept_blocks_values + 2 * b * t * d) * kFp32);
@@ -108,6 +138,11 @@ std::string RenderMemoryEstimates(const TrainConfig& config, int world_size) {
     if (kind == StrategyKind::kSingle && world_size != 1) continue;
     TrainConfig resolved = config;
     resolved.set_strategy(StrategyName(kind));
+    // fsdp's switches mean nothing to the others (and are refused there).
+    if (kind != StrategyKind::kFsdp) {
+      resolved.clear_fsdp_keep_gathered_until_backward();
+      resolved.clear_fsdp_prefetch();
+    }
     if (config.grad_sync() == "auto") {
       resolved.set_grad_sync(AutoGradSync(kind));
     }
@@ -125,6 +160,9 @@ std::string RenderMemoryEstimates(const TrainConfig& config, int world_size) {
       config.batch_size(), " x seq ", config.seq_len(), ", grad_accum ",
       config.grad_accum(), ", bucket_cap_mb ", config.bucket_cap_mb(),
       config.activation_checkpointing() ? ", activation checkpointing" : "",
+      "; fsdp ",
+      config.fsdp_keep_gathered_until_backward() ? "without" : "with",
+      " reshard_after_forward, prefetch ", config.fsdp_prefetch() ? "on" : "off",
       "\n", table.Render());
 }
 

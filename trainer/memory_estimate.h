@@ -19,6 +19,10 @@ namespace mtb {
 // Parameters of the GPT of SPEC §4 (trainer/model.h) from its shape alone:
 // V d + T d + L (12 d^2 + 13 d) + 2 d (the LM head is tied to wte).
 int64_t GptParameterCount(const TrainConfig& config);
+// Its units (trainer/parameter_store.h): the root, V d + T d + 2 d, and each
+// block, 12 d^2 + 13 d.
+int64_t GptRootUnitCount(const TrainConfig& config);
+int64_t GptBlockUnitCount(const TrainConfig& config);
 
 // Per rank, in bytes (MemoryEstimate in train_result.proto says what each
 // term counts), for config.strategy() on `world_size` ranks. The closed forms
@@ -29,10 +33,21 @@ int64_t GptParameterCount(const TrainConfig& config);
 //                (+ 4P/N gradient shards with --grad_sync=every)
 //   zero2        4P params + 4P/N grads + 8P/N state          (4P + 12P/N)
 //                (+ 4P full gradients with --grad_sync=last and K > 1)
+//   fsdp         4P/N params + 4P/N grads + 8P/N state         (16P/N)
+//                + 4 Pr gathered root + 4 Pr its full gradient  (8 Pr)
+//                + 4 Pu the computing block gathered, 4 Pu its full gradient,
+//                  4 Pu the prefetched next block               ((8 + 4 f) Pu)
+//                (Pr the root unit, Pu a block unit, f 1 with --fsdp_prefetch;
+//                without reshard_after_forward every block is gathered at the
+//                end of the forward: 4 L Pu instead of (4 + 4 f) Pu; with
+//                --grad_sync=last and K > 1 every full gradient is kept: 4P)
 // plus the collectives' temporaries, bounded by the buckets in flight (not by
 // the model): zero1 2 buckets (reduce-scatter blocks), zero2 4 (those and the
-// staging copies), each pair at most the model; ddp reduces its buckets in
-// place (views of the flat gradient buffer): 0. Activations and logits do not depend on the strategy.
+// staging copies), each pair at most the model; fsdp the previous block's
+// reduce-scatter in flight (its full gradient and the received blocks, 8 Pu)
+// and with prefetch the gather in flight's replicated input (4 Pu); ddp
+// reduces its buckets in place (views of the flat gradient buffer): 0.
+// Activations and logits do not depend on the strategy.
 MemoryEstimate EstimateRankMemory(const TrainConfig& config, int world_size);
 MemoryEstimate EstimateRankMemoryFor(const TrainConfig& config, int world_size,
                                      StrategyKind strategy);

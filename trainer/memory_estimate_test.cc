@@ -82,6 +82,48 @@ TEST(MemoryEstimate, ShardedStrategiesFollowTheZeroFormulas) {
             4 * (p + (p + 1) / 2));
 }
 
+// fsdp (memory_estimate.h): 16P/N of shards, the root gathered with its full
+// gradient (8 Pr), the computing block gathered with its full gradient and,
+// with prefetch, the next block (8 + 4f) Pu; the previous block's
+// reduce-scatter in flight (8 Pu) and a prefetch gather's input (4f Pu).
+// Without reshard every block is gathered at the end of the forward; with
+// grad_sync=last and K > 1 every full gradient is kept.
+TEST(MemoryEstimate, FsdpFollowsItsFormulaAndBeatsZero2WhenBlocksDominate) {
+  TrainConfig config = TinyConfig();
+  config.set_vocab_size(256);
+  config.set_d_model(256);
+  config.set_n_layers(8);
+  config.set_grad_sync("every");
+  const int64_t p = GptParameterCount(config);
+  const int64_t root = GptRootUnitCount(config);
+  const int64_t unit = GptBlockUnitCount(config);
+  ASSERT_EQ(root + 8 * unit, p);
+  for (int n : {2, 4}) {
+    SCOPED_TRACE(n);
+    const int64_t shard = (p + n - 1) / n;
+    for (bool prefetch : {false, true}) {
+      config.set_fsdp_prefetch(prefetch);
+      const int64_t f = prefetch ? 1 : 0;
+      const MemoryEstimate fsdp =
+          EstimateRankMemoryFor(config, n, StrategyKind::kFsdp);
+      EXPECT_EQ(fsdp.parameters() + fsdp.gradients() + fsdp.optimizer_state(),
+                4 * (4 * shard + 2 * root + (2 + f) * unit));
+      EXPECT_EQ(fsdp.collective_staging(), 4 * (2 + f) * unit);
+      EXPECT_LT(fsdp.total(),
+                EstimateRankMemoryFor(config, n, StrategyKind::kZero2).total());
+    }
+    config.set_fsdp_prefetch(false);
+    config.set_fsdp_keep_gathered_until_backward(true);
+    EXPECT_EQ(EstimateRankMemoryFor(config, n, StrategyKind::kFsdp).parameters(),
+              4 * (shard + root + 8 * unit));
+    config.set_fsdp_keep_gathered_until_backward(false);
+  }
+  config.set_grad_sync("last");
+  config.set_grad_accum(2);
+  EXPECT_EQ(EstimateRankMemoryFor(config, 2, StrategyKind::kFsdp).gradients(),
+            4 * (p + (p + 1) / 2));
+}
+
 TEST(MemoryEstimate, TheTableListsEveryStrategyOfAWorld) {
   TrainConfig config = TinyConfig();
   config.set_grad_sync("auto");
@@ -89,6 +131,7 @@ TEST(MemoryEstimate, TheTableListsEveryStrategyOfAWorld) {
   EXPECT_NE(two.find("| ddp (grad_sync last)"), std::string::npos) << two;
   EXPECT_NE(two.find("| zero1 (grad_sync last)"), std::string::npos) << two;
   EXPECT_NE(two.find("| zero2 (grad_sync every)"), std::string::npos) << two;
+  EXPECT_NE(two.find("| fsdp (grad_sync every)"), std::string::npos) << two;
   EXPECT_EQ(two.find("| single"), std::string::npos) << two;
   EXPECT_NE(RenderMemoryEstimates(config, 1).find("| single"),
             std::string::npos);

@@ -1,7 +1,8 @@
-// Issue 12's memory acceptance, with real processes (the counting allocator
-// is process-global, so each rank must be its own process): ddp, zero1 and
-// zero2 at 2 and 4 ranks on a model of 9.6M parameters (38.5 MB of fp32)
-// with --bucket_cap_mb=1, so a bucket is ~3% of the model.
+// Issues 12 and 13's memory acceptance, with real processes (the counting
+// allocator is process-global, so each rank must be its own process): ddp,
+// zero1, zero2 and fsdp at 2 and 4 ranks on a model of 9.6M parameters
+// (38.5 MB of fp32) whose blocks dominate (the root unit is 1.5% of it) with
+// --bucket_cap_mb=1, so a bucket is ~3% of the model and a block unit ~8%.
 //
 //   - each rank's breakdown at its peak (parameters, gradients, AdamW state
 //     and collective temporaries walked at the peak, and the unattributed
@@ -11,14 +12,15 @@
 //   - every strategy's unattributed bytes stay within one bucket of ddp's at
 //     the same world size: the activations do not depend on the strategy and
 //     ddp holds no temporaries, so more would be something unwalked;
-//   - the peak per rank orders zero2 < zero1 < ddp;
+//   - the peak per rank orders fsdp < zero2 < zero1 < ddp;
 //   - from 2 to 4 ranks each peak falls by the closed forms' difference
-//     +-10% (zero1 8P/4, zero2 12P/4; ddp's difference is 0, and every ddp
-//     rank allocates the same at any world size: equal);
-//   - zero2 with --testonly_sync_fault=keep_full_gradients fails the check.
+//     +-10% (zero1 8P/4, zero2 12P/4, fsdp 16P/4; ddp's difference is 0,
+//     and every ddp rank allocates the same at any world size: equal);
+//   - zero2 with --testonly_sync_fault=keep_full_gradients and fsdp with
+//     keep_gathered_units (no gathered unit is ever freed) fail the check.
 //
 // The same per-rank batch at both world sizes keeps the activations equal.
-// Test time: 7 launches, one step each (the first step's peak is every
+// Test time: 10 launches, one step each (the first step's peak is every
 // step's: the allocations repeat), all started at once and shared by the
 // tests.
 #include <algorithm>
@@ -69,11 +71,12 @@ struct LaunchSpec {
 std::map<std::string, TrainerLaunch>* LaunchAll() {
   std::vector<LaunchSpec> specs;
   for (int n : {2, 4}) {
-    for (const char* strategy : {"ddp", "zero1", "zero2"}) {
+    for (const char* strategy : {"ddp", "zero1", "zero2", "fsdp"}) {
       specs.push_back({strategy, n, ""});
     }
   }
   specs.push_back({"zero2", 2, "keep_full_gradients"});
+  specs.push_back({"fsdp", 2, "keep_gathered_units"});
   std::vector<std::future<TrainerLaunch>> running;
   for (const LaunchSpec& spec : specs) {
     std::vector<std::string> flags = MemoryFlags();
@@ -104,7 +107,7 @@ const TrainerLaunch& Launched(const std::string& strategy, int n,
 
 const std::vector<std::string>& Strategies() {
   static const auto* strategies =
-      new std::vector<std::string>{"ddp", "zero1", "zero2"};
+      new std::vector<std::string>{"ddp", "zero1", "zero2", "fsdp"};
   return *strategies;
 }
 
@@ -154,19 +157,24 @@ TEST(Memory, EachStrategysBreakdownAtThePeakIsItsClosedFormAtTwoAndFourRanks) {
   }
 }
 
-TEST(Memory, PeakPerRankOrdersZero2BelowZero1BelowDdp) {
+TEST(Memory, PeakPerRankOrdersFsdpBelowZero2BelowZero1BelowDdp) {
   for (int n : {2, 4}) {
     const TrainerLaunch& ddp = Launched("ddp", n);
     const TrainerLaunch& zero1 = Launched("zero1", n);
     const TrainerLaunch& zero2 = Launched("zero2", n);
-    ASSERT_EQ(ddp.exit_code + zero1.exit_code + zero2.exit_code, 0);
+    const TrainerLaunch& fsdp = Launched("fsdp", n);
+    ASSERT_EQ(ddp.exit_code + zero1.exit_code + zero2.exit_code +
+                  fsdp.exit_code,
+              0);
     for (int r = 0; r < n; ++r) {
       SCOPED_TRACE(absl::StrCat("rank ", r, " of ", n));
+      EXPECT_LT(PeakOf(fsdp, r), PeakOf(zero2, r));
       EXPECT_LT(PeakOf(zero2, r), PeakOf(zero1, r));
       EXPECT_LT(PeakOf(zero1, r), PeakOf(ddp, r));
       std::cout << n << " ranks, rank " << r << ": peak ddp " << PeakOf(ddp, r)
                 << ", zero1 " << PeakOf(zero1, r) << ", zero2 "
-                << PeakOf(zero2, r) << " bytes\n";
+                << PeakOf(zero2, r) << ", fsdp " << PeakOf(fsdp, r)
+                << " bytes\n";
     }
   }
 }
@@ -214,6 +222,24 @@ TEST(Memory, Zero2KeepingItsFullGradientsFailsTheCheck) {
   const TrainerLaunch& zero1 = Launched("zero1", 2);
   ASSERT_EQ(zero1.exit_code, 0);
   EXPECT_GT(MaxPeak(kept), MaxPeak(zero1));
+}
+
+// The check bites for fsdp too: with no gathered unit ever freed (the
+// numbers are unchanged) every block is held at the peak, far beyond the
+// gathered units the formula allows.
+TEST(Memory, FsdpKeepingGatheredUnitsFailsTheCheck) {
+  const TrainerLaunch& kept = Launched("fsdp", 2, "keep_gathered_units");
+  ASSERT_EQ(kept.exit_code, 0);
+  EXPECT_NE(kept.result.strategy().description().find(
+                "TEST-ONLY FAULT keep_gathered_units"),
+            std::string::npos);
+  const MemoryCheck check = CheckMemoryAtPeak(kept.result);
+  std::cout << "fsdp keeping gathered units:\n" << check.Describe() << "\n";
+  EXPECT_TRUE(check.Failed(Check::kParameters)) << check.Describe();
+  EXPECT_TRUE(check.Failed(Check::kTotal)) << check.Describe();
+  const TrainerLaunch& fsdp = Launched("fsdp", 2);
+  ASSERT_EQ(fsdp.exit_code, 0);
+  EXPECT_GT(MaxPeak(kept), MaxPeak(fsdp));
 }
 
 }  // namespace

@@ -95,7 +95,7 @@ TrainSummary SummarizeRuns(const TrainResult& result) {
                     result.peak_flops().job_flops_per_second());
   }
   // Communication means over the timed steps of every run.
-  double wait_ms = 0, sent = 0, expected = 0;
+  double wait_ms = 0, sent = 0, expected = 0, in_flight = 0, hidden = 0;
   int steps = 0;
   for (const TrainRun& run : result.runs()) {
     bool any_timed = false;
@@ -105,6 +105,8 @@ TrainSummary SummarizeRuns(const TrainResult& result) {
       wait_ms += step.comm_wait_ms();
       sent += static_cast<double>(step.grad_bytes_sent());
       expected += static_cast<double>(step.expected_grad_bytes());
+      in_flight += step.param_gather_in_flight_ms();
+      hidden += step.param_gather_hidden_ms();
       ++steps;
     }
   }
@@ -112,8 +114,21 @@ TrainSummary SummarizeRuns(const TrainResult& result) {
     summary.set_comm_wait_ms(wait_ms / steps);
     summary.set_grad_bytes_sent_per_step(sent / steps);
     summary.set_expected_grad_bytes_per_step(expected / steps);
+    summary.set_param_gather_in_flight_ms(in_flight / steps);
+    summary.set_param_gather_hidden_ms(hidden / steps);
   }
   return summary;
+}
+
+std::string ParameterGatherLine(const TrainResult& result) {
+  const TrainSummary& s = result.summary();
+  const double in_flight = s.param_gather_in_flight_ms();
+  return absl::StrFormat(
+      "parameter all-gathers: %.2f ms in flight per step, %.2f ms (%.0f%%) "
+      "hidden behind computation (--fsdp_prefetch %s)",
+      in_flight, s.param_gather_hidden_ms(),
+      in_flight > 0 ? 100 * s.param_gather_hidden_ms() / in_flight : 0.0,
+      result.config().fsdp_prefetch() ? "on" : "off");
 }
 
 }  // namespace mtb

@@ -109,10 +109,20 @@ at::Tensor GptModel::Forward(const at::Tensor& tokens,
                              const ForwardOptions& options) const {
   CHECK_EQ(tokens.dim(), 2);
   CHECK_LE(tokens.size(1), shape_.seq_len);
+  const std::vector<UnitHooks*>& hooks = options.unit_hooks;
+  auto before = [&hooks](int unit) {
+    for (UnitHooks* hook : hooks) hook->BeforeUnitForward(unit);
+  };
+  auto after = [&hooks](int unit, at::Tensor output) {
+    for (UnitHooks* hook : hooks) output = hook->AfterUnitForward(unit, output);
+    return output;
+  };
+  before(kRootUnit);
   at::Tensor x = nn::TokenAndPositionEmbedding(tokens, token_embedding_,
                                                position_embedding_);
   // (B, T, D)
   for (int64_t layer = 0; layer < shape_.n_layers; ++layer) {
+    before(BlockUnit(layer));
     if (options.activation_checkpointing) {
       const BlockParameters& b = blocks_[layer];
       const std::vector<at::Tensor> block_params = {
@@ -132,9 +142,10 @@ at::Tensor GptModel::Forward(const at::Tensor& tokens,
     } else {
       x = Block(layer, x, options.dropout);
     }
+    x = after(BlockUnit(layer), x);
   }
   x = nn::LayerNorm(x, final_ln_weight_, final_ln_bias_);
-  return at::linear(x, token_embedding_);  // (B, T, V)
+  return after(kRootUnit, at::linear(x, token_embedding_));  // (B, T, V)
 }
 
 int64_t GptModel::ParameterCount() const {

@@ -21,6 +21,7 @@
 #include "common/nn/dropout.h"
 #include "common/nn/layers.h"
 #include "trainer/parameter_store.h"
+#include "trainer/unit_hooks.h"
 
 namespace mtb {
 
@@ -44,6 +45,10 @@ struct ForwardOptions {
   nn::CounterDropout dropout;
   // Recompute each block in backward instead of keeping its activations.
   bool activation_checkpointing = false;
+  // Called before and after each unit's forward, in this order
+  // (trainer/unit_hooks.h); not owned, must outlive the forward (and, for
+  // gradient hooks they register, the backward).
+  std::vector<UnitHooks*> unit_hooks;
 };
 
 class GptModel {
@@ -63,6 +68,10 @@ class GptModel {
   }
   // The flat store behind parameters(); strategies slice it.
   ParameterStore& store() const { return *store_; }
+  // The store's unit of the root (embeddings, ln_f, tied head) and of block
+  // `layer` (the order in which the constructor lays them out).
+  static constexpr int kRootUnit = 0;
+  static int BlockUnit(int64_t layer) { return static_cast<int>(layer) + 1; }
 
   // tokens: (B, T) int64 -> logits (B, T, V). Call under nn::AutocastGuard for
   // bf16.

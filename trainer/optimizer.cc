@@ -113,16 +113,29 @@ int64_t FlatAdamW::state_bytes() const {
 }
 
 void FlatAdamW::Step(double lr, const std::vector<at::Tensor>& grads) {
-  CHECK_EQ(grads.size(), ranges_.size());
-  const int64_t step = ++step_;
   const at::Tensor& flat = store_.flat_parameters();
+  CHECK(flat.defined()) << "the store's flat buffer is split: pass params";
+  std::vector<at::Tensor> params;
+  for (const Range& range : ranges_) {
+    params.push_back(flat.narrow(0, range.offset, range.numel));
+  }
+  Step(lr, grads, params);
+}
+
+void FlatAdamW::Step(double lr, const std::vector<at::Tensor>& grads,
+                     const std::vector<at::Tensor>& params) {
+  CHECK_EQ(grads.size(), ranges_.size());
+  CHECK_EQ(params.size(), ranges_.size());
+  const int64_t step = ++step_;
   for (size_t i = 0; i < ranges_.size(); ++i) {
     const Range& range = ranges_[i];
     CHECK_EQ(grads[i].numel(), range.numel) << "range " << i;
+    CHECK_EQ(params[i].numel(), range.numel) << "range " << i;
+    const at::Tensor flat_param = params[i].view({-1});
     for (int64_t begin = 0; begin < range.numel; begin += piece_elements_) {
       const int64_t length = std::min(piece_elements_, range.numel - begin);
       AdamWSlice slice;
-      slice.param = flat.narrow(0, range.offset + begin, length);
+      slice.param = flat_param.narrow(0, begin, length);
       slice.grad = grads[i].view({-1}).narrow(0, begin, length);
       slice.exp_avg = exp_avg_.narrow(0, state_offsets_[i] + begin, length);
       slice.exp_avg_sq =

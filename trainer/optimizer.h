@@ -85,6 +85,12 @@ class FlatAdamW {
 
   // grads[i]: (ranges[i].numel) fp32, the gradient of range i.
   void Step(double lr, const std::vector<at::Tensor>& grads);
+  // The same update of parameters kept outside the store's flat buffer
+  // (fsdp's shards): params[i] is (ranges[i].numel) fp32, the values of
+  // range i, updated in place. The ranges still name flat-layout elements
+  // (weight decay, and which part of the model each rank owns).
+  void Step(double lr, const std::vector<at::Tensor>& grads,
+            const std::vector<at::Tensor>& params);
 
   int64_t step() const { return step_; }
   // fp32 bytes of m and v (the optimizer state this rank holds).

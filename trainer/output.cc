@@ -159,6 +159,12 @@ std::string RenderSummaryTable(const TrainResult& result) {
        Bytes(static_cast<double>(result.memory_estimate().total()))});
   table.rows.push_back(
       {"wall s (run 1)", FormatSignificant(first_run.wall_seconds(), 3)});
+  if (result.config().strategy() == "fsdp") {
+    table.rows.push_back(
+        {"param all-gather ms/step in flight (hidden)",
+         absl::StrCat(FormatSignificant(s.param_gather_in_flight_ms(), 3), " (",
+                      FormatSignificant(s.param_gather_hidden_ms(), 3), ")")});
+  }
   return table.Render();
 }
 

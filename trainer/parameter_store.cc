@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "ATen/ATen.h"
+#include "ATen/native/Resize.h"
 #include "glog/logging.h"
 
 namespace mtb {
@@ -55,6 +56,67 @@ ParameterStore::ParameterStore(
     // own version counter, so writes through the flat buffer (optimizer,
     // all-gathers) never look like in-place edits of a saved tensor.
     tensor.set_data(view);
+  }
+  for (const ParameterUnit& unit : units_) {
+    unit_parameters_.push_back(
+        flat_parameters_.narrow(0, unit.offset, unit.numel));
+  }
+}
+
+void ParameterStore::SplitUnitStorage() {
+  CHECK(!split_) << "SplitUnitStorage twice";
+  at::NoGradGuard no_grad;
+  split_ = true;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const ParameterUnit& unit = units_[u];
+    at::Tensor buffer = at::empty({unit.numel}, at::kFloat);
+    for (int index : unit.parameters) {
+      at::Tensor& tensor = parameters_[index].tensor;
+      tensor.set_data(buffer.narrow(0, offsets_[index] - unit.offset,
+                                    tensor.numel())
+                          .view(tensor.sizes()));
+    }
+    unit_parameters_[u] = std::move(buffer);
+    // Freed at once: at most one unit more than the flat buffer exists.
+    FreeUnit(static_cast<int>(u));
+  }
+  flat_parameters_ = at::Tensor();
+}
+
+void ParameterStore::FreeUnit(int unit) {
+  CHECK(split_) << "SplitUnitStorage first";
+  // Dropping references would not free it (autograd's saved views keep the
+  // storage alive); resizing the shared storage does, for every view at once.
+  at::native::resize_bytes_cpu(
+      unit_parameters_[unit].storage().unsafeGetStorageImpl(), 0);
+}
+
+void ParameterStore::AllocateUnit(int unit) {
+  CHECK(split_) << "SplitUnitStorage first";
+  const size_t bytes = static_cast<size_t>(units_[unit].numel) * sizeof(float);
+  c10::StorageImpl* storage =
+      unit_parameters_[unit].storage().unsafeGetStorageImpl();
+  if (storage->nbytes() != bytes) at::native::resize_bytes_cpu(storage, bytes);
+}
+
+bool ParameterStore::unit_allocated(int unit) const {
+  return !split_ || unit_parameters_[unit].storage().nbytes() > 0;
+}
+
+void ParameterStore::AttachUnitGradients(int unit, const at::Tensor& buffer) {
+  const ParameterUnit& u = units_[unit];
+  CHECK_EQ(buffer.numel(), u.numel) << u.name;
+  for (int index : u.parameters) {
+    at::Tensor& tensor = parameters_[index].tensor;
+    tensor.mutable_grad() = buffer.narrow(0, offsets_[index] - u.offset,
+                                          tensor.numel())
+                                .view(tensor.sizes());
+  }
+}
+
+void ParameterStore::DetachUnitGradients(int unit) {
+  for (int index : units_[unit].parameters) {
+    parameters_[index].tensor.mutable_grad() = at::Tensor();
   }
 }
 

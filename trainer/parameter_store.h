@@ -78,8 +78,40 @@ class ParameterStore {
   int64_t numel() const { return numel_; }
 
   // (numel) fp32: every parameter's values, in layout order. Writing into it
-  // writes the parameters.
+  // writes the parameters. Undefined after SplitUnitStorage.
   const at::Tensor& flat_parameters() const { return flat_parameters_; }
+  // (units()[u].numel) fp32: unit u's parameters in layout order (a slice of
+  // flat_parameters(), or the unit's own buffer after SplitUnitStorage).
+  // Writing into it writes the parameters without touching their version
+  // counters (the parameters keep their own: see set_data above), which is
+  // what lets a collective land in it while autograd holds the parameters.
+  const at::Tensor& unit_parameters(int unit) const {
+    return unit_parameters_[unit];
+  }
+
+  // For strategies that free and refill units one at a time (fsdp): gives
+  // every unit a storage of its own, rebinds each parameter to a view of its
+  // unit's buffer, and releases the flat allocation (flat_parameters() is
+  // undefined from then on). Every unit starts freed: the values are gone,
+  // so copy out what is needed first (fsdp keeps its shards). A unit's
+  // storage can then be resized to its size and back to 0 bytes
+  // (AllocateUnit, FreeUnit) while the parameters, and every view autograd
+  // saved of them, keep pointing at it. Once per store.
+  void SplitUnitStorage();
+  bool split() const { return split_; }
+  // After SplitUnitStorage: unit u's storage is resized to 0 bytes (its
+  // parameters must not be read until AllocateUnit) / back to its size with
+  // undefined values (the caller fills unit_parameters(u)). Idempotent.
+  void FreeUnit(int unit);
+  void AllocateUnit(int unit);
+  // Whether unit u's storage holds its values' bytes (always before a split).
+  bool unit_allocated(int unit) const;
+
+  // Makes .grad of every parameter of unit u a view of `buffer` ((units()[u]
+  // .numel) fp32, laid out as the unit): backward accumulates into it.
+  void AttachUnitGradients(int unit, const at::Tensor& buffer);
+  // Sets .grad of every parameter of unit u to none.
+  void DetachUnitGradients(int unit);
   // (numel) fp32, allocated by AttachGradients (undefined before).
   const at::Tensor& flat_gradients() const { return flat_gradients_; }
 
@@ -103,6 +135,8 @@ class ParameterStore {
   std::vector<int64_t> offsets_;  // per parameter
   int64_t numel_ = 0;
   at::Tensor flat_parameters_;
+  std::vector<at::Tensor> unit_parameters_;  // per unit
+  bool split_ = false;
   at::Tensor flat_gradients_;
 };
 

@@ -76,6 +76,46 @@ TEST(ParameterStore, BackwardAccumulatesIntoTheFlatGradientBuffer) {
   EXPECT_FALSE(store.flat_gradients().defined());
 }
 
+// The mechanism fsdp stands on (TOOLCHAIN.md): a unit's storage of its own,
+// freed under autograd's saved tensors by resizing it to 0 bytes and brought
+// back by refilling the same storage through the unit buffer, which moves no
+// version counter, so backward still runs and gets the right gradients.
+TEST(ParameterStore, ASplitUnitIsFreedAndRefilledUnderAutogradsSavedTensors) {
+  const at::Tensor a = at::full({2, 3}, 2.0f).requires_grad_();
+  const at::Tensor b = at::full({4}, 3.0f).requires_grad_();
+  const at::Tensor c = at::full({5}, 5.0f).requires_grad_();
+  ParameterStore store({{"a", a}, {"b", b}, {"c", c}},
+                       {{"first", {0, 1}}, {"second", {2}}});
+  const at::Tensor first_values = store.unit_parameters(0).clone();
+  store.SplitUnitStorage();
+  EXPECT_FALSE(store.flat_parameters().defined());
+  for (int u : {0, 1}) EXPECT_FALSE(store.unit_allocated(u)) << u;
+  EXPECT_EQ(a.storage().nbytes(), 0u);  // freed under the parameter itself
+  store.AllocateUnit(0);
+  store.unit_parameters(0).copy_(first_values);
+  EXPECT_EQ(a.data_ptr<float>(), store.unit_parameters(0).data_ptr<float>());
+  EXPECT_EQ(b.data_ptr<float>(), a.data_ptr<float>() + 6);
+  EXPECT_TRUE(at::equal(b, at::full({4}, 3.0f)));
+  EXPECT_FALSE(store.unit_allocated(1));
+  const auto version = a._version();
+  // x * a saves a (and x) for backward; then the unit is freed and refilled.
+  const at::Tensor x = at::full({2, 3}, 7.0f).requires_grad_();
+  const at::Tensor loss = (x * a).sum() + (b * b).sum();
+  store.FreeUnit(0);
+  EXPECT_EQ(a.storage().nbytes(), 0u);
+  store.AllocateUnit(0);
+  store.unit_parameters(0).copy_(first_values);
+  EXPECT_EQ(a._version(), version) << "refilling moved the version counter";
+  const at::Tensor grad = at::zeros({10});
+  store.AttachUnitGradients(0, grad);
+  loss.backward();
+  EXPECT_TRUE(at::equal(grad.narrow(0, 0, 6), at::full({6}, 7.0f)));  // x
+  EXPECT_TRUE(at::equal(grad.narrow(0, 6, 4), at::full({4}, 6.0f)));  // 2b
+  EXPECT_TRUE(at::equal(x.grad(), at::full({2, 3}, 2.0f)));            // a
+  store.DetachUnitGradients(0);
+  EXPECT_FALSE(a.grad().defined());
+}
+
 TEST(ParameterStore, DecayRunsFollowTheParametersAndMerge) {
   const at::Tensor w1 = at::ones({4}).requires_grad_();
   const at::Tensor w2 = at::ones({3}).requires_grad_();

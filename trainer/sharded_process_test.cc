@@ -1,18 +1,22 @@
-// ddp, zero1 and zero2 with real processes (the trainer binary launches 2 or
-// 3 ranks of itself over Gloo on 127.0.0.1), each compared with one rank on
-// the same global batch by the DDP process test's comparison and tolerances
-// (CompareWithReference, trainer/ddp_process_check.cc): fp32, dropout 0.1,
-// clipping active, --grad_accum 1 and 2. zero1 and zero2 share a reduction
-// path: at the same --grad_sync their losses, norms and parameters are
-// asserted bit-identical. Every zero step's counted bytes equal the closed
-// forms (reduce-scatter (n-1)/n * 4 * S * P, gather (n-1)/n * 4 * P: the
-// tiny model's buckets divide by 2 and 3); like all byte checks this catches
-// a missing or an extra collective, not a wrong formula.
+// ddp, zero1, zero2 and fsdp with real processes (the trainer binary
+// launches 2 or 3 ranks of itself over Gloo on 127.0.0.1), each compared with
+// one rank on the same global batch by the DDP process test's comparison and
+// tolerances (CompareWithReference, trainer/ddp_process_check.cc): fp32,
+// dropout 0.1, clipping active, --grad_accum 1 and 2. zero1 and zero2 share a
+// reduction path: at the same --grad_sync their losses, norms and parameters
+// are asserted bit-identical; fsdp (every variant: reshard on and off,
+// prefetch, activation checkpointing) shares it with zero2 (losses and
+// parameters bit-identical, norms to 1e-12). Every zero and fsdp step's
+// counted bytes equal the closed forms (zero: reduce-scatter (n-1)/n * 4 * S
+// * P, gather (n-1)/n * 4 * P; fsdp below; the tiny model's buckets and units
+// divide by 2 and 3); like all byte checks this catches a missing or an extra
+// collective, not a wrong formula.
 //
-// Test time (the suite's budget): one 1-rank reference per K, shared by the
-// 2- and 3-rank launches, one test per K (two shards), 3 steps instead of the
-// DDP tests' 5. zero1 == zero2 under --grad_sync=every at K = 2 is asserted
-// on rank threads (//trainer/strategy:zero_test), not here.
+// Test time (the suite's budget): one 1-rank reference per test, 3 steps
+// instead of the DDP tests' 5, one test per shard. zero1 == zero2 under
+// --grad_sync=every at K = 2 is asserted on rank threads
+// (//trainer/strategy:zero_test), not here; so are fsdp == zero2 at K = 2,
+// fsdp at 1 rank and with units 3 does not divide (fsdp_test).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -51,15 +55,19 @@ TrainerLaunch Reference(int k) {
   return reference;
 }
 
+// `extra`: more flags (fsdp's variants); `tag` names the launch directory.
 TrainerLaunch Launch(const std::string& strategy, int n, int k,
-                     const std::string& grad_sync) {
+                     const std::string& grad_sync,
+                     const std::vector<std::string>& extra = {},
+                     const std::string& tag = "") {
   std::vector<std::string> flags = ShardedFlags();
   flags.push_back(absl::StrCat("--strategy=", strategy));
   flags.push_back(absl::StrCat("--batch_size=", kTinyGlobalBatch / (n * k)));
   flags.push_back(absl::StrCat("--grad_accum=", k));
   flags.push_back(absl::StrCat("--grad_sync=", grad_sync));
-  return RunTrainer(absl::StrCat(strategy, "_n", n, "_k", k, "_", grad_sync),
-                    n, flags);
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return RunTrainer(
+      absl::StrCat(strategy, "_n", n, "_k", k, "_", grad_sync, tag), n, flags);
 }
 
 // What every sharded run must show besides equivalence: the byte forms.
@@ -73,6 +81,33 @@ void ExpectZeroBytes(const TrainerLaunch& launch, int n, int syncs) {
     EXPECT_EQ(step.expected_param_gather_bytes(), bytes / n * (n - 1));
     EXPECT_EQ(step.param_gather_bytes_sent(),
               step.expected_param_gather_bytes());
+  }
+}
+
+// fsdp's per-step forms, written from the model's shape: reduce-scatter
+// (n-1)/n * 4 * S * P, all-gather (n-1)/n * 4 * (P_root + g K P_blocks), g = 2
+// with reshard_after_forward (forward and backward), 1 without; one gather
+// for the root and g K per block.
+void ExpectFsdpBytes(const TrainerLaunch& launch, int n, int k, int syncs,
+                     bool reshard) {
+  const TrainConfig& c = launch.result.config();
+  const int64_t d = c.d_model();
+  const int64_t root = c.vocab_size() * d + c.seq_len() * d + 2 * d;
+  const int64_t blocks = c.n_layers() * (12 * d * d + 13 * d);
+  ASSERT_EQ(launch.result.model().parameter_count(), root + blocks);
+  ASSERT_EQ(root % n + blocks % n, 0) << "the tiny model's units divide by "
+                                      << n;
+  const int g = reshard ? 2 : 1;
+  for (const StepRecord& step : launch.result.runs(0).steps()) {
+    EXPECT_EQ(step.grad_syncs(), syncs);
+    EXPECT_EQ(step.grad_bytes_sent(),
+              syncs * (root + blocks) * 4 / n * (n - 1));
+    EXPECT_EQ(step.expected_grad_bytes(), step.grad_bytes_sent());
+    EXPECT_EQ(step.param_gather_bytes_sent(),
+              (root + g * k * blocks) * 4 / n * (n - 1));
+    EXPECT_EQ(step.expected_param_gather_bytes(),
+              step.param_gather_bytes_sent());
+    EXPECT_EQ(step.param_gathers(), 1 + g * k * c.n_layers());
   }
 }
 
@@ -157,6 +192,89 @@ TEST(Sharded, DdpZero1Zero2AtTwoAndThreeRanksMatchOneRankWithGradAccumTwo) {
                            absl::StrCat("zero2 ", n, " ranks K 2 (every)"));
     ExpectZeroBytes(zero1, n, 1);
     ExpectZeroBytes(zero2, n, 2);
+  }
+}
+
+// fsdp's variants. Resharding, prefetching and recomputing change when a
+// unit is gathered, never a value: each variant equals one rank within the
+// tolerance above and the others bit for bit; and fsdp reduce-scatters the
+// same values as zero2 (per element, rank order, / n), so their losses and
+// parameters are the same bits. The gradient norm is an fp64 sum over shards
+// cut differently (units vs buckets): asserted to 1e-12 relative, not bit for
+// bit. (//trainer/strategy:fsdp_test asserts the same on threads, at K = 2
+// and with units 3 does not divide.)
+struct FsdpVariant {
+  std::vector<std::string> flags;
+  std::string tag;
+  bool reshard = true;
+};
+
+const FsdpVariant kReshard{{}, "_reshard", true};
+const FsdpVariant kNoReshardPrefetch{
+    {"--reshard_after_forward=false", "--fsdp_prefetch"},
+    "_keep_prefetch",
+    false};
+const FsdpVariant kReshardPrefetchCheckpointing{
+    {"--fsdp_prefetch", "--activation_checkpointing"}, "_prefetch_ac", true};
+
+void ExpectSameLossesAndParameters(const TrainerLaunch& a,
+                                   const TrainerLaunch& b,
+                                   const std::string& what) {
+  ASSERT_EQ(a.result.runs(0).steps_size(), b.result.runs(0).steps_size());
+  for (int s = 0; s < a.result.runs(0).steps_size(); ++s) {
+    const StepRecord& x = a.result.runs(0).steps(s);
+    const StepRecord& y = b.result.runs(0).steps(s);
+    EXPECT_EQ(x.loss(), y.loss()) << what << " step " << s + 1;
+    EXPECT_NEAR(x.grad_norm(), y.grad_norm(), 1e-12 * y.grad_norm())
+        << what << " step " << s + 1;
+  }
+  ASSERT_FALSE(a.rank_parameters.empty());
+  ASSERT_FALSE(b.rank_parameters.empty());
+  EXPECT_TRUE(at::equal(a.rank_parameters[0], b.rank_parameters[0])) << what;
+}
+
+// One K = 1 reference and zero2 per world size; three fsdp variants at 2
+// ranks, two at 3 (one test each: two shards).
+void FsdpMatchesOneRankAndZero2(int n,
+                                const std::vector<FsdpVariant>& variants) {
+  const TrainerLaunch reference = Reference(1);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  const TrainerLaunch zero2 = Launch("zero2", n, 1, "auto");
+  ASSERT_EQ(zero2.exit_code, 0) << zero2.output;
+  for (const FsdpVariant& variant : variants) {
+    const std::string what =
+        absl::StrCat("fsdp", variant.tag, " ", n, " ranks K 1");
+    const TrainerLaunch fsdp =
+        Launch("fsdp", n, 1, "auto", variant.flags, variant.tag);
+    ExpectMatchesReference(fsdp, reference, what);
+    ExpectFsdpBytes(fsdp, n, 1, 1, variant.reshard);
+    ExpectSameLossesAndParameters(fsdp, zero2, what + " vs zero2");
+  }
+}
+
+TEST(Sharded, FsdpVariantsAtTwoRanksMatchOneRankAndEqualZero2) {
+  FsdpMatchesOneRankAndZero2(
+      2, {kReshard, kNoReshardPrefetch, kReshardPrefetchCheckpointing});
+}
+
+TEST(Sharded, FsdpVariantsAtThreeRanksMatchOneRankAndEqualZero2) {
+  FsdpMatchesOneRankAndZero2(3, {kReshard, kNoReshardPrefetch});
+}
+
+// --grad_accum=2 (auto = every for fsdp: a reduce-scatter per micro-batch).
+TEST(Sharded, FsdpWithGradAccumTwoAtTwoAndThreeRanksMatchesOneRank) {
+  const TrainerLaunch reference = Reference(2);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  for (const auto& [n, variant] :
+       {std::pair<int, FsdpVariant>{2, kReshardPrefetchCheckpointing},
+        {3, kNoReshardPrefetch}}) {
+    SCOPED_TRACE(absl::StrCat(n, " ranks"));
+    const TrainerLaunch fsdp =
+        Launch("fsdp", n, 2, "auto", variant.flags, variant.tag);
+    ExpectMatchesReference(
+        fsdp, reference,
+        absl::StrCat("fsdp", variant.tag, " ", n, " ranks K 2"));
+    ExpectFsdpBytes(fsdp, n, 2, 2, variant.reshard);
   }
 }
 

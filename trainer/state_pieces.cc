@@ -50,6 +50,24 @@ std::vector<StatePiece> ModelPieces(const ParameterStore& store,
   return pieces;
 }
 
+std::vector<StatePiece> ModelPiecesOf(const ParameterStore& store,
+                                      const std::vector<FlatRange>& ranges,
+                                      const std::vector<at::Tensor>& values) {
+  CHECK_EQ(values.size(), ranges.size());
+  std::vector<StatePiece> pieces;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    CHECK_EQ(values[i].numel(), ranges[i].numel) << "range " << i;
+    const at::Tensor flat = values[i].view({-1});
+    const int64_t first = ranges[i].offset;
+    AppendPieces(store, ranges[i], "model/",
+                 [&](int64_t offset, int64_t numel) {
+                   return flat.narrow(0, offset - first, numel);
+                 },
+                 &pieces);
+  }
+  return pieces;
+}
+
 std::vector<StatePiece> OptimizerPieces(const ParameterStore& store,
                                         const FlatAdamW& optimizer,
                                         const std::vector<FlatRange>& ranges) {

@@ -23,6 +23,13 @@ using FlatRange = FlatAdamW::Range;
 std::vector<StatePiece> ModelPieces(const ParameterStore& store,
                                     const std::vector<FlatRange>& ranges);
 
+// The same pieces of parameters kept outside the store's flat buffer
+// (fsdp's shards): values[i] is (ranges[i].numel) fp32, the values of
+// range i.
+std::vector<StatePiece> ModelPiecesOf(const ParameterStore& store,
+                                      const std::vector<FlatRange>& ranges,
+                                      const std::vector<at::Tensor>& values);
+
 // "optimizer/exp_avg/<name>" and "optimizer/exp_avg_sq/<name>" pieces of
 // `optimizer`'s m and v over `ranges`; each range must lie inside one of the
 // optimizer's ranges.
@@ -34,7 +41,8 @@ std::vector<StatePiece> OptimizerPieces(const ParameterStore& store,
 StatePiece OptimizerStepPiece(FlatAdamW& optimizer);
 
 // `numel` elements split among n ranks, the first numel % n one element
-// longer (zero's shards of a bucket; ddp's checkpoint slices).
+// longer (zero's shards of a bucket, fsdp's of a unit; ddp's checkpoint
+// slices).
 std::vector<int64_t> EvenCounts(int64_t numel, int n);
 // Rank `rank`'s contiguous range of that split of [0, numel).
 FlatRange EvenSlice(int64_t numel, int n, int rank);

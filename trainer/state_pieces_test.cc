@@ -3,8 +3,9 @@
 // every element of every global tensor exactly once, with the parameter's
 // global shape, and hold the live values; the load pieces are what each rank
 // must hold (the whole model for ddp and zero, its own optimizer shard for
-// zero). Sizes the world size does not divide (d_model 20, vocab 37), and
-// several buckets so that a zero shard spans parameters.
+// zero; fsdp its shards and nothing else). Sizes the world size does not
+// divide (d_model 20, vocab 37), and several buckets so that a zero shard
+// spans parameters.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "trainer/state_pieces.h"
 #include "trainer/strategy.h"
 #include "trainer/strategy/ddp.h"
+#include "trainer/strategy/fsdp.h"
 #include "trainer/strategy/zero.h"
 
 namespace mtb {
@@ -51,6 +53,7 @@ std::unique_ptr<Strategy> Make(const std::string& name,
                                collective::Communicator* communicator) {
   if (name == "single") return std::make_unique<SingleStrategy>();
   if (name == "ddp") return std::make_unique<DdpStrategy>(communicator, DdpOptions{});
+  if (name == "fsdp") return std::make_unique<FsdpStrategy>(communicator, FsdpOptions{});
   ZeroOptions options;
   options.stage = name == "zero1" ? 1 : 2;
   options.first_bucket_cap_bytes = 4 << 10;
@@ -100,6 +103,8 @@ void Collect(const std::string& strategy, int world_size, std::vector<Listed>* s
     GptModel model(UnevenShape(), 11);
     std::unique_ptr<Strategy> s = Make(strategy, communicator);
     ASSERT_TRUE(s->Setup(model.store(), AdamWOptions{}).ok());
+    // fsdp keeps only shards: gathered, the parameters can be compared.
+    ASSERT_TRUE(s->GatherFullParameters().ok());
     const std::vector<Listed> save = List(s->CheckpointPiecesToSave(), rank, model);
     const std::vector<Listed> load = List(s->CheckpointPiecesToLoad(), rank, model);
     EXPECT_TRUE(s->FinishCheckpointLoad().ok());
@@ -192,6 +197,39 @@ TEST(StatePieces, SavedPiecesCoverEveryElementOfEveryGlobalTensorExactlyOnce) {
         EXPECT_EQ(rank_loaded_state[i].name, rank_saved_state[i].name) << what;
         EXPECT_EQ(rank_loaded_state[i].offset, rank_saved_state[i].offset) << what;
         EXPECT_EQ(rank_loaded_state[i].length, rank_saved_state[i].length) << what;
+      }
+    }
+  }
+}
+
+// fsdp (trainer/strategy/fsdp.h): each rank saves its shard of every unit
+// (parameters and AdamW state, split per parameter, the live values), which
+// over all ranks covers every tensor exactly once, and loads exactly the same
+// pieces (plus the step): it holds nothing else.
+TEST(StatePieces, FsdpSavesAndLoadsExactlyItsShardOfEveryUnit) {
+  for (int world_size : {1, 2, 3}) {
+    const std::string what = absl::StrCat("fsdp at ", world_size);
+    std::vector<Listed> saved, loaded;
+    std::map<std::string, int64_t> tensors;
+    Collect("fsdp", world_size, &saved, &loaded, &tensors);
+    ExpectEveryElementOnce(saved, tensors, what);
+    for (int rank = 0; rank < world_size; ++rank) {
+      std::vector<Listed> rank_saved, rank_loaded;
+      for (const Listed& piece : saved) {
+        if (piece.rank == rank && piece.name != "optimizer/step") {
+          rank_saved.push_back(piece);
+        }
+      }
+      for (const Listed& piece : loaded) {
+        if (piece.rank == rank && piece.name != "optimizer/step") {
+          rank_loaded.push_back(piece);
+        }
+      }
+      ASSERT_EQ(rank_loaded.size(), rank_saved.size()) << what;
+      for (size_t i = 0; i < rank_saved.size(); ++i) {
+        EXPECT_EQ(rank_loaded[i].name, rank_saved[i].name) << what;
+        EXPECT_EQ(rank_loaded[i].offset, rank_saved[i].offset) << what;
+        EXPECT_EQ(rank_loaded[i].length, rank_saved[i].length) << what;
       }
     }
   }

@@ -2,18 +2,21 @@
 // (trainer/trainer.h) owns the model, data and schedule and calls a Strategy
 // at fixed points of every step; a strategy adds communication there.
 // SingleStrategy (one rank, no communication) is the reference every other
-// strategy must equal; DdpStrategy (trainer/strategy/ddp.h) and ZeroStrategy
-// (trainer/strategy/zero.h, zero1 and zero2) are the distributed ones; fsdp
-// will implement the same calls. Every strategy works on the flat parameter
-// store (trainer/parameter_store.h); which one --strategy names is decided in
-// one place (trainer/strategy_name.h, MakeStrategy in trainer/worker.h).
+// strategy must equal; DdpStrategy (trainer/strategy/ddp.h), ZeroStrategy
+// (trainer/strategy/zero.h, zero1 and zero2) and FsdpStrategy
+// (trainer/strategy/fsdp.h) are the distributed ones. Every strategy works
+// on the flat parameter store (trainer/parameter_store.h); which one
+// --strategy names is decided in one place (trainer/strategy_name.h,
+// MakeStrategy in trainer/worker.h).
 //
 // Collective contract: on every rank the loop makes the same calls in the same
 // order with the same step, so a strategy may issue collectives from any of
 // them. The order per optimizer step is:
 //
 //   ZeroGradients()           (local: the step's zero_grad)
-//   for each micro-batch m of K:  BeforeBackward(m, K); loss.backward()
+//   for each micro-batch m of K:  forward (unit_hooks() are called in it and
+//                             may issue collectives: fsdp's gathers);
+//                             BeforeBackward(m, K); loss.backward()
 //                             (gradient hooks a strategy registered in Setup
 //                              run inside backward, on the calling thread)
 //   AfterBackward()           (gradients complete on every rank after this)
@@ -73,6 +76,7 @@
 #include "absl/status/statusor.h"
 #include "trainer/optimizer.h"
 #include "trainer/parameter_store.h"
+#include "trainer/unit_hooks.h"
 
 namespace mtb {
 
@@ -93,6 +97,15 @@ struct StepCommunication {
   // closed form), 0 otherwise.
   int64_t gather_bytes_sent = 0;
   int64_t expected_gather_bytes = 0;
+  // fsdp: the parameter all-gathers of the step (counted by the collective
+  // layer), their summed time in flight (issued -> transfer done), the time
+  // this rank was blocked waiting for them, and of the prefetched ones the
+  // time in flight not waited for: hidden behind computation
+  // (--fsdp_prefetch; 0 without).
+  int gathers = 0;
+  double gather_in_flight_ms = 0;
+  double gather_wait_ms = 0;
+  double gather_hidden_ms = 0;
 };
 
 // Bytes of the tensors a strategy owns, found by walking them (not from a
@@ -202,6 +215,17 @@ class Strategy {
   virtual std::vector<StatePiece> CheckpointPiecesToSave() const = 0;
   virtual std::vector<StatePiece> CheckpointPiecesToLoad() = 0;
   virtual absl::Status FinishCheckpointLoad() = 0;
+
+  // The strategy's per-unit points in the model's forward
+  // (trainer/unit_hooks.h), or nullptr: fsdp provides the parameters there.
+  // Valid after Setup, until the next Setup.
+  virtual UnitHooks* unit_hooks() { return nullptr; }
+
+  // Collective: makes every parameter tensor hold its full values (e.g. to
+  // dump them after the last step). fsdp gathers every unit, which stays
+  // gathered until the next step starts; the replicating strategies hold them
+  // already.
+  virtual absl::Status GatherFullParameters() { return absl::OkStatus(); }
 
   // Where the memory marks go (nullptr: nowhere, the default). The loop sets
   // it for a step when the counting allocator runs (trainer/trainer.cc).

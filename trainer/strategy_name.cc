@@ -8,7 +8,7 @@ namespace mtb {
 const std::vector<StrategyKind>& AllStrategies() {
   static const std::vector<StrategyKind> kAll = {
       StrategyKind::kDdp, StrategyKind::kZero1, StrategyKind::kZero2,
-      StrategyKind::kSingle};
+      StrategyKind::kFsdp, StrategyKind::kSingle};
   return kAll;
 }
 
@@ -22,12 +22,14 @@ std::string StrategyName(StrategyKind kind) {
       return "zero1";
     case StrategyKind::kZero2:
       return "zero2";
+    case StrategyKind::kFsdp:
+      return "fsdp";
   }
   LOG(FATAL) << "unknown strategy " << static_cast<int>(kind);
 }
 
 std::string StrategyChoices() {
-  return "ddp, zero1, zero2 (or single, the one-rank reference)";
+  return "ddp, zero1, zero2, fsdp (or single, the one-rank reference)";
 }
 
 absl::StatusOr<StrategyKind> ParseStrategy(absl::string_view name) {
@@ -39,7 +41,9 @@ absl::StatusOr<StrategyKind> ParseStrategy(absl::string_view name) {
 }
 
 std::string AutoGradSync(StrategyKind kind) {
-  return kind == StrategyKind::kZero2 ? "every" : "last";
+  return kind == StrategyKind::kZero2 || kind == StrategyKind::kFsdp
+             ? "every"
+             : "last";
 }
 
 }  // namespace mtb

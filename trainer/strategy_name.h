@@ -18,17 +18,19 @@ enum class StrategyKind {
   kDdp,     // replicated everything, bucketed all-reduce
   kZero1,   // optimizer state sharded
   kZero2,   // gradients and optimizer state sharded
+  kFsdp,    // parameters too, gathered per unit (ZeRO-3)
 };
 
 // Every strategy, in the order help and errors list them.
 const std::vector<StrategyKind>& AllStrategies();
 std::string StrategyName(StrategyKind kind);
-// "ddp, zero1, zero2 (or single, the one-rank reference)".
+// "ddp, zero1, zero2, fsdp (or single, the one-rank reference)".
 std::string StrategyChoices();
 // kInvalidArgument "--strategy=<name> is not a strategy: use ..." otherwise.
 absl::StatusOr<StrategyKind> ParseStrategy(absl::string_view name);
-// What --grad_sync=auto means (SPEC §4): "every" for zero2 (so that a rank
-// never holds a full gradient across micro-batches), "last" otherwise.
+// What --grad_sync=auto means (SPEC §4): "every" for zero2 and fsdp (so that
+// a rank never holds a full gradient across micro-batches), "last"
+// otherwise.
 std::string AutoGradSync(StrategyKind kind);
 
 }  // namespace mtb

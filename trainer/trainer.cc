@@ -207,8 +207,12 @@ absl::StatusOr<StepRecord> Trainer::Step() {
     RETURN_IF_ERROR(CallGuarded("forward", [&] {
       const trace::ScopedSpan span(trace_, "forward", "compute");
       nn::AutocastGuard autocast(bf16);
-      const at::Tensor logits = model_.Forward(
-          batch.inputs, ForwardOptionsOf(config_, step, batch.sample_indices));
+      ForwardOptions options =
+          ForwardOptionsOf(config_, step, batch.sample_indices);
+      if (UnitHooks* hooks = strategy_->unit_hooks()) {
+        options.unit_hooks.push_back(hooks);
+      }
+      const at::Tensor logits = model_.Forward(batch.inputs, options);
       loss = nn::CrossEntropy(logits, batch.targets);
       if (nan_fault) {
         // A multiplication, so that the gradients are NaN too.
@@ -284,6 +288,10 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   record.set_grad_syncs(communication.syncs);
   record.set_param_gather_bytes_sent(communication.gather_bytes_sent);
   record.set_expected_param_gather_bytes(communication.expected_gather_bytes);
+  record.set_param_gathers(communication.gathers);
+  record.set_param_gather_in_flight_ms(communication.gather_in_flight_ms);
+  record.set_param_gather_wait_ms(communication.gather_wait_ms);
+  record.set_param_gather_hidden_ms(communication.gather_hidden_ms);
   const HeldMemory held = strategy_->Held();
   record.set_held_parameter_bytes(held.parameters);
   record.set_held_gradient_bytes(held.gradients);
@@ -613,6 +621,8 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
     run->set_wall_seconds(run_watch.ElapsedMs() / 1000.0);
     FinishRun(run, result.model().tokens_per_step());
     if (repeat == config.repeat() - 1 && hooks.after_last_run) {
+      // Sharded parameters (fsdp) are gathered for the hook.
+      RETURN_IF_ERROR(strategy.GatherFullParameters());
       RETURN_IF_ERROR(hooks.after_last_run(trainer->model()));
     }
   }
@@ -643,6 +653,9 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
     if (memory->counted()) *memory->mutable_at_peak() = at_peaks[r];
   }
   *result.mutable_summary() = SummarizeRuns(result);
+  if (rank.rank == 0 && result.summary().param_gather_in_flight_ms() > 0) {
+    LOG(INFO) << ParameterGatherLine(result);
+  }
   return result;
 }
 

@@ -11,7 +11,7 @@ expect 2 "--d_model=100 must be divisible by --n_heads=3" "${tiny[@]}" --d_model
 expect 2 "--precision=fp16 must be fp32 or bf16" "${tiny[@]}" --precision=fp16
 expect 2 "--nproc=0 must be >= 1" "${tiny[@]}" --nproc=0
 expect 2 "--grad_accum=0 must be at least 1" "${tiny[@]}" --grad_accum=0
-expect 2 "--strategy=zero3 is not a strategy: use ddp, zero1, zero2 (or single, the one-rank reference)" "${tiny[@]}" --strategy=zero3
+expect 2 "--strategy=zero3 is not a strategy: use ddp, zero1, zero2, fsdp (or single, the one-rank reference)" "${tiny[@]}" --strategy=zero3
 expect 2 "--strategy=single runs one rank, but the world size is 2" "${tiny[@]}" --strategy=single
 expect 2 "--grad_sync=never must be auto, every or last" "${tiny[@]}" --grad_sync=never
 expect 2 "--out=/proc/no_such_dir/r.json: cannot write there" "${tiny[@]}" --out=/proc/no_such_dir/r.json
@@ -21,6 +21,7 @@ expect 2 "the run cannot fit in memory: estimated " "${tiny[@]}" --vocab_size=65
 expect 2 "--trace_steps=2:9 must be A:B with 1 <= A <= B <= --steps=3" "${tiny[@]}" --trace_dir="$out/t" --trace_steps=2:9
 expect 2 "--trace_steps needs --trace_dir" "${tiny[@]}" --trace_steps=1:2
 expect 2 "--ddp_overlap=false applies to --strategy=ddp, not zero1" "${tiny[@]}" --strategy=zero1 --ddp_overlap=false
+expect 2 "--reshard_after_forward=false applies to --strategy=fsdp, not zero2" "${tiny[@]}" --strategy=zero2 --reshard_after_forward=false
 # Nothing started: no launcher line.
 expect 2 "--n_heads=3" "${tiny[@]}" --n_heads=3
 ! grep -q "launch:" "$out/stderr" || fail "a bad flag reached the launcher"

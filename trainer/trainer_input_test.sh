@@ -24,7 +24,7 @@ expect 2 "--lr_decay_steps=2 must be after the warm-up end (--lr_warmup_steps=2)
 # before any rank starts.
 "$trainer" "${tiny[@]}" --nproc=4 --estimate_memory > "$out/estimate" 2> "$out/stderr" \
   || fail "--estimate_memory exited $?"
-for row in "| ddp (grad_sync last)" "| zero1 (grad_sync last)" "| zero2 (grad_sync every)" "4 rank(s)"; do
+for row in "| ddp (grad_sync last)" "| zero1 (grad_sync last)" "| zero2 (grad_sync every)" "| fsdp (grad_sync every)" "4 rank(s)"; do
   grep -qF -- "$row" "$out/estimate" || { cat "$out/estimate" >&2; fail "no '$row' in the estimate"; }
 done
 ! grep -q "launch:" "$out/stderr" || fail "--estimate_memory started ranks"

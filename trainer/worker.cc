@@ -30,6 +30,7 @@
 #include "trainer/metrics.h"
 #include "trainer/output.h"
 #include "trainer/strategy/ddp.h"
+#include "trainer/strategy/fsdp.h"
 #include "trainer/strategy/zero.h"
 #include "trainer/strategy_name.h"
 #include "trainer/trainer.h"
@@ -100,6 +101,14 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
                                 config.bucket_cap_mb(), config.grad_sync());
       options.testonly_fault = sync_fault;
       return std::unique_ptr<Strategy>(new ZeroStrategy(communicator, options));
+    }
+    case StrategyKind::kFsdp: {
+      FsdpOptions options =
+          FsdpOptionsFromConfig(!config.fsdp_keep_gathered_until_backward(),
+                                config.fsdp_prefetch(), config.grad_sync());
+      options.testonly_keep_gathered_units =
+          sync_fault.kind == SyncTestFault::Kind::kKeepGatheredUnits;
+      return std::unique_ptr<Strategy>(new FsdpStrategy(communicator, options));
     }
   }
   return absl::InternalError("unreachable");

@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
 """Memory per rank at the peak, per strategy and world size (not a test).
 
-Builds //trainer with --config=bench and runs ddp, zero1 and zero2 at each
+Builds //trainer with --config=bench and runs ddp, zero1, zero2 (and, asked
+for, fsdp) at each
 world size of --worlds on one model (default: the memory test's, 9.6M
 parameters, --bucket_cap_mb=1, batch 1 per rank, one step), then prints a
 Markdown table of what the largest rank held at its peak
 (TrainResult.memory[r].at_peak: parameters, gradients, AdamW state,
 collective temporaries walked at the peak, the unattributed rest) next to
-the closed forms (ddp 16P, zero1 8P + 8P/N, zero2 4P + 12P/N), and each
+the closed forms (ddp 16P, zero1 8P + 8P/N, zero2 4P + 12P/N, fsdp 16P/N
++ the root and the gathered blocks in flight), and each
 process's VmHWM. The figures are allocator counts: they do not depend on the
 machine's load.
 
 Usage (from the checkout):
   /usr/bin/python3 trainer/bench/memory_breakdown.py [--worlds=2,4]
-      [--strategies=ddp,zero1,zero2] [--model_flags="--d_model=256 ..."]
+      [--strategies=ddp,zero1,zero2,fsdp] [--model_flags="--d_model=256 ..."]
 """
 
 import argparse
@@ -30,7 +32,10 @@ import ddp_bench  # noqa: E402  (build_ours, CHECKOUT)
 MODEL_FLAGS = ("--data=synthetic --vocab_size=512 --d_model=256 --n_layers=12 "
                "--n_heads=4 --seq_len=32 --batch_size=1 --steps=1 "
                "--lr_warmup_steps=0 --timing_warmup_steps=0 --bucket_cap_mb=1")
-CLOSED_FORMS = {"ddp": (16, 0), "zero1": (8, 8), "zero2": (4, 12)}
+# (replicated, sharded) multiples of P; fsdp's root unit and in-flight
+# blocks come on top (trainer/memory_check.h).
+CLOSED_FORMS = {"ddp": (16, 0), "zero1": (8, 8), "zero2": (4, 12),
+                "fsdp": (0, 16)}
 
 
 def mb(value):
@@ -71,6 +76,7 @@ def main():
                 replicated, sharded = CLOSED_FORMS[strategy]
                 closed = replicated * p + sharded * p / world
                 form = (f"{replicated}P" if not sharded else
+                        f"{sharded}P/{world}" if not replicated else
                         f"{replicated}P + {sharded}P/{world}")
                 lines.append(
                     f"| {strategy} | {world} | {mb(at['peak_bytes'])} | "

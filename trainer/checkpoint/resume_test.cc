@@ -3,7 +3,7 @@
 // keyed by seed, step and global sample; no allocator figure is checked).
 // Real processes, SIGKILL and the flags are //trainer:trainer_checkpoint_test.
 //
-// Exact resume: for ddp, zero1 and zero2 at 2 ranks (dropout 0.1, cosine
+// Exact resume: for ddp, zero1, zero2 and fsdp at 2 ranks (dropout 0.1, cosine
 // with warm-up, clipping active), 6 continuous steps equal 3 steps + a
 // resume to 6 bit for bit: losses, learning rates and norms of steps 4..6,
 // the final parameters, and every byte of the step-6 shard files (parameters,
@@ -32,6 +32,7 @@
 #include "trainer/data.h"
 #include "trainer/strategy.h"
 #include "trainer/strategy/ddp.h"
+#include "trainer/strategy/fsdp.h"
 #include "trainer/strategy/zero.h"
 #include "trainer/test_config.h"
 #include "trainer/trainer.h"
@@ -55,7 +56,8 @@ std::string TestDir(const std::string& name) {
 TrainConfig ResumeConfig(const std::string& strategy, int steps) {
   TrainConfig config = TinyConfig();
   config.set_strategy(strategy);
-  config.set_grad_sync(strategy == "zero2" ? "every" : "last");
+  config.set_grad_sync(strategy == "zero2" || strategy == "fsdp" ? "every"
+                                                                 : "last");
   config.set_dropout(0.1);
   config.set_lr_schedule("cosine");
   config.set_lr(3e-3);
@@ -77,6 +79,11 @@ std::unique_ptr<Strategy> MakeTestStrategy(const TrainConfig& config,
     options.first_bucket_cap_bytes = 8 << 10;
     options.bucket_cap_bytes = 16 << 10;
     return std::make_unique<DdpStrategy>(communicator, options);
+  }
+  if (config.strategy() == "fsdp") {
+    // A rank's shard of each unit spans parameters too; gathered per unit.
+    return std::make_unique<FsdpStrategy>(
+        communicator, FsdpOptionsFromConfig(true, false, config.grad_sync()));
   }
   // Several buckets: a rank's shard is a piece of each, spanning parameters.
   ZeroOptions options = ZeroOptionsFromConfig(config.strategy() == "zero1" ? 1 : 2,
@@ -219,7 +226,7 @@ TEST_P(ExactResume, ThreeStepsAndAResumeToSixEqualSixContinuousStepsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, ExactResume,
-                         ::testing::Values("ddp", "zero1", "zero2"));
+                         ::testing::Values("ddp", "zero1", "zero2", "fsdp"));
 
 TEST(TrainerResume, KeepingTheSavedScheduleSaysSoAndDiffersFromTheLongerSchedule) {
   // The 3-step run's default decay end is step 3; resumed with --steps=6

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "trainer/data.h"
 #include "trainer/strategy/buckets.h"
+#include "trainer/strategy/rank_runs.h"
 #include "trainer/test_config.h"
 #include "trainer/trainer.h"
 
@@ -32,53 +33,16 @@ absl::Status SetupOn(Strategy& strategy, std::vector<NamedParameter> parameters)
   return strategy.Setup(*store, AdamWOptions{});
 }
 
-struct RankRun {
-  std::vector<StepRecord> steps;
-  std::vector<at::Tensor> params;  // after the last step
-  int64_t bytes_sent = 0;          // gradient bytes over all steps
-  int64_t expected_bytes = 0;
-  std::vector<BucketSummary> buckets;
-};
-
 // Trains `config` on `world_size` thread ranks with ddp (or, for world size
 // 1 and `single`, SingleStrategy) and returns every rank's run.
 std::vector<RankRun> Train(const TrainConfig& config, int world_size,
                            const DdpOptions& options, bool single = false) {
-  at::set_num_threads(1);
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
-                                      config.seq_len());
-  std::vector<RankRun> runs(world_size);
-  auto body = [&](collective::Communicator* communicator, int rank) {
-    std::unique_ptr<Strategy> strategy;
-    if (single) {
-      strategy = std::make_unique<SingleStrategy>();
-    } else {
-      strategy = std::make_unique<DdpStrategy>(communicator, options);
-    }
-    auto trainer = Trainer::Create(config, RankInfo{rank, world_size},
-                                   strategy.get(), data.get());
-    ASSERT_TRUE(trainer.ok()) << trainer.status();
-    RankRun& run = runs[rank];
-    for (int step = 0; step < config.steps(); ++step) {
-      absl::StatusOr<StepRecord> record = (*trainer)->Step();
-      ASSERT_TRUE(record.ok()) << record.status();
-      run.bytes_sent += record->grad_bytes_sent();
-      run.expected_bytes += record->expected_grad_bytes();
-      run.steps.push_back(*record);
-    }
-    for (const NamedParameter& p : (*trainer)->model().parameters()) {
-      run.params.push_back(p.tensor.detach().clone());
-    }
-    run.buckets = strategy->Buckets();
-  };
-  if (world_size == 1) {
-    body(nullptr, 0);
-  } else {
-    const absl::Status status = collective::RunRanksAsThreads(
-        world_size, [&](collective::Communicator& c) { body(&c, c.rank()); });
-    EXPECT_TRUE(status.ok()) << status;
-  }
-  return runs;
+  return TrainOnRankThreads(
+      config, world_size,
+      [&](collective::Communicator* communicator) -> std::unique_ptr<Strategy> {
+        if (single) return std::make_unique<SingleStrategy>();
+        return std::make_unique<DdpStrategy>(communicator, options);
+      });
 }
 
 TrainConfig DdpConfig() {
@@ -95,14 +59,6 @@ DdpOptions SmallBuckets() {
   options.first_bucket_cap_bytes = 16 << 10;
   options.bucket_cap_bytes = 32 << 10;
   return options;
-}
-
-void ExpectAllEqual(const std::vector<at::Tensor>& a,
-                    const std::vector<at::Tensor>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_TRUE(at::equal(a[i], b[i])) << what << " parameter " << i;
-  }
 }
 
 TEST(Ddp, OneRankRunsTheSamePathAndEqualsSingleBitForBit) {

@@ -20,6 +20,8 @@ std::vector<StrategyKind> StrategiesFor(SyncTestFault::Kind kind) {
       return {StrategyKind::kDdp};
     case SyncTestFault::Kind::kKeepFullGradients:
       return {StrategyKind::kZero2};
+    case SyncTestFault::Kind::kKeepGatheredUnits:
+      return {StrategyKind::kFsdp};
   }
   return {};
 }
@@ -41,6 +43,10 @@ absl::StatusOr<SyncTestFault> ParseSyncTestFault(const std::string& text) {
     fault.kind = SyncTestFault::Kind::kKeepFullGradients;
     return fault;
   }
+  if (kind == "keep_gathered_units" && colon == std::string::npos) {
+    fault.kind = SyncTestFault::Kind::kKeepGatheredUnits;
+    return fault;
+  }
   if (kind == "bucket_never_synced" &&
       absl::SimpleAtoi(argument, &fault.bucket) && fault.bucket >= 0) {
     fault.kind = SyncTestFault::Kind::kBucketNeverSynced;
@@ -54,7 +60,8 @@ absl::StatusOr<SyncTestFault> ParseSyncTestFault(const std::string& text) {
   return absl::InvalidArgumentError(absl::StrCat(
       "--testonly_sync_fault=", text,
       ": expected sum_not_average, bucket_never_synced:<bucket index>, "
-      "parameter_unreduced:<parameter name> or keep_full_gradients"));
+      "parameter_unreduced:<parameter name>, keep_full_gradients or "
+      "keep_gathered_units"));
 }
 
 std::string SyncTestFaultName(const SyncTestFault& fault) {
@@ -69,6 +76,8 @@ std::string SyncTestFaultName(const SyncTestFault& fault) {
       return absl::StrCat("parameter_unreduced:", fault.parameter);
     case SyncTestFault::Kind::kKeepFullGradients:
       return "keep_full_gradients";
+    case SyncTestFault::Kind::kKeepGatheredUnits:
+      return "keep_gathered_units";
   }
   return "";
 }

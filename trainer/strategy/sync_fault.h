@@ -28,6 +28,10 @@ struct SyncTestFault {
     // zero2: each bucket's full gradients stay alive until the next step
     // (the numbers do not change; the memory does).
     kKeepFullGradients,
+    // fsdp: a gathered unit is never freed (its storage is gathered into
+    // again whenever it would have been: the numbers do not change, the
+    // memory does).
+    kKeepGatheredUnits,
   };
   Kind kind = Kind::kNone;
   int bucket = -1;
@@ -35,7 +39,8 @@ struct SyncTestFault {
 };
 
 // "" (none), "sum_not_average", "bucket_never_synced:<bucket>",
-// "parameter_unreduced:<parameter name>" or "keep_full_gradients";
+// "parameter_unreduced:<parameter name>", "keep_full_gradients" or
+// "keep_gathered_units";
 // kInvalidArgument naming --testonly_sync_fault otherwise. Bucket and name
 // are checked in the strategy's Setup.
 absl::StatusOr<SyncTestFault> ParseSyncTestFault(const std::string& text);

@@ -11,93 +11,35 @@
 #include <vector>
 
 #include "ATen/ATen.h"
-#include "ATen/Parallel.h"
-#include "common/collective/test_util.h"
+#include "absl/strings/str_cat.h"
 #include "common/libtorch/allclose.h"
 #include "gtest/gtest.h"
-#include "trainer/data.h"
+#include "trainer/strategy/rank_runs.h"
 #include "trainer/test_config.h"
-#include "trainer/trainer.h"
 
 namespace mtb {
 namespace {
 
-struct RankRun {
-  std::vector<StepRecord> steps;
-  std::vector<at::Tensor> params;  // after the last step
-  std::vector<BucketSummary> buckets;
-  bool any_gradient_defined = false;  // after the last step
-  int64_t shard_numel = 0;
-};
-
 // `stage` 0: SingleStrategy (world size 1 only); 1 or 2: ZeroStrategy.
 std::vector<RankRun> Train(TrainConfig config, int world_size, int stage,
                            int64_t bucket_cap_bytes = 16 << 10) {
-  at::set_num_threads(1);
   config.set_strategy(stage == 0 ? "single" : absl::StrCat("zero", stage));
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
-                                      config.seq_len());
-  std::vector<RankRun> runs(world_size);
-  auto body = [&](collective::Communicator* communicator, int rank) {
-    std::unique_ptr<Strategy> strategy;
-    ZeroStrategy* zero = nullptr;
-    if (stage == 0) {
-      strategy = std::make_unique<SingleStrategy>();
-    } else {
-      ZeroOptions options;
-      options.stage = stage;
-      options.first_bucket_cap_bytes = 8 << 10;
-      options.bucket_cap_bytes = bucket_cap_bytes;
-      options.grad_sync = GradSyncFromName(config.grad_sync());
-      auto owned = std::make_unique<ZeroStrategy>(communicator, options);
-      zero = owned.get();
-      strategy = std::move(owned);
-    }
-    auto trainer = Trainer::Create(config, RankInfo{rank, world_size},
-                                   strategy.get(), data.get());
-    ASSERT_TRUE(trainer.ok()) << trainer.status();
-    RankRun& run = runs[rank];
-    for (int step = 0; step < config.steps(); ++step) {
-      absl::StatusOr<StepRecord> record = (*trainer)->Step();
-      ASSERT_TRUE(record.ok()) << record.status();
-      run.steps.push_back(*record);
-    }
-    for (const NamedParameter& p : (*trainer)->model().parameters()) {
-      run.params.push_back(p.tensor.detach().clone());
-      run.any_gradient_defined |= p.tensor.grad().defined();
-    }
-    run.buckets = strategy->Buckets();
-    if (zero != nullptr) run.shard_numel = zero->shard_numel();
-  };
-  if (world_size == 1) {
-    body(nullptr, 0);
-  } else {
-    const absl::Status status = collective::RunRanksAsThreads(
-        world_size, [&](collective::Communicator& c) { body(&c, c.rank()); });
-    EXPECT_TRUE(status.ok()) << status;
-  }
-  return runs;
-}
-
-// The tiny config with sizes 3 does not divide: d_model 20 (biases and
-// LayerNorms of 20, blocks of 12*400 + 13*20 = 5060), vocab 37.
-TrainConfig UnevenConfig() {
-  TrainConfig config = TinyConfig();
-  config.set_d_model(20);
-  config.set_vocab_size(37);
-  config.set_dropout(0.1);
-  config.set_max_grad_norm(0.5);  // clipping active
-  config.set_weight_decay(0.1);
-  config.set_batch_size(2);
-  return config;
-}
-
-void ExpectAllEqual(const std::vector<at::Tensor>& a,
-                    const std::vector<at::Tensor>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_TRUE(at::equal(a[i], b[i])) << what << " parameter " << i;
-  }
+  return TrainOnRankThreads(
+      config, world_size,
+      [&](collective::Communicator* communicator) -> std::unique_ptr<Strategy> {
+        if (stage == 0) return std::make_unique<SingleStrategy>();
+        ZeroOptions options;
+        options.stage = stage;
+        options.first_bucket_cap_bytes = 8 << 10;
+        options.bucket_cap_bytes = bucket_cap_bytes;
+        options.grad_sync = GradSyncFromName(config.grad_sync());
+        return std::make_unique<ZeroStrategy>(communicator, options);
+      },
+      [](Strategy& strategy, RankRun& run) {
+        if (auto* zero = dynamic_cast<ZeroStrategy*>(&strategy)) {
+          run.shard_numel = zero->shard_numel();
+        }
+      });
 }
 
 TEST(Zero, OneRankEqualsSingleBitForBitWithoutClipping) {

@@ -1,0 +1,263 @@
+#include "trainer/bench/strategy_matrix.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/base/stats.h"
+#include "common/report/report.h"
+#include "glog/logging.h"
+
+namespace mtb {
+namespace {
+
+double MedianOf(std::vector<double> values) {
+  CHECK(!values.empty());
+  return Median(values);
+}
+
+bool IsPeer(const std::string& strategy) {
+  return strategy.rfind("pytorch_", 0) == 0;
+}
+
+}  // namespace
+
+const std::vector<StrategyMatrixModel>& StrategyMatrixModels() {
+  static const std::vector<StrategyMatrixModel> kModels = {
+      {"tiny", 512, 128, 2, 4, 64, 30, 6},
+      {"small", 4096, 256, 4, 4, 128, 12, 4},
+  };
+  return kModels;
+}
+
+const std::vector<std::string>& MatrixStrategies() {
+  static const std::vector<std::string> kStrategies = {
+      "ddp", "zero1", "zero2", "fsdp", "fsdp_no_reshard", "fsdp_prefetch"};
+  return kStrategies;
+}
+
+namespace {
+
+// What both sides take with the same names: the model, the schedule's length
+// and the per-rank batch.
+std::vector<std::string> ModelFlags(const StrategyMatrixModel& model,
+                                    const std::string& precision) {
+  return {absl::StrCat("--vocab_size=", model.vocab_size),
+          absl::StrCat("--d_model=", model.d_model),
+          absl::StrCat("--n_layers=", model.n_layers),
+          absl::StrCat("--n_heads=", model.n_heads),
+          absl::StrCat("--seq_len=", model.seq_len),
+          absl::StrCat("--steps=", model.steps),
+          absl::StrCat("--timing_warmup_steps=", model.timing_warmup_steps),
+          absl::StrCat("--batch_size=", kStrategyMatrixBatch),
+          absl::StrCat("--precision=", precision)};
+}
+
+}  // namespace
+
+std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
+                                            const std::string& precision,
+                                            int world_size,
+                                            const std::string& strategy) {
+  std::vector<std::string> flags = ModelFlags(model, precision);
+  for (std::string flag :
+       {absl::StrCat("--nproc=", world_size), std::string("--data=synthetic"),
+        std::string("--intra_op_threads=1"), std::string("--peak_flops=1e11"),
+        std::string("--log_every=100000"), std::string("--nomarkdown")}) {
+    flags.push_back(std::move(flag));
+  }
+  if (strategy == "fsdp_no_reshard") {
+    flags.push_back("--strategy=fsdp");
+    flags.push_back("--reshard_after_forward=false");
+  } else if (strategy == "fsdp_prefetch") {
+    flags.push_back("--strategy=fsdp");
+    flags.push_back("--fsdp_prefetch");
+  } else {
+    flags.push_back(absl::StrCat("--strategy=", strategy));
+  }
+  return flags;
+}
+
+std::vector<std::string> MatrixPeerArgs(const StrategyMatrixModel& model,
+                                        const std::string& precision,
+                                        int world_size,
+                                        const std::string& peer) {
+  std::vector<std::string> args = ModelFlags(model, precision);
+  args.push_back(absl::StrCat("--world_size=", world_size));
+  args.push_back(peer == "pytorch_zero1" ? "--strategy=zero1"
+                                         : "--strategy=ddp");
+  return args;
+}
+
+MatrixRun MatrixRunFromResult(const TrainResult& result) {
+  MatrixRun run;
+  run.tokens_per_second = result.summary().tokens_per_second().mean();
+  run.step_ms = result.summary().step_ms().mean();
+  run.comm_wait_ms = result.summary().comm_wait_ms();
+  for (const RankMemory& memory : result.memory()) {
+    run.peak_memory_bytes =
+        std::max(run.peak_memory_bytes, memory.peak_bytes());
+  }
+  run.memory_estimate_bytes = result.memory_estimate().total();
+  run.parameters = result.model().parameter_count();
+  run.gather_in_flight_ms = result.summary().param_gather_in_flight_ms();
+  run.gather_hidden_ms = result.summary().param_gather_hidden_ms();
+  int steps = 0;
+  for (const StepRecord& step : result.runs(0).steps()) {
+    if (!step.timed()) continue;
+    run.bytes_per_step += static_cast<double>(step.grad_bytes_sent() +
+                                              step.param_gather_bytes_sent());
+    run.expected_bytes_per_step += static_cast<double>(
+        step.expected_grad_bytes() + step.expected_param_gather_bytes());
+    ++steps;
+  }
+  if (steps > 0) {
+    run.bytes_per_step /= steps;
+    run.expected_bytes_per_step /= steps;
+  }
+  return run;
+}
+
+StrategyMatrixRow MatrixRow(const std::string& model,
+                            const std::string& precision, int world_size,
+                            const std::string& strategy,
+                            const std::vector<MatrixRun>& runs,
+                            const std::string& peer,
+                            const std::vector<double>& peer_tokens_per_second) {
+  CHECK(!runs.empty());
+  StrategyMatrixRow row;
+  row.set_model(model);
+  row.set_precision(precision);
+  row.set_world_size(world_size);
+  row.set_strategy(strategy);
+  row.set_rounds(static_cast<int32_t>(runs.size()));
+  row.set_parameters(runs[0].parameters);
+  std::vector<double> tokens, step_ms, wait, peak, in_flight, hidden;
+  for (const MatrixRun& run : runs) {
+    tokens.push_back(run.tokens_per_second);
+    step_ms.push_back(run.step_ms);
+    wait.push_back(run.comm_wait_ms);
+    peak.push_back(static_cast<double>(run.peak_memory_bytes));
+    in_flight.push_back(run.gather_in_flight_ms);
+    hidden.push_back(run.gather_hidden_ms);
+  }
+  row.set_param_gather_in_flight_ms(MedianOf(in_flight));
+  row.set_param_gather_hidden_ms(MedianOf(hidden));
+  row.set_tokens_per_second(MedianOf(tokens));
+  row.set_tokens_per_second_min(
+      *std::min_element(tokens.begin(), tokens.end()));
+  row.set_tokens_per_second_max(
+      *std::max_element(tokens.begin(), tokens.end()));
+  row.set_step_ms(MedianOf(step_ms));
+  row.set_comm_wait_ms(MedianOf(wait));
+  row.set_peak_memory_bytes(static_cast<int64_t>(MedianOf(peak)));
+  row.set_memory_estimate_bytes(runs[0].memory_estimate_bytes);
+  row.set_bytes_per_step(runs[0].bytes_per_step);
+  row.set_expected_bytes_per_step(runs[0].expected_bytes_per_step);
+  if (!peer.empty() && peer_tokens_per_second.size() == runs.size()) {
+    std::vector<double> ratios;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      ratios.push_back(runs[i].tokens_per_second / peer_tokens_per_second[i]);
+    }
+    row.set_peer(peer);
+    row.set_peer_ratio(MedianOf(ratios));
+    row.set_peer_ratio_min(*std::min_element(ratios.begin(), ratios.end()));
+    row.set_peer_ratio_max(*std::max_element(ratios.begin(), ratios.end()));
+  }
+  return row;
+}
+
+std::string RenderStrategyMatrixMarkdown(const StrategyMatrixResult& result) {
+  std::string out = "# Strategy matrix\n\n";
+  std::vector<std::pair<std::string, std::string>> cells;
+  for (const StrategyMatrixRow& row : result.rows()) {
+    const std::pair<std::string, std::string> cell{row.model(),
+                                                   row.precision()};
+    if (std::find(cells.begin(), cells.end(), cell) == cells.end()) {
+      cells.push_back(cell);
+    }
+  }
+  auto mib = [](double bytes) {
+    return FormatSignificant(bytes / (1 << 20), 3);
+  };
+  for (const auto& [model, precision] : cells) {
+    MarkdownTable table;
+    table.headers = {"strategy",
+                     "ranks",
+                     "tokens/s (range)",
+                     "ms/step",
+                     "comm wait ms",
+                     "gather ms hidden / in flight",
+                     "peak MiB/rank (formula)",
+                     "MiB sent/step (closed form)",
+                     "vs PyTorch peer"};
+    table.align = {Align::kLeft};
+    for (int i = 1; i < 9; ++i) table.align.push_back(Align::kRight);
+    int64_t parameters = 0;
+    for (const StrategyMatrixRow& row : result.rows()) {
+      if (row.model() != model || row.precision() != precision) continue;
+      parameters = row.parameters();
+      const bool peer = IsPeer(row.strategy());
+      table.rows.push_back(
+          {row.strategy(), absl::StrCat(row.world_size()),
+           absl::StrCat(FormatSignificant(row.tokens_per_second(), 4), " (",
+                        FormatSignificant(row.tokens_per_second_min(), 3), "–",
+                        FormatSignificant(row.tokens_per_second_max(), 3), ")"),
+           FormatSignificant(row.step_ms(), 3),
+           peer ? "-" : FormatSignificant(row.comm_wait_ms(), 3),
+           row.param_gather_in_flight_ms() > 0
+               ? absl::StrCat(
+                     FormatSignificant(row.param_gather_hidden_ms(), 3), " / ",
+                     FormatSignificant(row.param_gather_in_flight_ms(), 3))
+               : std::string("-"),
+           peer ? "-"
+                : absl::StrCat(
+                      mib(static_cast<double>(row.peak_memory_bytes())), " (",
+                      mib(static_cast<double>(row.memory_estimate_bytes())),
+                      ")"),
+           peer ? "-"
+                : absl::StrCat(mib(row.bytes_per_step()), " (",
+                               mib(row.expected_bytes_per_step()), ")"),
+           row.peer().empty()
+               ? "-"
+               : absl::StrFormat("%.2fx %s (%.2f–%.2f)", row.peer_ratio(),
+                                 row.peer(), row.peer_ratio_min(),
+                                 row.peer_ratio_max())});
+    }
+    absl::StrAppend(&out, "## ", model, " (", parameters, " parameters), ",
+                    precision, "\n\n", table.Render(), "\n");
+  }
+  absl::StrAppend(&out, result.notes(), "\n");
+  return out;
+}
+
+std::string RenderPeakMemorySvg(const StrategyMatrixResult& result,
+                                const std::string& model,
+                                const std::string& precision) {
+  LinePlot plot;
+  plot.title = absl::StrCat("Peak memory per rank, ", model, " ", precision);
+  plot.x_label = "ranks";
+  plot.y_label = "peak MiB per rank (counted)";
+  plot.integer_x = true;
+  std::map<std::string, PlotSeries> series;
+  std::vector<std::string> order;
+  for (const StrategyMatrixRow& row : result.rows()) {
+    if (row.model() != model || row.precision() != precision ||
+        IsPeer(row.strategy())) {
+      continue;
+    }
+    if (series.find(row.strategy()) == series.end()) {
+      order.push_back(row.strategy());
+      series[row.strategy()].name = row.strategy();
+    }
+    series[row.strategy()].points.push_back(
+        {static_cast<double>(row.world_size()),
+         static_cast<double>(row.peak_memory_bytes()) / (1 << 20)});
+  }
+  for (const std::string& name : order) plot.series.push_back(series[name]);
+  return RenderSvg(plot);
+}
+
+}  // namespace mtb

@@ -1,0 +1,88 @@
+// The strategy matrix (issue 13 item 5): what //trainer/bench:strategy_matrix
+// runs and how it turns runs into rows, a Markdown table and one SVG per
+// (model, precision) of peak memory per rank against the world size.
+// strategy_matrix_main.cc launches the trainer and the PyTorch peers; this
+// library holds everything that does not need a process.
+#ifndef MTB_TRAINER_BENCH_STRATEGY_MATRIX_H_
+#define MTB_TRAINER_BENCH_STRATEGY_MATRIX_H_
+
+#include <string>
+#include <vector>
+
+#include "trainer/bench/strategy_matrix.pb.h"
+#include "trainer/train_result.pb.h"
+
+namespace mtb {
+
+// The benchmark models of trainer/bench/ddp_bench.py (batch 8 per rank).
+struct StrategyMatrixModel {
+  std::string name;
+  int vocab_size = 0;
+  int d_model = 0;
+  int n_layers = 0;
+  int n_heads = 0;
+  int seq_len = 0;
+  int steps = 0;
+  int timing_warmup_steps = 0;
+};
+// "tiny" (vocab 512, d_model 128, 2 layers, seq 64) and "small" (vocab 4096,
+// d_model 256, 4 layers, seq 128).
+const std::vector<StrategyMatrixModel>& StrategyMatrixModels();
+inline constexpr int kStrategyMatrixBatch = 8;
+
+// Ours, in the order every cell runs them: ddp, zero1, zero2, fsdp,
+// fsdp_no_reshard (--strategies' default) and fsdp_prefetch.
+const std::vector<std::string>& MatrixStrategies();
+
+// The trainer's flags for one run (without --out): the model, synthetic
+// data, batch 8, one intra-op thread, dropout 0, the strategy and its
+// switches.
+std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
+                                            const std::string& precision,
+                                            int world_size,
+                                            const std::string& strategy);
+
+// The PyTorch peer's arguments (trainer/bench/ddp_peer.py --strategy=ddp or
+// zero1) for "pytorch_ddp" or "pytorch_zero1".
+std::vector<std::string> MatrixPeerArgs(const StrategyMatrixModel& model,
+                                        const std::string& precision,
+                                        int world_size,
+                                        const std::string& peer);
+
+// One round of one of our strategies, from its result.
+struct MatrixRun {
+  double tokens_per_second = 0;
+  double step_ms = 0;
+  double comm_wait_ms = 0;
+  int64_t peak_memory_bytes = 0;  // the largest rank's
+  int64_t memory_estimate_bytes = 0;
+  double bytes_per_step = 0;  // gradient + gather, mean over timed steps
+  double expected_bytes_per_step = 0;
+  int64_t parameters = 0;
+  double gather_in_flight_ms = 0;  // fsdp, summary means
+  double gather_hidden_ms = 0;
+};
+MatrixRun MatrixRunFromResult(const TrainResult& result);
+
+// Medians (and tokens/s range) over rounds; `peer_runs` (the same rounds'
+// tokens/s of the PyTorch peer, or empty) gives the ratio.
+StrategyMatrixRow MatrixRow(const std::string& model,
+                            const std::string& precision, int world_size,
+                            const std::string& strategy,
+                            const std::vector<MatrixRun>& runs,
+                            const std::string& peer,
+                            const std::vector<double>& peer_tokens_per_second);
+
+// The Markdown report: one table per (model, precision), a row per strategy
+// and world size, then the notes.
+std::string RenderStrategyMatrixMarkdown(const StrategyMatrixResult& result);
+
+// Peak memory per rank (MiB) against the world size, one series per strategy
+// of ours, for the rows of (model, precision).
+std::string RenderPeakMemorySvg(const StrategyMatrixResult& result,
+                                const std::string& model,
+                                const std::string& precision);
+
+}  // namespace mtb
+
+#endif  // MTB_TRAINER_BENCH_STRATEGY_MATRIX_H_
