@@ -47,7 +47,7 @@ void InstallPreemptionHandler(int rank) {
     if (::sigaction(SIGTERM, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) return;
     notice_line = new std::string(absl::StrCat(
         "rank ", rank,
-        ": SIGTERM: a preemption notice: finishing this step, then saving a checkpoint "
+        ": SIGTERM (a preemption notice, or the launcher's teardown): finishing this step, then saving a checkpoint "
         "of it and exiting 4\n"));
     struct sigaction action = {};
     action.sa_handler = OnSigterm;

@@ -52,7 +52,11 @@ bool FaultInjector::At(int64_t step, absl::string_view phase) {
     while (true) std::this_thread::sleep_for(std::chrono::hours(1));
   }
   if (const Fault* nan = FindFault(faults_, FaultKind::kNan, rank_, step, phase)) {
-    LOG(ERROR) << "--fault=" << FaultToString(*nan) << ": this rank's loss becomes NaN";
+    // Asked at every phase of the step: say it once.
+    if (step != last_nan_step_) {
+      last_nan_step_ = step;
+      LOG(ERROR) << "--fault=" << FaultToString(*nan) << ": this rank's loss becomes NaN";
+    }
     return true;
   }
   return false;

@@ -48,6 +48,7 @@ class FaultInjector {
   std::vector<Fault> faults_;
   int rank_ = 0;
   int64_t last_slowed_step_ = 0;
+  int64_t last_nan_step_ = 0;
   std::function<void(int64_t)> sleep_;
 };
 
