@@ -12,6 +12,7 @@
 #include "ckpt_tool/tool.h"
 #include "common/base/flags.h"
 #include "common/results/json_io.h"
+#include "common/results/output_path.h"
 #include "trainer/checkpoint/checkpoint.h"
 
 ABSL_FLAG(bool, json, false, "inspect: print the summary as JSON");
@@ -35,7 +36,9 @@ int main(int argc, char** argv) {
     std::cerr << kProgram << ": expected `inspect PATH` or `verify PATH`\n";
     return mtb::kExitUsage;
   }
-  const std::string& path = args[2];
+  // Relative to the user's checkout under `bazel run` (the binary runs in
+  // its runfiles), as every other tool's paths.
+  const std::string path = mtb::ResolveUserPath(args[2]);
   if (args[1] == "inspect") {
     absl::StatusOr<mtb::ckpt_tool::CheckpointSummary> summary = mtb::ckpt_tool::Inspect(path);
     if (!summary.ok()) return Fail(summary.status());
