@@ -13,7 +13,8 @@ bool IsFaultLine(const std::string& text) {
   return absl::StrContains(text, ": killing this rank") ||
          absl::StrContains(text, ": exiting with code") ||
          absl::StrContains(text, ": this rank's loss becomes NaN") ||
-         absl::StrContains(text, ": flipped a byte of");
+         absl::StrContains(text, ": flipped a byte of") ||
+         absl::StrContains(text, ": this rank stops making progress");
 }
 
 }  // namespace
@@ -47,6 +48,8 @@ std::vector<FaultCase> FaultMatrixCases(const std::vector<std::string>& strategi
       } else if (kind == "corrupt") {
         cases.push_back(
             {strategy, kind, "", "corrupt:rank=1,step=4;kill:rank=0,step=5,phase=forward"});
+      } else if (kind == "hang") {
+        cases.push_back({strategy, kind, "", "hang:rank=1,step=4,phase=backward"});
       } else if (kind == "slow") {
         cases.push_back({strategy, kind, "", "slow:rank=1,ms=50"});
       }
@@ -70,6 +73,8 @@ void ClassifyDetection(const std::vector<StampedLine>& lines, FaultMatrixRow* ro
       if (absl::StrContains(line.text, "which fails verification")) {
         by = "checkpoint verification at resume (falls back)";
       }
+    } else if (absl::StartsWith(line.text, "launch: heartbeat: no progress")) {
+      by = "launcher heartbeat (names the hung rank)";
     } else if (absl::StrContains(line.text, "the loss is not finite")) {
       by = "loss check on every rank (same step, before the update)";
     } else if (absl::StartsWith(line.text, "launch: rank") &&

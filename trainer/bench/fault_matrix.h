@@ -15,7 +15,7 @@ namespace mtb {
 // One row to run: a strategy and one --fault= spec.
 struct FaultCase {
   std::string strategy;
-  std::string kind;   // kill, exit, nan, corrupt, slow
+  std::string kind;   // kill, exit, nan, corrupt, hang, slow
   std::string phase;  // kill only
   std::string fault;  // the --fault= value
 };

@@ -32,7 +32,7 @@
 #include "trainer/train_result.pb.h"
 
 ABSL_FLAG(std::string, strategies, "ddp,zero1,zero2,fsdp", "strategies to run");
-ABSL_FLAG(std::string, kinds, "kill,exit,nan,corrupt,slow", "fault kinds to inject");
+ABSL_FLAG(std::string, kinds, "kill,exit,nan,corrupt,hang,slow", "fault kinds to inject");
 ABSL_FLAG(std::string, phases, "",
           "kill phases (comma list; default: all of data, forward, backward, optimizer, "
           "checkpoint_write, checkpoint_before_ready, checkpoint_before_latest)");
@@ -49,6 +49,11 @@ const char* const kTrainerFlags[] = {
     "--batch_size=4", "--steps=6", "--timing_warmup_steps=0", "--intra_op_threads=1",
     "--data=synthetic", "--dropout=0.1", "--lr_schedule=cosine", "--lr_warmup_steps=2",
     "--max_grad_norm=0.5", "--peak_flops=1e12", "--nomarkdown", "--save_every=2"};
+
+// A hang is seen by the launcher's heartbeat; the teardown then waits the
+// kill grace for the ranks stuck in the step (the hung one and its peer in
+// the collective it never joins).
+constexpr char kHangFlags[] = "--heartbeat_timeout=2s --kill_grace=2s";
 
 std::string Shared() { return absl::StrJoin(std::begin(kTrainerFlags), std::end(kTrainerFlags), " "); }
 
@@ -99,7 +104,7 @@ FaultMatrixRow RunCase(const FaultCase& c, const std::string& dir, const std::st
   row.set_exit_code(RunStamped(
       absl::StrCat("trainer/trainer ", Shared(), " --strategy=", c.strategy,
                    " --max_restarts=1 --checkpoint_dir=", ckpt, " --out=", out, " '--fault=",
-                   c.fault, "'"),
+                   c.fault, "'", c.kind == "hang" ? absl::StrCat(" ", kHangFlags) : ""),
       &lines));
   row.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   std::string log;
@@ -156,9 +161,10 @@ int Main(int argc, char** argv) {
   const std::vector<std::string> kinds =
       absl::StrSplit(absl::GetFlag(FLAGS_kinds), ',', absl::SkipEmpty());
   for (const std::string& kind : kinds) {
-    if (kind != "kill" && kind != "exit" && kind != "nan" && kind != "corrupt" && kind != "slow") {
+    if (kind != "kill" && kind != "exit" && kind != "nan" && kind != "corrupt" &&
+        kind != "hang" && kind != "slow") {
       std::cerr << kProgram << ": --kinds: '" << kind
-                << "' is not one of kill, exit, nan, corrupt, slow\n";
+                << "' is not one of kill, exit, nan, corrupt, hang, slow\n";
       return kExitUsage;
     }
   }
@@ -231,7 +237,8 @@ int Main(int argc, char** argv) {
   result.set_note(absl::StrCat(
       "Each row: a 2-rank job of the trainer with --max_restarts=1 and --save_every=2 (steps "
       "6), the fault acting on its first attempt, compared with an uninterrupted run of the "
-      "same strategy. detect s: from the fault's own line to the line that shows it detected, "
+      "same strategy; hang rows add ", kHangFlags, ". detect s: from the fault's own line to "
+      "the line that shows it detected, "
       "as stamped on arrival by this command. Logs and checkpoints: ", dir,
       ". The machine is shared: the seconds are noisy."));
   FinishRunContext(result.mutable_run_context());

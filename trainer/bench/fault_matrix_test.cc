@@ -12,13 +12,14 @@ namespace {
 
 TEST(FaultMatrix, CasesCoverEveryPhaseAndKindOnEveryStrategy) {
   const std::vector<FaultCase> cases =
-      FaultMatrixCases({"ddp", "fsdp"}, {"kill", "nan", "corrupt"}, /*all_phases=*/true);
-  ASSERT_EQ(cases.size(), 2u * (7 + 2));
+      FaultMatrixCases({"ddp", "fsdp"}, {"kill", "nan", "corrupt", "hang"}, /*all_phases=*/true);
+  ASSERT_EQ(cases.size(), 2u * (7 + 3));
   EXPECT_EQ(cases[0].fault, "kill:rank=1,step=4,phase=data");
   EXPECT_EQ(cases[6].fault, "kill:rank=0,step=4,phase=checkpoint_before_latest");
   EXPECT_EQ(cases[7].fault, "nan:rank=1,step=3");
   EXPECT_EQ(cases[8].fault, "corrupt:rank=1,step=4;kill:rank=0,step=5,phase=forward");
-  EXPECT_EQ(cases[9].strategy, "fsdp");
+  EXPECT_EQ(cases[9].fault, "hang:rank=1,step=4,phase=backward");
+  EXPECT_EQ(cases[10].strategy, "fsdp");
   EXPECT_EQ(FaultMatrixCases({"ddp"}, {"kill"}, /*all_phases=*/false).size(), 2u);
 }
 
@@ -61,6 +62,15 @@ TEST(FaultMatrix, DetectionIsTheFirstLineAfterTheFaultThatShowsIt) {
       &corrupt);
   EXPECT_EQ(corrupt.detected_by(), "checkpoint verification at resume (falls back)");
   EXPECT_DOUBLE_EQ(corrupt.detect_seconds(), 2);
+
+  FaultMatrixRow hang;
+  hang.set_kind("hang");
+  ClassifyDetection(
+      Lines({{1, "--fault=hang:rank=1,step=4,phase=backward: this rank stops making progress"},
+             {3.5, "launch: heartbeat: no progress for 2s: rank 1 is in no collective"}}),
+      &hang);
+  EXPECT_EQ(hang.detected_by(), "launcher heartbeat (names the hung rank)");
+  EXPECT_DOUBLE_EQ(hang.detect_seconds(), 2.5);
 
   FaultMatrixRow silent;
   silent.set_kind("kill");
