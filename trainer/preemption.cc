@@ -45,10 +45,11 @@ void InstallPreemptionHandler(int rank) {
   std::call_once(installed, [rank] {
     struct sigaction current = {};
     if (::sigaction(SIGTERM, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) return;
-    notice_line = new std::string(absl::StrCat(
-        "rank ", rank,
-        ": SIGTERM (a preemption notice, or the launcher's teardown): finishing this step, then saving a checkpoint "
-        "of it and exiting 4\n"));
+    notice_line =
+        new std::string(absl::StrCat("rank ", rank,
+                                     ": SIGTERM (a preemption notice, or the launcher's teardown): "
+                                     "finishing this step, then saving a checkpoint "
+                                     "of it and exiting 4\n"));
     struct sigaction action = {};
     action.sa_handler = OnSigterm;
     action.sa_flags = SA_RESTART;

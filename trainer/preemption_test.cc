@@ -53,7 +53,8 @@ void RankThatGetsANotice() {
 TEST(PreemptionDeathTest, ANoticeIsRecordedTheFlightRecorderDumpsAndTheRankLivesOn) {
   (void)::unlink(DumpPath().c_str());
   EXPECT_EXIT(RankThatGetsANotice(), ::testing::ExitedWithCode(4),
-              "rank 1: SIGTERM \\(a preemption notice, or the launcher's teardown\\): finishing this step, then saving a "
+              "rank 1: SIGTERM \\(a preemption notice, or the launcher's teardown\\): finishing "
+              "this step, then saving a "
               "checkpoint of it and exiting 4\n"
               "(.|\n)*flight recorder dumped to");
   collective::FlightRecorderDump dump;

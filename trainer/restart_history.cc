@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/base/status.h"
-#include "common/results/json_io.h"
 #include "common/results/atomic_file.h"
+#include "common/results/json_io.h"
 
 namespace mtb {
 namespace {
@@ -34,9 +34,8 @@ absl::Status AttemptLog::RecordStep(int64_t step) {
   return store_.Set(Key(attempt_, "step"), absl::StrCat(step));
 }
 
-absl::StatusOr<RestartHistory> AttemptLog::History(
-    const std::vector<std::string>& earlier_ended, int max_restarts,
-    int64_t last_completed_step) {
+absl::StatusOr<RestartHistory> AttemptLog::History(const std::vector<std::string>& earlier_ended,
+                                                   int max_restarts, int64_t last_completed_step) {
   std::vector<AttemptRecord> attempts;
   for (int attempt = 0; attempt <= attempt_; ++attempt) {
     AttemptRecord record;
@@ -87,22 +86,22 @@ std::vector<std::string> DescribeHistory(const RestartHistory& history) {
   for (int a = 0; a + 1 < history.attempts_size(); ++a) {
     const AttemptRecord& record = history.attempts(a);
     const AttemptRecord& next = history.attempts(a + 1);
-    const std::string start =
-        !record.resumed_known()      ? "start unknown"
-        : record.resumed_from().empty() ? "fresh start"
-                                        : absl::StrCat("from step ", record.resumed_step());
+    const std::string start = !record.resumed_known() ? "start unknown"
+                              : record.resumed_from().empty()
+                                  ? "fresh start"
+                                  : absl::StrCat("from step ", record.resumed_step());
     const std::string reached = record.last_completed_step() >= 0
                                     ? absl::StrCat("completed step ", record.last_completed_step())
                                     : "no step recorded";
     const std::string resumed =
-        !next.resumed_known()         ? "where attempt " + absl::StrCat(a + 1) + " began is unknown"
-        : next.resumed_from().empty() ? "attempt " + absl::StrCat(a + 1) + " started afresh"
-                                      : absl::StrCat("attempt ", a + 1, " resumed from ",
-                                                     BaseName(next.resumed_from()));
+        !next.resumed_known() ? "where attempt " + absl::StrCat(a + 1) + " began is unknown"
+        : next.resumed_from().empty()
+            ? "attempt " + absl::StrCat(a + 1) + " started afresh"
+            : absl::StrCat("attempt ", a + 1, " resumed from ", BaseName(next.resumed_from()));
     lines.push_back(absl::StrCat(
         "restart ", a + 1, " of ", history.max_restarts(), ": attempt ", a, " (", start, ", ",
-        reached, ") ended: ", record.ended().empty() ? "(not told)" : record.ended(), "; ",
-        resumed, "; ", record.steps_lost(), " completed step(s) lost"));
+        reached, ") ended: ", record.ended().empty() ? "(not told)" : record.ended(), "; ", resumed,
+        "; ", record.steps_lost(), " completed step(s) lost"));
   }
   return lines;
 }

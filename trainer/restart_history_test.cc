@@ -23,8 +23,7 @@ AttemptRecord Attempt(int attempt, const std::string& from, int64_t resumed_step
 }
 
 TEST(RestartHistory, StepsLostAreTheCompletedStepsTheNextAttemptTrainsAgain) {
-  std::vector<AttemptRecord> attempts = {Attempt(0, "", 0, 5),
-                                         Attempt(1, "/c/step_00000004", 4, 7),
+  std::vector<AttemptRecord> attempts = {Attempt(0, "", 0, 5), Attempt(1, "/c/step_00000004", 4, 7),
                                          Attempt(2, "/c/step_00000006", 6, 10)};
   attempts[0].set_ended("rank 1 (pid 7) was killed by SIGKILL");
   attempts[1].set_ended("rank 0 (pid 9) exited with code 1");

@@ -20,16 +20,18 @@ bool IsFaultLine(const std::string& text) {
 }  // namespace
 
 const std::vector<std::string>& FaultMatrixPhases() {
-  static const auto* phases = new std::vector<std::string>{
-      "data",     "forward",          "backward",
-      "optimizer", "checkpoint_write", "checkpoint_before_ready",
-      "checkpoint_before_latest"};
+  static const auto* phases = new std::vector<std::string>{"data",
+                                                           "forward",
+                                                           "backward",
+                                                           "optimizer",
+                                                           "checkpoint_write",
+                                                           "checkpoint_before_ready",
+                                                           "checkpoint_before_latest"};
   return *phases;
 }
 
 std::vector<FaultCase> FaultMatrixCases(const std::vector<std::string>& strategies,
-                                        const std::vector<std::string>& kinds,
-                                        bool all_phases) {
+                                        const std::vector<std::string>& kinds, bool all_phases) {
   std::vector<FaultCase> cases;
   for (const std::string& strategy : strategies) {
     for (const std::string& kind : kinds) {
@@ -38,8 +40,8 @@ std::vector<FaultCase> FaultMatrixCases(const std::vector<std::string>& strategi
           if (!all_phases && phase != "backward" && phase != "checkpoint_write") continue;
           // Only rank 0 publishes: the publish phases kill rank 0.
           const int rank = absl::StartsWith(phase, "checkpoint_before") ? 0 : 1;
-          cases.push_back({strategy, kind, phase,
-                           absl::StrCat("kill:rank=", rank, ",step=4,phase=", phase)});
+          cases.push_back(
+              {strategy, kind, phase, absl::StrCat("kill:rank=", rank, ",step=4,phase=", phase)});
         }
       } else if (kind == "exit") {
         cases.push_back({strategy, kind, "", "exit:rank=1,step=4,code=7"});
@@ -103,15 +105,15 @@ std::string RenderFaultMatrixMarkdown(const FaultMatrixResult& result) {
   int ok = 0;
   for (const FaultMatrixRow& row : result.rows()) {
     ok += row.as_expected() ? 1 : 0;
-    absl::StrAppend(
-        &md, "| ", row.strategy(), " | `", row.fault(), "` | ",
-        row.detected_by().empty() ? "-" : row.detected_by(), " | ",
-        row.detected_by().empty() || row.kind() == "slow"
-            ? "-"
-            : absl::StrFormat("%.2f", row.detect_seconds()),
-        " | ", yes(row.tree_unchanged()), " | ", yes(row.restarted()), " | ",
-        row.kind() == "nan" ? "n/a (not restarted)" : yes(row.exact()), " | ", row.exit_code(),
-        " | ", row.as_expected() ? "yes" : absl::StrCat("**no**: ", row.problem()), " |\n");
+    absl::StrAppend(&md, "| ", row.strategy(), " | `", row.fault(), "` | ",
+                    row.detected_by().empty() ? "-" : row.detected_by(), " | ",
+                    row.detected_by().empty() || row.kind() == "slow"
+                        ? "-"
+                        : absl::StrFormat("%.2f", row.detect_seconds()),
+                    " | ", yes(row.tree_unchanged()), " | ", yes(row.restarted()), " | ",
+                    row.kind() == "nan" ? "n/a (not restarted)" : yes(row.exact()), " | ",
+                    row.exit_code(), " | ",
+                    row.as_expected() ? "yes" : absl::StrCat("**no**: ", row.problem()), " |\n");
   }
   absl::StrAppend(&md, "\n", ok, " of ", result.rows_size(), " rows as expected.\n");
   return md;

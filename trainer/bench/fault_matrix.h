@@ -28,8 +28,7 @@ const std::vector<std::string>& FaultMatrixPhases();
 // step of --save_every=2, --steps=6); corrupt also kills at step 5 so that a
 // restart meets the corrupted checkpoint.
 std::vector<FaultCase> FaultMatrixCases(const std::vector<std::string>& strategies,
-                                        const std::vector<std::string>& kinds,
-                                        bool all_phases);
+                                        const std::vector<std::string>& kinds, bool all_phases);
 
 // A line of the job's combined output and when it arrived.
 struct StampedLine {

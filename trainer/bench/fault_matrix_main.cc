@@ -45,17 +45,20 @@ namespace {
 constexpr char kProgram[] = "fault_matrix";
 
 const char* const kTrainerFlags[] = {
-    "--vocab_size=64", "--d_model=32", "--n_layers=1", "--n_heads=4", "--seq_len=16",
-    "--batch_size=4", "--steps=6", "--timing_warmup_steps=0", "--intra_op_threads=1",
-    "--data=synthetic", "--dropout=0.1", "--lr_schedule=cosine", "--lr_warmup_steps=2",
-    "--max_grad_norm=0.5", "--peak_flops=1e12", "--nomarkdown", "--save_every=2"};
+    "--vocab_size=64",      "--d_model=32",        "--n_layers=1",      "--n_heads=4",
+    "--seq_len=16",         "--batch_size=4",      "--steps=6",         "--timing_warmup_steps=0",
+    "--intra_op_threads=1", "--data=synthetic",    "--dropout=0.1",     "--lr_schedule=cosine",
+    "--lr_warmup_steps=2",  "--max_grad_norm=0.5", "--peak_flops=1e12", "--nomarkdown",
+    "--save_every=2"};
 
 // A hang is seen by the launcher's heartbeat; the teardown then waits the
 // kill grace for the ranks stuck in the step (the hung one and its peer in
 // the collective it never joins).
 constexpr char kHangFlags[] = "--heartbeat_timeout=2s --kill_grace=2s";
 
-std::string Shared() { return absl::StrJoin(std::begin(kTrainerFlags), std::end(kTrainerFlags), " "); }
+std::string Shared() {
+  return absl::StrJoin(std::begin(kTrainerFlags), std::end(kTrainerFlags), " ");
+}
 
 // Runs `command` with stdout and stderr read line by line as they come,
 // each stamped on arrival. Returns the exit code (-1 on a signal).
@@ -161,8 +164,8 @@ int Main(int argc, char** argv) {
   const std::vector<std::string> kinds =
       absl::StrSplit(absl::GetFlag(FLAGS_kinds), ',', absl::SkipEmpty());
   for (const std::string& kind : kinds) {
-    if (kind != "kill" && kind != "exit" && kind != "nan" && kind != "corrupt" &&
-        kind != "hang" && kind != "slow") {
+    if (kind != "kill" && kind != "exit" && kind != "nan" && kind != "corrupt" && kind != "hang" &&
+        kind != "slow") {
       std::cerr << kProgram << ": --kinds: '" << kind
                 << "' is not one of kill, exit, nan, corrupt, hang, slow\n";
       return kExitUsage;
@@ -198,8 +201,7 @@ int Main(int argc, char** argv) {
     cases.push_back(c);
   }
   const char* tmp = std::getenv("TMPDIR");
-  const std::string dir =
-      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/fault_matrix_", ::getpid());
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/fault_matrix_", ::getpid());
   if (absl::Status made = CreateDirectories(dir); !made.ok()) {
     return ReportAndExitCode(kProgram, made);
   }
@@ -213,14 +215,12 @@ int Main(int argc, char** argv) {
   for (const std::string& strategy : strategies) {
     const std::string ref = absl::StrCat(dir, "/ref_", strategy);
     std::vector<StampedLine> lines;
-    const int code = RunStamped(absl::StrCat("trainer/trainer ", Shared(), " --strategy=",
-                                             strategy, " --checkpoint_dir=", ref,
-                                             " --out=", ref, ".json"),
+    const int code = RunStamped(absl::StrCat("trainer/trainer ", Shared(), " --strategy=", strategy,
+                                             " --checkpoint_dir=", ref, " --out=", ref, ".json"),
                                 &lines);
     if (code != 0) {
       for (const StampedLine& line : lines) std::cerr << line.text << "\n";
-      std::cerr << kProgram << ": the uninterrupted " << strategy << " run exited " << code
-                << "\n";
+      std::cerr << kProgram << ": the uninterrupted " << strategy << " run exited " << code << "\n";
       return kExitFailure;
     }
     for (const FaultCase& c : cases) {
@@ -228,27 +228,27 @@ int Main(int argc, char** argv) {
       FaultMatrixRow row = RunCase(c, dir, ref);
       ++done;
       std::cerr << absl::StrFormat("[%d/%d, %.0f s] %s %s: %s%s\n", done, cases.size(),
-                                   absl::ToDoubleSeconds(absl::Now() - start), strategy,
-                                   c.fault, row.as_expected() ? "as expected" : "NOT: ",
-                                   row.problem());
+                                   absl::ToDoubleSeconds(absl::Now() - start), strategy, c.fault,
+                                   row.as_expected() ? "as expected" : "NOT: ", row.problem());
       *result.add_rows() = std::move(row);
     }
   }
   result.set_note(absl::StrCat(
       "Each row: a 2-rank job of the trainer with --max_restarts=1 and --save_every=2 (steps "
       "6), the fault acting on its first attempt, compared with an uninterrupted run of the "
-      "same strategy; hang rows add ", kHangFlags, ". detect s: from the fault's own line to "
+      "same strategy; hang rows add ",
+      kHangFlags,
+      ". detect s: from the fault's own line to "
       "the line that shows it detected, "
-      "as stamped on arrival by this command. Logs and checkpoints: ", dir,
-      ". The machine is shared: the seconds are noisy."));
+      "as stamped on arrival by this command. Logs and checkpoints: ",
+      dir, ". The machine is shared: the seconds are noisy."));
   FinishRunContext(result.mutable_run_context());
   if (absl::Status written = WriteJsonFile(result, out); !written.ok()) {
     return ReportAndExitCode(kProgram, written);
   }
   const std::string markdown = RenderFaultMatrixMarkdown(result);
   std::cout << markdown << "result: " << out << "\n";
-  absl::StatusOr<std::string> kept =
-      WriteCompanionFile(ReplaceExtension(out, "md"), out, markdown);
+  absl::StatusOr<std::string> kept = WriteCompanionFile(ReplaceExtension(out, "md"), out, markdown);
   if (!kept.ok()) return ReportAndExitCode(kProgram, kept.status());
   std::cout << (kept->empty() ? "wrote " + ReplaceExtension(out, "md") : *kept) << "\n";
   for (const FaultMatrixRow& row : result.rows()) {

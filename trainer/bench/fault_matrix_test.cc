@@ -56,9 +56,10 @@ TEST(FaultMatrix, DetectionIsTheFirstLineAfterTheFaultThatShowsIt) {
   FaultMatrixRow corrupt;
   corrupt.set_kind("corrupt");
   ClassifyDetection(
-      Lines({{1, "--fault=corrupt:rank=1,step=4: flipped a byte of /c/step_00000004/rank_00001.bin"},
-             {1.5, "launch: rank 0 (pid 3) was killed by SIGKILL"},
-             {3, "--resume=latest: `latest` names step_00000004, which fails verification"}}),
+      Lines(
+          {{1, "--fault=corrupt:rank=1,step=4: flipped a byte of /c/step_00000004/rank_00001.bin"},
+           {1.5, "launch: rank 0 (pid 3) was killed by SIGKILL"},
+           {3, "--resume=latest: `latest` names step_00000004, which fails verification"}}),
       &corrupt);
   EXPECT_EQ(corrupt.detected_by(), "checkpoint verification at resume (falls back)");
   EXPECT_DOUBLE_EQ(corrupt.detect_seconds(), 2);

@@ -52,8 +52,7 @@ std::string DescribeAudit(const CheckpointTreeAudit& audit) {
     }
     checkpoints.push_back(absl::StrCat(checkpoint.name(), " (", state, ")"));
   }
-  std::string line =
-      checkpoints.empty() ? "no checkpoint" : absl::StrJoin(checkpoints, ", ");
+  std::string line = checkpoints.empty() ? "no checkpoint" : absl::StrJoin(checkpoints, ", ");
   absl::StrAppend(&line, "; latest: ", audit.latest().empty() ? "none" : audit.latest());
   if (audit.staging_size() > 0) {
     absl::StrAppend(&line, "; staging ", absl::StrJoin(audit.staging(), ", "),
