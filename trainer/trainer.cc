@@ -24,6 +24,7 @@
 #include "common/libtorch/torch_status.h"
 #include "glog/logging.h"
 #include "google/protobuf/text_format.h"
+#include "trainer/block_spans.h"
 #include "trainer/config.h"
 #include "trainer/memory_peak.h"
 #include "trainer/metrics.h"
@@ -48,6 +49,12 @@ class ScopedMemoryMarks {
  private:
   Strategy* strategy_;
 };
+
+std::vector<std::string> UnitNames(const ParameterStore& store) {
+  std::vector<std::string> names;
+  for (const ParameterUnit& unit : store.units()) names.push_back(unit.name);
+  return names;
+}
 
 }  // namespace
 
@@ -202,6 +209,14 @@ absl::StatusOr<StepRecord> Trainer::Step() {
     record.set_data_ms(record.data_ms() + watch.ElapsedMs());
 
     watch = Stopwatch();
+    // Traced: per-block spans around the strategy's unit hooks
+    // (trainer/block_spans.h). Declared before `loss`, whose graph holds
+    // their gradient hooks, so that it outlives the backward.
+    std::optional<BlockSpans> block_spans;
+    if (trace_ != nullptr) {
+      block_spans.emplace(trace_, UnitNames(model_.store()), strategy_->unit_hooks(),
+                          micro);
+    }
     at::Tensor loss;
     const bool nan_fault = InjectFaults(step, "forward");
     mark("forward of micro-batch", micro);
@@ -210,7 +225,9 @@ absl::StatusOr<StepRecord> Trainer::Step() {
       nn::AutocastGuard autocast(bf16);
       ForwardOptions options =
           ForwardOptionsOf(config_, step, batch.sample_indices);
-      if (UnitHooks* hooks = strategy_->unit_hooks()) {
+      if (block_spans) {
+        options.unit_hooks.push_back(&*block_spans);
+      } else if (UnitHooks* hooks = strategy_->unit_hooks()) {
         options.unit_hooks.push_back(hooks);
       }
       const at::Tensor logits = model_.Forward(batch.inputs, options);
