@@ -28,6 +28,7 @@
 #include "trainer/config.h"
 #include "trainer/memory_peak.h"
 #include "trainer/metrics.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpointer.h"
 
 namespace mtb {
@@ -246,10 +247,15 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   }
   // Every rank decides from the same gathered values, so all stop together.
   // Exact mode gathers every chunk's loss: the step's loss is their sum in
-  // global chunk order, the same on every layout.
+  // global chunk order, the same on every layout. A preemption notice rides
+  // on the same gather (the last value), so every rank learns of it after
+  // the same step (trainer/preemption.h).
+  const bool notice = stop_notice_ && stop_notice_();
   std::vector<double> mine = chunk_losses;
   if (exact_ == nullptr) mine = {local_loss};
+  const size_t losses = mine.size();
   mine.push_back(grad_norm);
+  mine.push_back(notice ? 1.0 : 0.0);
   const size_t per_rank = mine.size();
   ASSIGN_OR_RETURN(const std::vector<double> gathered,
                    strategy_->GatherScalars(mine));
@@ -261,9 +267,9 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   std::vector<std::pair<int64_t, double>> by_chunk;  // exact: (chunk, loss)
   for (int r = 0; r < rank_.world_size; ++r) {
     double rank_loss = 0;
-    for (size_t i = 0; i + 1 < per_rank; ++i) {
+    for (size_t i = 0; i < losses; ++i) {
       const double value = gathered[r * per_rank + i];
-      rank_loss += value / static_cast<double>(per_rank - 1);
+      rank_loss += value / static_cast<double>(losses);
       if (exact_ != nullptr) {
         by_chunk.emplace_back(
             GlobalChunkOf(static_cast<int>(i), r, rank_.world_size,
@@ -271,7 +277,10 @@ absl::StatusOr<StepRecord> Trainer::Step() {
             value);
       }
     }
-    const double rank_norm = gathered[r * per_rank + per_rank - 1];
+    const double rank_norm = gathered[r * per_rank + losses];
+    if (gathered[r * per_rank + losses + 1] != 0 && stop_after_step_ == 0) {
+      stop_after_step_ = step;
+    }
     loss_sum += rank_loss;
     if (!std::isfinite(rank_loss)) {
       non_finite_loss_ranks.push_back(r);
@@ -693,6 +702,12 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
         }
         *result.mutable_checkpoint() = checkpointer.Info();
       }
+      if (hooks.on_start) {
+        const bool resumed = hooks.checkpointer != nullptr &&
+                             hooks.checkpointer->plan().resuming();
+        RETURN_IF_ERROR(hooks.on_start(
+            resumed ? hooks.checkpointer->plan().resume_dir : "", start_step));
+      }
     }
     TrainRun* run = result.add_runs();
     run->set_index(repeat);
@@ -709,6 +724,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
       if (step == start_step + 1) {
         trainer->set_faults(hooks.faults, hooks.attempt);
         trainer->set_phase_observer(hooks.phase_observer);
+        trainer->set_stop_notice(hooks.stop_notice);
       }
       const absl::Time step_begin = absl::Now();
       ASSIGN_OR_RETURN(
@@ -751,8 +767,13 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                   << FormatProgressLine(record, config.steps(), eta_seconds);
       }
       *run->add_steps() = std::move(record);
+      if (hooks.after_step) RETURN_IF_ERROR(hooks.after_step(step));
+      // The ranks agreed on a preemption notice during this step: it ends
+      // the run once a checkpoint of it is published.
+      const bool preempted =
+          hooks.checkpointer != nullptr && trainer->stop_after_step() == step;
       if (hooks.checkpointer != nullptr &&
-          hooks.checkpointer->plan().SavesAt(step, config.steps())) {
+          (preempted || hooks.checkpointer->plan().SavesAt(step, config.steps()))) {
         ASSIGN_OR_RETURN(
             CheckpointSave save,
             hooks.checkpointer->Save(
@@ -769,11 +790,33 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                   ? ""
                   : absl::StrCat("; pruned ", absl::StrJoin(save.pruned(), ", ")));
         }
+        if (const Fault* corrupt = trainer->CorruptionAt(step)) {
+          ASSIGN_OR_RETURN(const std::string file,
+                           checkpoint::CorruptShardFile(
+                               absl::StrCat(hooks.checkpointer->plan().options.dir, "/",
+                                            save.name()),
+                               rank.rank));
+          LOG(ERROR) << "--fault=" << FaultToString(*corrupt) << ": flipped a byte of "
+                     << file;
+        }
+        if (preempted) {
+          Preemption* preemption = result.mutable_preemption();
+          preemption->set_step(static_cast<int32_t>(step));
+          preemption->set_checkpoint(
+              absl::StrCat(hooks.checkpointer->plan().options.dir, "/", save.name()));
+          if (rank.rank == 0) {
+            LOG(WARNING) << "preemption notice: stopped after step " << step << " of "
+                         << config.steps() << " with checkpoint " << preemption->checkpoint()
+                         << " (resume with --resume=latest)";
+          }
+        }
         *result.mutable_checkpoint()->add_saves() = std::move(save);
       }
+      if (preempted) break;
     }
     run->set_wall_seconds(run_watch.ElapsedMs() / 1000.0);
     FinishRun(run, result.model().tokens_per_step());
+    if (result.has_preemption()) break;
     if (repeat == config.repeat() - 1) {
       // Sharded parameters (fsdp) are gathered for the digest and the hook.
       RETURN_IF_ERROR(strategy.GatherFullParameters());
