@@ -483,6 +483,28 @@ absl::StatusOr<T> WithMemoryAdvice(absl::StatusOr<T> result,
       "more ranks)"));
 }
 
+// Rank 0's line for a finished save.
+void LogSave(const CheckpointSave& save, const RankInfo& rank) {
+  if (rank.rank != 0) return;
+  const std::string pruned =
+      save.pruned().empty()
+          ? ""
+          : absl::StrCat("; pruned ", absl::StrJoin(save.pruned(), ", "));
+  if (!save.async()) {
+    LOG(INFO) << absl::StrFormat(
+        "checkpoint %s: %s in %.0f ms (write %.0f, publish %.0f)%s", save.name(),
+        FormatByteAmount(save.bytes()), save.blocking_ms(),
+        save.write_seconds() * 1000, save.publish_seconds() * 1000, pruned);
+    return;
+  }
+  LOG(INFO) << absl::StrFormat(
+      "checkpoint %s: %s, training blocked %.1f ms (snapshot; %.1f ms waiting "
+      "for the previous save), background %.0f ms (write %.0f, publish %.0f)%s",
+      save.name(), FormatByteAmount(save.bytes()), save.blocking_ms(),
+      save.wait_ms(), save.background_ms(), save.write_seconds() * 1000,
+      save.publish_seconds() * 1000, pruned);
+}
+
 }  // namespace
 
 absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
@@ -533,12 +555,63 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
           total_steps -= start_step;
           if (rank.rank == 0) {
             LOG(INFO) << "resumed from " << checkpointer.plan().resume_dir
-                      << " (run " << checkpointer.run_id() << "): steps "
-                      << start_step + 1 << ".." << config.steps();
+                      << " (run " << checkpointer.run_id() << "): "
+                      << (start_step == config.steps()
+                              ? std::string("nothing to train")
+                              : absl::StrCat("steps ", start_step + 1, "..",
+                                             config.steps()))
+                      << (checkpointer.plan().resume_exact
+                              ? ", exact"
+                              : absl::StrCat(", not exact: ",
+                                             checkpointer.plan().inexact_reason));
           }
         }
         *result.mutable_checkpoint() = checkpointer.Info();
       }
+    }
+    // Saves after `step` (every rank, no collective in flight): at once, or
+    // with --async_checkpoint a snapshot now and the rest in the background
+    // (its faults on an injector of its own: FaultInjector is not
+    // thread-safe); finished saves go into the result.
+    // One save in flight: its thread is joined before the next uses this.
+    const std::shared_ptr<FaultInjector> background_faults =
+        hooks.checkpointer != nullptr &&
+                hooks.checkpointer->plan().options.async_save
+            ? std::make_shared<FaultInjector>(hooks.faults, rank.rank,
+                                              hooks.attempt)
+            : nullptr;
+    const auto save_after = [&](int64_t step, bool traced) -> absl::Status {
+      checkpoint::Checkpointer& checkpointer = *hooks.checkpointer;
+      std::vector<CheckpointSave> finished;
+      if (checkpointer.plan().options.async_save) {
+        ASSIGN_OR_RETURN(
+            finished,
+            checkpointer.SaveAsync(
+                step, strategy, ProgressState(config, rank, step),
+                traced ? hooks.trace : nullptr,
+                [injector = background_faults, step](const char* phase) {
+                  injector->At(step, phase);
+                }));
+      } else {
+        ASSIGN_OR_RETURN(
+            CheckpointSave save,
+            checkpointer.Save(
+                step, strategy, ProgressState(config, rank, step),
+                traced ? hooks.trace : nullptr,
+                [&](const char* phase) { trainer->InjectFaults(step, phase); }));
+        finished.push_back(std::move(save));
+      }
+      for (CheckpointSave& save : finished) {
+        LogSave(save, rank);
+        *result.mutable_checkpoint()->add_saves() = std::move(save);
+      }
+      return absl::OkStatus();
+    };
+    if (hooks.checkpointer != nullptr &&
+        hooks.checkpointer->plan().trains_nothing(config.steps()) &&
+        hooks.checkpointer->plan().SavesAt(start_step, config.steps())) {
+      // An offline reshard: the loaded state, saved in this run's layout.
+      RETURN_IF_ERROR(save_after(start_step, /*traced=*/false));
     }
     TrainRun* run = result.add_runs();
     run->set_index(repeat);
@@ -597,29 +670,23 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                   << FormatProgressLine(record, config.steps(), eta_seconds);
       }
       *run->add_steps() = std::move(record);
+      if (hooks.after_step) hooks.after_step(step);
       if (hooks.checkpointer != nullptr &&
           hooks.checkpointer->plan().SavesAt(step, config.steps())) {
-        ASSIGN_OR_RETURN(
-            CheckpointSave save,
-            hooks.checkpointer->Save(
-                step, strategy, ProgressState(config, rank, step),
-                traced ? hooks.trace : nullptr,
-                [&](const char* phase) { trainer->InjectFaults(step, phase); }));
-        if (rank.rank == 0) {
-          LOG(INFO) << absl::StrFormat(
-              "checkpoint %s: %s in %.0f ms (write %.0f, publish %.0f)%s",
-              save.name(), FormatByteAmount(save.bytes()),
-              (save.write_seconds() + save.publish_seconds()) * 1000,
-              save.write_seconds() * 1000, save.publish_seconds() * 1000,
-              save.pruned().empty()
-                  ? ""
-                  : absl::StrCat("; pruned ", absl::StrJoin(save.pruned(), ", ")));
-        }
+        RETURN_IF_ERROR(save_after(step, traced));
+      }
+    }
+    if (hooks.checkpointer != nullptr) {
+      ASSIGN_OR_RETURN(std::vector<CheckpointSave> finished,
+                       hooks.checkpointer->FinishAsync());
+      for (CheckpointSave& save : finished) {
+        LogSave(save, rank);
         *result.mutable_checkpoint()->add_saves() = std::move(save);
       }
     }
     run->set_wall_seconds(run_watch.ElapsedMs() / 1000.0);
-    FinishRun(run, result.model().tokens_per_step());
+    // A resume that trains nothing has no step to summarise.
+    if (run->steps_size() > 0) FinishRun(run, result.model().tokens_per_step());
     if (repeat == config.repeat() - 1 && hooks.after_last_run) {
       // Sharded parameters (fsdp) are gathered for the hook.
       RETURN_IF_ERROR(strategy.GatherFullParameters());

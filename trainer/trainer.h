@@ -139,6 +139,9 @@ struct RunHooks {
   // Called on every rank once, after the first step of the first run has
   // completed (no collective in flight); an error fails the run.
   std::function<absl::Status()> after_first_step;
+  // Called on every rank after each step's optimizer update (its record
+  // made), before the step's checkpoint, if any. Empty: nothing.
+  std::function<void(int64_t step)> after_step;
   // Called on every rank with the final model of the last run (e.g. to dump
   // its parameters); an error fails the run.
   std::function<absl::Status(const GptModel&)> after_last_run;
@@ -154,8 +157,11 @@ struct RunHooks {
   // Trainer::set_phase_observer for every run.
   std::function<void(int64_t, absl::string_view)> phase_observer;
   // --checkpoint_dir: resumes before the first step when its plan says so
-  // and saves after the steps it names (nullptr: no checkpoints). Must be
-  // the same kind of object on every rank (collective).
+  // and saves after the steps it names (nullptr: no checkpoints), in the
+  // background with --async_checkpoint (the last save is waited for before
+  // RunTraining returns). A resume whose --steps is its step trains nothing
+  // and saves at once when the plan saves. Must be the same kind of object
+  // on every rank (collective).
   checkpoint::Checkpointer* checkpointer = nullptr;
 };
 
