@@ -518,6 +518,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
   result.set_config_fingerprint(ConfigFingerprint(config));
   int64_t total_steps = static_cast<int64_t>(config.steps()) * config.repeat();
   int64_t start_step = 0;  // a resumed run continues after it
+  double load_ms = 0;      // a resumed run: how long loading took
   int64_t steps_done = 0;
   double elapsed_ms = 0;
   int64_t peak_memory_bytes = 0;
@@ -549,8 +550,10 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
         RETURN_IF_ERROR(checkpointer.Start());
         if (checkpointer.plan().resuming()) {
           start_step = checkpointer.plan().start_step;
+          const Stopwatch load_watch;
           RETURN_IF_ERROR(checkpointer.Resume(
               strategy, ProgressState(config, rank, start_step)));
+          load_ms = load_watch.ElapsedMs();
           trainer->RestoreProgress(start_step);
           total_steps -= start_step;
           if (rank.rank == 0) {
@@ -567,6 +570,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
           }
         }
         *result.mutable_checkpoint() = checkpointer.Info();
+        result.mutable_checkpoint()->set_load_ms(load_ms);
       }
     }
     // Saves after `step` (every rank, no collective in flight): at once, or

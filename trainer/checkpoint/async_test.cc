@@ -27,11 +27,6 @@ CheckpointOptions Async(const std::string& dir, int save_every) {
   return options;
 }
 
-void ExpectEqualCheckpoints(const std::string& left, const std::string& right) {
-  absl::StatusOr<CheckpointComparison> comparison = Compare(left, right, 0);
-  ASSERT_TRUE(comparison.ok()) << comparison.status();
-  EXPECT_TRUE(comparison->equal()) << RenderComparison(*comparison);
-}
 
 TEST(AsyncSave, AHeldWriterPublishesAfterTheNextUpdateAndStillEqualsASynchronousSave) {
   const TrainConfig config = ResumeConfig("zero2", 4);

@@ -42,13 +42,6 @@ TrainConfig Layout(const std::string& strategy, int ranks, int steps) {
 
 std::string Step3(const std::string& root) { return root + "/step_00000003"; }
 
-void ExpectEqualCheckpoints(const std::string& left, const std::string& right) {
-  absl::StatusOr<CheckpointComparison> comparison = Compare(left, right, 0);
-  ASSERT_TRUE(comparison.ok()) << comparison.status();
-  EXPECT_TRUE(comparison->equal()) << RenderComparison(*comparison);
-  EXPECT_GT(comparison->tensors_compared(), 20) << "model and optimizer tensors";
-  for (const PartDigest& part : comparison->parts()) EXPECT_TRUE(part.equal()) << part.part();
-}
 
 TEST(Reshard, FsdpOnTwoRanksSavedOfflineOnThreeFsdpRanksAndOneDdpRankComparesEqual) {
   const std::string two = TestDir("fsdp2");

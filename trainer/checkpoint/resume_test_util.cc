@@ -10,6 +10,7 @@
 #include "common/collective/test_util.h"
 #include "common/results/atomic_file.h"
 #include "gtest/gtest.h"
+#include "trainer/checkpoint/compare.h"
 #include "trainer/strategy/ddp.h"
 #include "trainer/strategy/fsdp.h"
 #include "trainer/strategy/zero.h"
@@ -149,6 +150,14 @@ std::map<std::string, std::string> HashTree(const std::string& dir) {
     }
   }
   return tree;
+}
+
+void ExpectEqualCheckpoints(const std::string& left, const std::string& right) {
+  absl::StatusOr<CheckpointComparison> comparison = Compare(left, right, 0);
+  ASSERT_TRUE(comparison.ok()) << comparison.status();
+  EXPECT_TRUE(comparison->equal()) << RenderComparison(*comparison);
+  EXPECT_GT(comparison->tensors_compared(), 0);
+  for (const PartDigest& part : comparison->parts()) EXPECT_TRUE(part.equal()) << part.part();
 }
 
 Batch RecordingData::Get(int64_t step, int64_t first_sample, int64_t count) const {

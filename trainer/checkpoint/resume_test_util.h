@@ -75,6 +75,11 @@ std::string FileBytes(const std::string& path);
 // Every file of a directory tree by relative path -> SHA-256.
 std::map<std::string, std::string> HashTree(const std::string& dir);
 
+// Checkpoint directories `left` and `right` compare equal bit for bit over
+// their global tensors and every part digest (compare.h); the differences
+// are printed when not.
+void ExpectEqualCheckpoints(const std::string& left, const std::string& right);
+
 // A DataSource that records every (step, global sample) read through it,
 // from any rank thread.
 class RecordingData : public DataSource {
