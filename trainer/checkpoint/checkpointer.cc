@@ -347,7 +347,10 @@ Checkpointer::Exchange Checkpointer::ExchangeOverStore(int64_t step) const {
              const std::string& name, const std::string& bytes) mutable
          -> absl::StatusOr<std::vector<std::string>> {
     const std::string prefix = absl::StrCat("checkpoint/", StepDirName(step), "/", name, "/");
-    RETURN_IF_ERROR(store.Set(absl::StrCat(prefix, rank), bytes));
+    // Values carry a leading byte: c10d's TCPStore answers a get of an empty
+    // value only after ~200 ms (measured; the staging verdict and a clean
+    // outcome are empty), a non-empty one in well under 1 ms.
+    RETURN_IF_ERROR(store.Set(absl::StrCat(prefix, rank), absl::StrCat("v", bytes)));
     std::vector<std::string> all(world_size);
     all[rank] = bytes;
     const absl::Time deadline = absl::Now() + timeout;
@@ -373,7 +376,12 @@ Checkpointer::Exchange Checkpointer::ExchangeOverStore(int64_t step) const {
         absl::SleepFor(pause);
         pause = std::min(pause * 2, absl::Milliseconds(20));
       }
-      ASSIGN_OR_RETURN(all[peer], store.Get(key, timeout));
+      ASSIGN_OR_RETURN(std::string value, store.Get(key, timeout));
+      if (value.empty() || value[0] != 'v') {
+        return absl::InternalError(absl::StrCat("checkpoint of step ", step, ": rank ", peer,
+                                                "'s ", name, " on the store is malformed"));
+      }
+      all[peer] = value.substr(1);
     }
     return all;
   };
