@@ -4,13 +4,15 @@
 // and its checkpoint still compares equal, bit for bit, to a synchronous
 // save of step S: the snapshot is a copy and training went on meanwhile.
 // A run saving every step in the background ends with the parameters of a
-// run without checkpoints. SIGKILL during a background save is
+// run without checkpoints, having issued exactly its collectives on the
+// training group (the background exchanges go through the store). SIGKILL during a background save is
 // //trainer:trainer_checkpoint_test (real processes).
 #include <atomic>
 #include <string>
 #include <vector>
 
 #include "ATen/ATen.h"
+#include "common/collective/communicator.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "common/results/atomic_file.h"
@@ -74,14 +76,27 @@ TEST(AsyncSave, AHeldWriterPublishesAfterTheNextUpdateAndStillEqualsASynchronous
   }
 }
 
+// The collectives each rank issued on the training group over a run.
+struct Issued {
+  std::atomic<int64_t> count[2] = {-1, -1};
+  TrainOptions Options() {
+    TrainOptions train;
+    train.after_run = [this](collective::Communicator* communicator, int rank) {
+      count[rank] = communicator->log().NextSequence();
+    };
+    return train;
+  }
+};
+
 TEST(AsyncSave, SavingEveryStepInTheBackgroundEndsWithTheParametersOfNoCheckpoints) {
   const TrainConfig config = ResumeConfig("ddp", 5);
-  const RunOutput plain = Train(config, 2, Saving(TestDir("none"), 0));
+  Issued plain_issued, async_issued, sync_issued;
+  const RunOutput plain = Train(config, 2, Saving(TestDir("none"), 0), plain_issued.Options());
   ASSERT_TRUE(plain.status.ok()) << plain.status;
   const std::string dir = TestDir("async");
   CheckpointOptions options = Async(dir, 1);
   options.keep_last = 2;
-  const RunOutput async = Train(config, 2, options);
+  const RunOutput async = Train(config, 2, options, async_issued.Options());
   ASSERT_TRUE(async.status.ok()) << async.status;
   ASSERT_EQ(async.params.size(), plain.params.size());
   for (size_t i = 0; i < plain.params.size(); ++i) {
@@ -91,6 +106,19 @@ TEST(AsyncSave, SavingEveryStepInTheBackgroundEndsWithTheParametersOfNoCheckpoin
   EXPECT_EQ(FileBytes(dir + "/latest"), "step_00000005\n");
   EXPECT_FALSE(PathExists(dir + "/step_00000003")) << "--keep_last=2 pruned it";
   EXPECT_TRUE(Verify(dir + "/step_00000005").ok());
+
+  // The background saves issued no collective on the training group: each
+  // rank issued exactly the collectives of training alone (the same
+  // --checkpoint_dir start-up included). A synchronous save exchanges over
+  // the group, and the count sees it: more than one collective per save.
+  const RunOutput sync = Train(config, 2, Saving(TestDir("sync"), 1), sync_issued.Options());
+  ASSERT_TRUE(sync.status.ok()) << sync.status;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_GT(plain_issued.count[rank], 0);
+    EXPECT_EQ(async_issued.count[rank].load(), plain_issued.count[rank].load()) << "rank " << rank;
+    EXPECT_GT(sync_issued.count[rank].load(), plain_issued.count[rank].load() + 5)
+        << "rank " << rank;
+  }
 }
 
 }  // namespace

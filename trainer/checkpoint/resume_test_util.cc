@@ -99,6 +99,7 @@ RunOutput Train(TrainConfig config, int world_size, const CheckpointOptions& opt
     };
     absl::StatusOr<TrainResult> result =
         RunTraining(config, RankInfo{rank, world_size}, *strategy, data, hooks);
+    if (train.after_run) train.after_run(communicator, rank);
     if (rank != 0) {
       EXPECT_TRUE(result.ok()) << "rank " << rank << ": " << result.status();
       return;

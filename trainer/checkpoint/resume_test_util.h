@@ -56,6 +56,9 @@ struct TrainOptions {
   std::function<void(Checkpointer&, int rank)> setup;
   // RunHooks::after_step, on each rank.
   std::function<void(int64_t step, int rank)> after_step;
+  // Called on each rank after training with its communicator (nullptr on
+  // one rank of "single").
+  std::function<void(collective::Communicator*, int rank)> after_run;
 };
 
 // Plans and runs `config` on `world_size` rank threads (one rank of
