@@ -151,6 +151,8 @@ int main(int argc, char** argv) {
         "expected `inspect PATH`, `verify PATH`, `compare LEFT RIGHT`, `prune ROOT "
         "--keep_last=N` or `export PATH --format=torch --out=FILE`");
   }
+  // Relative to the user's checkout under `bazel run` (the binary runs in
+  // its runfiles), as every other tool's paths.
   const std::string path = mtb::ResolveUserPath(args[2]);
   if (command == "compare") return Compare(path, mtb::ResolveUserPath(args[3]));
   if (command == "prune") return Prune(path);

@@ -99,6 +99,9 @@ absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
                        options.rank_env.restart_count);
   SweepHooks hooks;
   hooks.before_point = [&](int64_t point, const std::string& op) {
+    // --trace_steps: outside the window the recorder drops the point's span
+    // and the observer returns before building anything.
+    if (recorder != nullptr) recorder->set_enabled(options.trace_window.Contains(point));
     flight.SetPosition(point, op);
     (void)faults.At(point, op);
   };

@@ -7,6 +7,7 @@
 #include "comm_bench/harness.h"
 #include "comm_bench/options.h"
 #include "common/faults/fault_spec.h"
+#include "common/trace/window.h"
 #include "common/launch/rank_env.h"
 #include "common/launch/timeouts.h"
 #include "common/results/results.pb.h"
@@ -24,6 +25,8 @@ struct GlooWorkerOptions {
   RunContext context;
   // --fault=, validated against the sweep (ResolveFaults).
   std::vector<Fault> faults;
+  // --trace_steps (ResolveTraceWindow): the sweep points traced.
+  trace::TraceWindow trace_window;
 };
 
 // Runs this rank and returns the process's exit code: 0 pass, 1 a wrong

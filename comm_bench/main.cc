@@ -53,6 +53,10 @@ int main(int argc, char** argv) {
       ResolveFaults(worker.flags, *sweep, *world_size);
   if (!faults.ok()) return mtb::ReportAndExitCode("comm_bench", faults.status());
   worker.faults = *std::move(faults);
+  absl::StatusOr<mtb::trace::TraceWindow> window =
+      ResolveTraceWindow(worker.flags, *sweep, *world_size);
+  if (!window.ok()) return mtb::ReportAndExitCode("comm_bench", window.status());
+  worker.trace_window = *window;
   worker.sweep = *std::move(sweep);
 
   absl::StatusOr<mtb::LaunchDecision> launch =

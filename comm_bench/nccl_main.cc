@@ -39,12 +39,12 @@ int main(int argc, char** argv) {
   NcclWorkerOptions worker;
   worker.context = mtb::NewRunContext("comm_bench_nccl", argc, argv);
   worker.flags = ReadFlags();
-  if (!worker.flags.trace_dir.empty()) {
+  if (!worker.flags.trace_dir.empty() || !worker.flags.trace_steps.empty()) {
     return mtb::ReportAndExitCode(
         "comm_bench_nccl",
         absl::InvalidArgumentError(
-            "--trace_dir is not supported by comm_bench_nccl yet (only the "
-            "Gloo comm_bench writes traces)"));
+            "--trace_dir/--trace_steps are not supported by comm_bench_nccl "
+            "yet (only the Gloo comm_bench writes traces)"));
   }
   if (!worker.flags.fault.empty()) {
     return mtb::ReportAndExitCode(

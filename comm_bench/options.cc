@@ -57,6 +57,9 @@ ABSL_FLAG(std::string, trace_dir, "",
           "each rank writes DIR/rank_<r>.trace.json (Perfetto; bazel run "
           "//profiler_agg -- DIR): a ProfilerStep#N span per sweep point and "
           "every collective");
+ABSL_FLAG(std::string, trace_steps, "",
+          "with --trace_dir: trace only sweep points A..B (A:B, from 1 = the "
+          "first size of the first op, as ProfilerStep#N); default every point");
 ABSL_FLAG(std::string, fault, "",
           "inject faults (docs/faults.md), step = the sweep point (1 = the first "
           "size of the first op), phase = the op: kill:rank=R,step=S,phase=OP; "
@@ -101,6 +104,7 @@ FlagValues ReadFlags() {
   flags.ceiling = absl::GetFlag(FLAGS_ceiling);
   flags.testonly_corrupt = absl::GetFlag(FLAGS_testonly_corrupt);
   flags.trace_dir = absl::GetFlag(FLAGS_trace_dir);
+  flags.trace_steps = absl::GetFlag(FLAGS_trace_steps);
   flags.fault = absl::GetFlag(FLAGS_fault);
   return flags;
 }
@@ -120,6 +124,17 @@ absl::StatusOr<std::vector<Fault>> ResolveFaults(const FlagValues& flags,
   bounds.step_name = "sweep point";
   RETURN_IF_ERROR(ValidateFaults(faults, bounds));
   return faults;
+}
+
+absl::StatusOr<trace::TraceWindow> ResolveTraceWindow(const FlagValues& flags,
+                                                     const SweepOptions& options,
+                                                     int world_size) {
+  if (flags.trace_steps.empty()) return trace::TraceWindow();
+  ASSIGN_OR_RETURN(const std::vector<std::string> points,
+                   SweepPointOps(options, world_size));
+  const int64_t count = static_cast<int64_t>(points.size());
+  return trace::ParseTraceWindow(flags.trace_steps, flags.trace_dir, count,
+                                 absl::StrCat(count, " (the sweep's points)"));
 }
 
 absl::StatusOr<SweepOptions> ResolveOptions(const FlagValues& flags,

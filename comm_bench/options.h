@@ -13,6 +13,7 @@
 #include "comm_bench/harness.h"
 #include "comm_bench/report_files.h"
 #include "common/faults/fault_spec.h"
+#include "common/trace/window.h"
 
 namespace mtb::comm_bench {
 
@@ -41,6 +42,8 @@ struct FlagValues {
   std::string testonly_corrupt;  // "OP:RANK"
   // --trace_dir: each rank's Chrome trace (docs/traces.md); "" none.
   std::string trace_dir;
+  // --trace_steps=A:B: only sweep points A..B are traced; "" every one.
+  std::string trace_steps;
   // --fault= (docs/faults.md): step = sweep point, phase = op; "" none.
   std::string fault;
 };
@@ -65,6 +68,14 @@ OutputPaths ResolveOutputPaths(const FlagValues& flags, absl::string_view tool);
 absl::StatusOr<std::vector<Fault>> ResolveFaults(const FlagValues& flags,
                                                  const SweepOptions& options,
                                                  int world_size);
+
+// --trace_steps for `options` at `world_size` ranks (common/trace/window.h):
+// the window of sweep points (SweepPointOps) to trace, every point when the
+// flag is empty. kInvalidArgument naming the flag: not A:B, outside 1..the
+// number of points, or without --trace_dir.
+absl::StatusOr<trace::TraceWindow> ResolveTraceWindow(const FlagValues& flags,
+                                                     const SweepOptions& options,
+                                                     int world_size);
 
 // OptionsProto(options) plus what only the flags know.
 CommBenchOptions OptionsForResult(const SweepOptions& options,

@@ -1,6 +1,7 @@
 #include "comm_bench/options.h"
 
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -188,6 +189,39 @@ TEST(ResolveFaults, StepsAreSweepPointsAndPhasesTheirOps) {
     EXPECT_THAT(std::string(refused.status().message()),
                 HasSubstr("--fault=" + spec.substr(0, spec.find(':')))) << spec;
     EXPECT_THAT(std::string(refused.status().message()), HasSubstr(message)) << spec;
+  }
+}
+
+TEST(ResolveTraceWindow, StepsAreSweepPointsAndBadWindowsNameTheFlag) {
+  FlagValues flags;
+  flags.ops = "all_reduce,all_gather";
+  flags.minbytes = "1K";
+  flags.maxbytes = "4K";
+  flags.stepfactor = 4;  // 4 points: all_reduce 1K, 4K; all_gather 1K, 4K
+  const SweepOptions options = *ResolveOptions(flags, 2);
+  const absl::StatusOr<trace::TraceWindow> every = ResolveTraceWindow(flags, options, 2);
+  ASSERT_TRUE(every.ok()) << every.status();
+  EXPECT_TRUE(every->Contains(1));
+  EXPECT_TRUE(every->Contains(4));
+  flags.trace_dir = "traces";
+  flags.trace_steps = "2:4";
+  const absl::StatusOr<trace::TraceWindow> window = ResolveTraceWindow(flags, options, 2);
+  ASSERT_TRUE(window.ok()) << window.status();
+  EXPECT_EQ(window->first, 2);
+  EXPECT_EQ(window->last, 4);
+  for (const auto& [steps, dir, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"2:5", "traces", "--trace_steps=2:5 must be A:B with 1 <= A <= B <= 4 (the sweep's points)"},
+           {"0:1", "traces", "--trace_steps=0:1 must be A:B"},
+           {"3", "traces", "--trace_steps=3 must be A:B"},
+           {"1:2", "", "--trace_steps needs --trace_dir"},
+       }) {
+    flags.trace_steps = steps;
+    flags.trace_dir = dir;
+    const absl::StatusOr<trace::TraceWindow> refused = ResolveTraceWindow(flags, options, 2);
+    ASSERT_FALSE(refused.ok()) << steps;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << steps;
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr(message)) << steps;
   }
 }
 

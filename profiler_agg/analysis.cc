@@ -42,11 +42,33 @@ Interval Aligned(const TraceEvent& e, double offset) {
   return {e.ts() + offset, e.ts() + e.dur() + offset};
 }
 
+// A nested phase (args.parent): its parent, and its place among the
+// parent's rows (args.block when numeric: blocks in layer order).
+struct Nested {
+  std::string parent;
+  int64_t order = -1;
+};
+
+struct Collective {
+  Interval at;  // aligned
+  int64_t seq = -1;
+  std::string op;
+};
+
+// Ops that synchronise gradients (ddp's buckets, zero's and fsdp's
+// reduce-scatters); fsdp's all-gathers and the loop's scalar collectives are
+// not.
+bool IsGradientOp(const std::string& op) {
+  return op == "all_reduce" || op == "reduce_scatter";
+}
+
 struct RankView {
   std::map<int, Interval> steps;                       // aligned
   std::map<std::string, double> phase_total_us;        // per phase name
+  std::map<std::string, Nested> nested;                // nested phase names
   std::vector<Interval> compute, in_flight;            // aligned, raw
-  std::vector<std::pair<Interval, int64_t>> collectives;  // (aligned, seq)
+  std::vector<Collective> collectives;                 // by issue time
+  std::vector<double> backward_begins;                 // aligned, sorted
 };
 
 RankView ViewOf(const RankTrace& t) {
@@ -59,19 +81,31 @@ RankView ViewOf(const RankTrace& t) {
       view.steps[step] = at;
       view.phase_total_us["step"] += e.dur();
     } else if (e.cat() == "compute" || e.cat() == "data" || e.cat() == "checkpoint") {
-      // Nested spans (backward's blocks) count once, in their parent.
-      if (e.args().count("parent") == 0) view.phase_total_us[e.name()] += e.dur();
+      // Nested spans (the per-block spans) are rows of their own, marked
+      // with their parent: their time is already in the parent's.
+      view.phase_total_us[e.name()] += e.dur();
+      if (auto parent = e.args().find("parent"); parent != e.args().end()) {
+        Nested& nested = view.nested[e.name()];
+        nested.parent = parent->second;
+        auto block = e.args().find("block");
+        if (block != e.args().end()) (void)absl::SimpleAtoi(block->second, &nested.order);
+      }
       if (e.cat() == "compute") view.compute.push_back(at);
+      if (e.cat() == "compute" && e.name() == "backward") view.backward_begins.push_back(at.begin);
     } else if (e.cat() == "collective") {
       view.in_flight.push_back(at);
-      int64_t seq = -1;
+      Collective c;
+      c.at = at;
       auto found = e.args().find("seq");
-      if (found != e.args().end()) (void)absl::SimpleAtoi(found->second, &seq);
-      view.collectives.emplace_back(at, seq);
+      if (found != e.args().end()) (void)absl::SimpleAtoi(found->second, &c.seq);
+      found = e.args().find("op");
+      c.op = found != e.args().end() ? found->second : e.name();
+      view.collectives.push_back(std::move(c));
     }
   }
-  std::sort(view.collectives.begin(), view.collectives.end(),
-            [](const auto& a, const auto& b) { return a.first.begin < b.first.begin; });
+  std::stable_sort(view.collectives.begin(), view.collectives.end(),
+                   [](const Collective& a, const Collective& b) { return a.at.begin < b.at.begin; });
+  std::sort(view.backward_begins.begin(), view.backward_begins.end());
   return view;
 }
 
@@ -145,14 +179,38 @@ ProfilerAggResult Analyze(const std::vector<RankTrace>& traces) {
   const int steps = static_cast<int>(views.front().steps.size());
   result.set_steps(steps);
 
-  // Phases: each rank's mean per step, then across ranks.
+  // Phases: each rank's mean per step, then across ranks. Top-level phases
+  // in the loop's order (others by name), each followed by the rows nested
+  // in it (by block, then name).
   std::set<std::string> names;
+  std::map<std::string, Nested> nested;
   for (const RankView& v : views) {
     for (const auto& [name, total] : v.phase_total_us) names.insert(name);
+    for (const auto& [name, n] : v.nested) nested.emplace(name, n);
   }
-  std::vector<std::string> ordered = {"step", "data", "forward", "backward", "optimizer", "checkpoint"};
+  std::vector<std::string> top = {"step", "data", "forward", "backward", "optimizer", "checkpoint"};
   for (const std::string& name : names) {
-    if (std::find(ordered.begin(), ordered.end(), name) == ordered.end()) ordered.push_back(name);
+    if (!nested.count(name) && std::find(top.begin(), top.end(), name) == top.end()) {
+      top.push_back(name);
+    }
+  }
+  std::vector<std::pair<std::string, Nested>> children(nested.begin(), nested.end());
+  std::stable_sort(children.begin(), children.end(), [](const auto& a, const auto& b) {
+    return a.second.order < b.second.order;
+  });
+  std::vector<std::string> ordered;
+  auto add_with_children = [&](const std::string& name) {
+    ordered.push_back(name);
+    for (const auto& [child, n] : children) {
+      if (n.parent == name) ordered.push_back(child);
+    }
+  };
+  for (const std::string& name : top) add_with_children(name);
+  // Rows whose parent has no row of its own come last.
+  for (const auto& [child, n] : children) {
+    if (std::find(ordered.begin(), ordered.end(), child) == ordered.end()) {
+      ordered.push_back(child);
+    }
   }
   std::vector<double> step_means;
   for (const std::string& name : ordered) {
@@ -170,6 +228,7 @@ ProfilerAggResult Analyze(const std::vector<RankTrace>& traces) {
     const auto max = std::max_element(means.begin(), means.end());
     phase->set_max_ms(*max);
     phase->set_max_rank(static_cast<int>(max - means.begin()));
+    if (auto n = nested.find(name); n != nested.end()) phase->set_parent(n->second.parent);
     if (name == "step") step_means = means;
   }
   if (!step_means.empty() && Median(step_means) > 0) {
@@ -177,28 +236,48 @@ ProfilerAggResult Analyze(const std::vector<RankTrace>& traces) {
                                Median(step_means));
   }
 
-  // Arrival at each step's first collective (aligned issue time).
+  // Arrival at each step's first gradient collective (aligned issue time):
+  // the first all-reduce or reduce-scatter issued once the step's backward
+  // has begun; a step without a backward span (comm_bench, moe_comm) or
+  // without such a collective: its first collective.
   std::vector<int> last_counts(n, 0);
   for (const auto& [step, window] : views.front().steps) {
     std::vector<double> arrivals;
+    std::vector<const Collective*> at_collective;
     for (const RankView& v : views) {
       auto own = v.steps.find(step);
-      double arrival = -1;
+      const Collective* first = nullptr;
       if (own != v.steps.end()) {
-        for (const auto& [at, seq] : v.collectives) {
-          if (at.begin >= own->second.begin && at.begin <= own->second.end) {
-            arrival = at.begin;
+        const Interval& s = own->second;
+        auto in_step = [&s](double t) { return t >= s.begin && t <= s.end; };
+        double backward = -1;
+        for (double b : v.backward_begins) {
+          if (in_step(b)) {
+            backward = b;
             break;
           }
         }
+        const Collective* any = nullptr;
+        for (const Collective& c : v.collectives) {
+          if (!in_step(c.at.begin)) continue;
+          if (any == nullptr) any = &c;
+          if (backward >= 0 && c.at.begin >= backward && IsGradientOp(c.op)) {
+            first = &c;
+            break;
+          }
+        }
+        if (first == nullptr) first = any;
       }
-      arrivals.push_back(arrival);
+      arrivals.push_back(first != nullptr ? first->at.begin : -1);
+      at_collective.push_back(first);
     }
     if (std::count(arrivals.begin(), arrivals.end(), -1.0) > 0) continue;
     const auto last = std::max_element(arrivals.begin(), arrivals.end());
     StepArrival* a = result.add_arrivals();
     a->set_step(step);
     a->set_last_rank(static_cast<int>(last - arrivals.begin()));
+    a->set_op(at_collective[a->last_rank()]->op);
+    a->set_seq(at_collective[a->last_rank()]->seq);
     double max_wait = 0, sum_wait = 0;
     for (int r = 0; r < n; ++r) {
       if (r == a->last_rank()) continue;
@@ -311,14 +390,23 @@ std::string RenderMarkdown(const ProfilerAggResult& result,
   MarkdownTable phases;
   phases.headers = {"phase", "min ms", "p50 ms", "max ms", "slowest rank"};
   phases.align = {Align::kLeft, Align::kRight, Align::kRight, Align::kRight, Align::kRight};
+  bool any_nested = false;
   for (const PhaseStats& p : result.phases()) {
-    phases.rows.push_back({p.name(), FormatSignificant(p.min_ms(), 3),
+    any_nested = any_nested || !p.parent().empty();
+    phases.rows.push_back({p.parent().empty() ? p.name() : absl::StrCat("↳ ", p.name()),
+                           FormatSignificant(p.min_ms(), 3),
                            FormatSignificant(p.p50_ms(), 3),
                            FormatSignificant(p.max_ms(), 3), absl::StrCat(p.max_rank())});
   }
-  absl::StrAppend(&md, phases.Render(), "\nStraggler ratio (max / median step time): ",
+  absl::StrAppend(&md, phases.Render(),
+                  any_nested ? "\n↳ rows are nested in the phase above them (per-block "
+                               "spans): part of its time, not added to it.\n"
+                             : "",
+                  "\nStraggler ratio (max / median step time): ",
                   FormatSignificant(result.straggler_ratio(), 3), "\n\n");
-  absl::StrAppend(&md, "## Arrival at each step's first collective\n\n");
+  absl::StrAppend(&md, "## Arrival at each step's first gradient collective\n\n"
+                       "(the first all_reduce or reduce_scatter issued once backward began; "
+                       "without a backward span, the step's first collective)\n\n");
   MarkdownTable arrivals;
   arrivals.headers = {"rank", "steps it arrived last"};
   for (int r = 0; r < result.last_arrivals_size(); ++r) {

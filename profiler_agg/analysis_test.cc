@@ -29,7 +29,8 @@ TEST(ProfilerAgg, TheHandMadeTwoRankRunGivesTheHandComputedFigures) {
   EXPECT_DOUBLE_EQ(result.overlap_ratio(), 110.0 / 145.0);
   EXPECT_DOUBLE_EQ(result.ranks(1).clock_offset_us(), -500);
 
-  ASSERT_GE(result.phases_size(), 4);
+  // step, forward, its two block rows, backward, its block row, optimizer.
+  ASSERT_EQ(result.phases_size(), 7);
   EXPECT_EQ(result.phases(0).name(), "step");
   EXPECT_DOUBLE_EQ(result.phases(0).min_ms(), 0.100);
   EXPECT_DOUBLE_EQ(result.phases(0).p50_ms(), 0.105);
@@ -37,21 +38,68 @@ TEST(ProfilerAgg, TheHandMadeTwoRankRunGivesTheHandComputedFigures) {
   EXPECT_EQ(result.phases(0).max_rank(), 1);
   EXPECT_DOUBLE_EQ(result.straggler_ratio(), 110.0 / 105.0);
   EXPECT_EQ(result.phases(1).name(), "forward");
-  EXPECT_DOUBLE_EQ(result.phases(1).max_ms(), 0.035);
-  EXPECT_EQ(result.phases(2).name(), "backward");
-  EXPECT_DOUBLE_EQ(result.phases(2).min_ms(), 0.040);  // block0 not counted twice
-  EXPECT_DOUBLE_EQ(result.phases(2).max_ms(), 0.045);
-  EXPECT_EQ(result.phases(3).name(), "optimizer");
-  EXPECT_DOUBLE_EQ(result.phases(3).p50_ms(), 0.015);
+  EXPECT_EQ(result.phases(1).parent(), "");
+  EXPECT_DOUBLE_EQ(result.phases(1).max_ms(), 0.035);  // its blocks not added
+  // Per-block rows, nested: rank 1's 20 us per block in 2 steps, rank 0 none.
+  for (int i : {2, 3}) {
+    EXPECT_EQ(result.phases(i).name(), i == 2 ? "forward h.0" : "forward h.1");
+    EXPECT_EQ(result.phases(i).parent(), "forward");
+    EXPECT_DOUBLE_EQ(result.phases(i).min_ms(), 0);
+    EXPECT_DOUBLE_EQ(result.phases(i).p50_ms(), 0.005);
+    EXPECT_DOUBLE_EQ(result.phases(i).max_ms(), 0.010);
+    EXPECT_EQ(result.phases(i).max_rank(), 1);
+  }
+  EXPECT_EQ(result.phases(4).name(), "backward");
+  EXPECT_DOUBLE_EQ(result.phases(4).min_ms(), 0.040);  // h.0 not counted twice
+  EXPECT_DOUBLE_EQ(result.phases(4).max_ms(), 0.045);
+  EXPECT_EQ(result.phases(5).name(), "backward h.0");
+  EXPECT_EQ(result.phases(5).parent(), "backward");
+  EXPECT_DOUBLE_EQ(result.phases(5).max_ms(), 0.010);
+  EXPECT_EQ(result.phases(5).max_rank(), 0);
+  EXPECT_EQ(result.phases(6).name(), "optimizer");
+  EXPECT_EQ(result.phases(6).parent(), "");
+  EXPECT_DOUBLE_EQ(result.phases(6).p50_ms(), 0.015);
+  // The Markdown marks nested rows and says what they are.
+  const std::string md = RenderMarkdown(result, "");
+  EXPECT_NE(md.find("| ↳ backward h.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("part of its time, not added to it"), std::string::npos) << md;
 
   ASSERT_EQ(result.arrivals_size(), 2);
   EXPECT_EQ(result.arrivals(0).last_rank(), 1);
+  EXPECT_EQ(result.arrivals(0).op(), "all_reduce");
   EXPECT_DOUBLE_EQ(result.arrivals(0).max_wait_ms(), 0.020);
   EXPECT_EQ(result.arrivals(1).last_rank(), 1);
   EXPECT_DOUBLE_EQ(result.arrivals(1).max_wait_ms(), 0.010);
   ASSERT_EQ(result.last_arrivals_size(), 2);
   EXPECT_EQ(result.last_arrivals(0), 0);
   EXPECT_EQ(result.last_arrivals(1), 2);
+}
+
+// fsdp-like: an all-gather in forward before the gradient reduce-scatter in
+// backward. Rank 0 is last at the all-gather (12 vs 10) but rank 1 at the
+// gradient collective (50 vs 40): the straggler is rank 1, waited for 10 us.
+TEST(ProfilerAgg, TheArrivalIsAtTheFirstGradientCollectiveNotAnEarlierGather) {
+  absl::StatusOr<std::vector<RankTrace>> traces = ReadTraces(kFixtures + "/gather_first");
+  ASSERT_TRUE(traces.ok()) << traces.status();
+  const ProfilerAggResult result = Analyze(*traces);
+  ASSERT_EQ(result.arrivals_size(), 1);
+  EXPECT_EQ(result.arrivals(0).last_rank(), 1);
+  EXPECT_EQ(result.arrivals(0).op(), "reduce_scatter");
+  EXPECT_EQ(result.arrivals(0).seq(), 1);
+  EXPECT_DOUBLE_EQ(result.arrivals(0).max_wait_ms(), 0.010);
+  EXPECT_DOUBLE_EQ(result.arrivals(0).mean_wait_ms(), 0.010);
+  // Without backward spans (comm_bench, moe_comm) the step's first
+  // collective counts: there rank 0 is last, 2 us after rank 1.
+  for (RankTrace& t : *traces) {
+    for (trace::TraceEvent& e : *t.file.mutable_traceevents()) {
+      if (e.name() == "backward") e.set_name("other");
+    }
+  }
+  const ProfilerAggResult without = Analyze(*traces);
+  ASSERT_EQ(without.arrivals_size(), 1);
+  EXPECT_EQ(without.arrivals(0).last_rank(), 0);
+  EXPECT_EQ(without.arrivals(0).op(), "all_gather");
+  EXPECT_DOUBLE_EQ(without.arrivals(0).max_wait_ms(), 0.002);
 }
 
 TEST(ProfilerAgg, TheMergedTraceIsOnRankZerosClock) {

@@ -55,9 +55,16 @@ int main(int argc, char** argv) {
   if (absl::Status writable = mtb::CheckOutputWritable("out", out); !writable.ok()) {
     return mtb::ReportAndExitCode(kProgram, writable);
   }
+  std::vector<std::string> skipped;
   absl::StatusOr<std::vector<mtb::report::ResultFile>> files =
-      mtb::report::ReadResultFiles(args);
+      mtb::report::ReadResultFiles(args, &skipped);
   if (!files.ok()) return mtb::ReportAndExitCode(kProgram, files.status());
+  if (!skipped.empty()) {
+    std::cerr << kProgram << ": skipped " << skipped.size()
+              << " JSON file(s) that are not results (no run_context.tool; "
+              << "e.g. flight recorder dumps, traces): "
+              << absl::StrJoin(skipped, ", ") << "\n";
+  }
   const std::vector<std::string> differences =
       mtb::report::ProvenanceDifferences(*files);
   if (!differences.empty() && !absl::GetFlag(FLAGS_allow_mixed)) {

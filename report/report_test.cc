@@ -1,3 +1,4 @@
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -86,6 +87,32 @@ TEST(Report, CorruptForeignAndUnknownFieldFilesAreRefusedNamingTheFile) {
     EXPECT_EQ(files.status().message().find('\n'), std::string::npos);
   }
   EXPECT_EQ(ReadResultFiles({}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A results directory after a failed run also holds the ranks' flight
+// recorder dumps: reading the directory skips them (and lists them), while a
+// file without provenance named on the command line is still refused.
+TEST(Report, ADirectorysJsonFilesWithoutProvenanceAreSkippedAndListed) {
+  const std::string dir = TempDir() + "/after_a_failure";
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  absl::StatusOr<std::string> ddp =
+      ReadFileToString(std::string(kFixtures) + "/trainer_ddp.json");
+  ASSERT_TRUE(ddp.ok());
+  ASSERT_TRUE(WriteFileAtomically(dir + "/trainer_ddp.json", *ddp).ok());
+  const std::string dump = dir + "/flight_run1.attempt0.rank1.json";
+  ASSERT_TRUE(WriteFileAtomically(dump, "{\"rank\": 1, \"entries\": []}").ok());
+  std::vector<std::string> skipped;
+  absl::StatusOr<std::vector<ResultFile>> files = ReadResultFiles({dir}, &skipped);
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ(files->size(), 1u);
+  EXPECT_EQ((*files)[0].tool, "trainer");
+  EXPECT_EQ(skipped, std::vector<std::string>{dump});
+  // Named explicitly, it is refused.
+  EXPECT_EQ(ReadResultFiles({dump}).status().code(), absl::StatusCode::kDataLoss);
+  // A directory of nothing but non-results is nothing to read.
+  ASSERT_EQ(std::remove((dir + "/trainer_ddp.json").c_str()), 0);
+  EXPECT_EQ(ReadResultFiles({dir}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -53,14 +53,18 @@ absl::Status ParseAs(const std::string& path, const std::string& json,
 }  // namespace
 
 absl::StatusOr<std::vector<ResultFile>> ReadResultFiles(
-    const std::vector<std::string>& arguments) {
+    const std::vector<std::string>& arguments,
+    std::vector<std::string>* skipped) {
   std::vector<std::string> paths;
+  std::vector<bool> found_in_directory;
   for (const std::string& argument : arguments) {
     if (IsDirectory(argument)) {
       ASSIGN_OR_RETURN(std::vector<std::string> inside, JsonFilesIn(argument));
       paths.insert(paths.end(), inside.begin(), inside.end());
+      found_in_directory.insert(found_in_directory.end(), inside.size(), true);
     } else {
       paths.push_back(argument);
+      found_in_directory.push_back(false);
     }
   }
   if (paths.empty()) {
@@ -68,7 +72,8 @@ absl::StatusOr<std::vector<ResultFile>> ReadResultFiles(
         "no result files: give result JSON files or directories holding them");
   }
   std::vector<ResultFile> files;
-  for (const std::string& path : paths) {
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string& path = paths[i];
     absl::StatusOr<std::string> json = ReadFileToString(path);
     if (!json.ok()) return absl::DataLossError(json.status().message());
     ResultEnvelope envelope;
@@ -82,6 +87,10 @@ absl::StatusOr<std::vector<ResultFile>> ReadResultFiles(
     file.context = envelope.has_run_context() ? envelope.run_context()
                                               : envelope.context();
     file.tool = file.context.tool();
+    if (file.tool.empty() && found_in_directory[i]) {
+      if (skipped != nullptr) skipped->push_back(path);
+      continue;
+    }
     if (file.tool.empty()) {
       return absl::DataLossError(absl::StrCat(
           path, ": not a MiniTrainBench result (no run_context.tool)"));
@@ -98,6 +107,11 @@ absl::StatusOr<std::vector<ResultFile>> ReadResultFiles(
     }
     if (!parsed.ok()) return absl::DataLossError(parsed.message());
     files.push_back(std::move(file));
+  }
+  if (files.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no result files: ", absl::StrJoin(arguments, ", "),
+        " hold(s) only JSON files that are not results"));
   }
   return files;
 }

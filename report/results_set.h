@@ -28,11 +28,15 @@ struct ResultFile {
 };
 
 // `arguments`: files, or directories whose *.json files are read (sorted).
-// Any file that is not valid JSON, has no provenance, or does not parse
-// strictly as its tool's result: kDataLoss naming the file (exit 1).
-// Nothing to read: kInvalidArgument (exit 2).
+// Any file that is not valid JSON, or does not parse strictly as its tool's
+// result: kDataLoss naming the file (exit 1). A file named in `arguments`
+// without provenance is refused the same way; one found in a directory is
+// skipped and its path appended to `skipped` (a results directory also
+// holds what is not a result: flight recorder dumps of a failed run, merged
+// traces). Nothing to read: kInvalidArgument (exit 2).
 absl::StatusOr<std::vector<ResultFile>> ReadResultFiles(
-    const std::vector<std::string>& arguments);
+    const std::vector<std::string>& arguments,
+    std::vector<std::string>* skipped = nullptr);
 
 // Provenance fields whose values differ between files: "git_commit: a.json
 // 1234567, b.json 89abcde". Empty when all agree.

@@ -123,6 +123,7 @@ at::Tensor GptModel::Forward(const at::Tensor& tokens,
   // (B, T, D)
   for (int64_t layer = 0; layer < shape_.n_layers; ++layer) {
     before(BlockUnit(layer));
+    for (UnitHooks* hook : hooks) x = hook->BlockInput(BlockUnit(layer), x);
     if (options.activation_checkpointing) {
       const BlockParameters& b = blocks_[layer];
       const std::vector<at::Tensor> block_params = {

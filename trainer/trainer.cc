@@ -24,9 +24,11 @@
 #include "common/libtorch/torch_status.h"
 #include "glog/logging.h"
 #include "google/protobuf/text_format.h"
+#include "trainer/block_spans.h"
 #include "trainer/config.h"
 #include "trainer/memory_peak.h"
 #include "trainer/metrics.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpointer.h"
 
 namespace mtb {
@@ -47,6 +49,12 @@ class ScopedMemoryMarks {
  private:
   Strategy* strategy_;
 };
+
+std::vector<std::string> UnitNames(const ParameterStore& store) {
+  std::vector<std::string> names;
+  for (const ParameterUnit& unit : store.units()) names.push_back(unit.name);
+  return names;
+}
 
 }  // namespace
 
@@ -201,6 +209,14 @@ absl::StatusOr<StepRecord> Trainer::Step() {
     record.set_data_ms(record.data_ms() + watch.ElapsedMs());
 
     watch = Stopwatch();
+    // Traced: per-block spans around the strategy's unit hooks
+    // (trainer/block_spans.h). Declared before `loss`, whose graph holds
+    // their gradient hooks, so that it outlives the backward.
+    std::optional<BlockSpans> block_spans;
+    if (trace_ != nullptr) {
+      block_spans.emplace(trace_, UnitNames(model_.store()), strategy_->unit_hooks(),
+                          micro);
+    }
     at::Tensor loss;
     const bool nan_fault = InjectFaults(step, "forward");
     mark("forward of micro-batch", micro);
@@ -209,7 +225,9 @@ absl::StatusOr<StepRecord> Trainer::Step() {
       nn::AutocastGuard autocast(bf16);
       ForwardOptions options =
           ForwardOptionsOf(config_, step, batch.sample_indices);
-      if (UnitHooks* hooks = strategy_->unit_hooks()) {
+      if (block_spans) {
+        options.unit_hooks.push_back(&*block_spans);
+      } else if (UnitHooks* hooks = strategy_->unit_hooks()) {
         options.unit_hooks.push_back(hooks);
       }
       const at::Tensor logits = model_.Forward(batch.inputs, options);
@@ -238,16 +256,20 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   mark("gradients synchronised", -1);
   ASSIGN_OR_RETURN(const double grad_norm, strategy_->GlobalGradNorm());
   // Every rank decides from the same gathered values, so all stop together.
+  // A preemption notice rides on the same gather (third value), so every
+  // rank learns of it after the same step (trainer/preemption.h).
+  const bool notice = stop_notice_ && stop_notice_();
   ASSIGN_OR_RETURN(const std::vector<double> gathered,
-                   strategy_->GatherScalars({local_loss, grad_norm}));
+                   strategy_->GatherScalars({local_loss, grad_norm, notice ? 1.0 : 0.0}));
   double loss_sum = 0;
   std::vector<int> non_finite_loss_ranks;
   std::vector<double> non_finite_losses;
   double non_finite_norm = 0;
   bool norm_finite = true;
   for (int r = 0; r < rank_.world_size; ++r) {
-    const double rank_loss = gathered[2 * r];
-    const double rank_norm = gathered[2 * r + 1];
+    const double rank_loss = gathered[3 * r];
+    const double rank_norm = gathered[3 * r + 1];
+    if (gathered[3 * r + 2] != 0 && stop_after_step_ == 0) stop_after_step_ = step;
     loss_sum += rank_loss;
     if (!std::isfinite(rank_loss)) {
       non_finite_loss_ranks.push_back(r);
@@ -572,6 +594,12 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
         *result.mutable_checkpoint() = checkpointer.Info();
         result.mutable_checkpoint()->set_load_ms(load_ms);
       }
+      if (hooks.on_start) {
+        const bool resumed = hooks.checkpointer != nullptr &&
+                             hooks.checkpointer->plan().resuming();
+        RETURN_IF_ERROR(hooks.on_start(
+            resumed ? hooks.checkpointer->plan().resume_dir : "", start_step));
+      }
     }
     // Saves after `step` (every rank, no collective in flight): at once, or
     // with --async_checkpoint a snapshot now and the rest in the background
@@ -584,6 +612,16 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
             ? std::make_shared<FaultInjector>(hooks.faults, rank.rank,
                                               hooks.attempt)
             : nullptr;
+    // The async save in flight, if any, waited for and recorded.
+    const auto finish_async = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(std::vector<CheckpointSave> finished,
+                       hooks.checkpointer->FinishAsync());
+      for (CheckpointSave& save : finished) {
+        LogSave(save, rank);
+        *result.mutable_checkpoint()->add_saves() = std::move(save);
+      }
+      return absl::OkStatus();
+    };
     const auto save_after = [&](int64_t step, bool traced) -> absl::Status {
       checkpoint::Checkpointer& checkpointer = *hooks.checkpointer;
       std::vector<CheckpointSave> finished;
@@ -632,6 +670,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
       if (step == start_step + 1) {
         trainer->set_faults(hooks.faults, hooks.attempt);
         trainer->set_phase_observer(hooks.phase_observer);
+        trainer->set_stop_notice(hooks.stop_notice);
       }
       const absl::Time step_begin = absl::Now();
       ASSIGN_OR_RETURN(
@@ -674,23 +713,43 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                   << FormatProgressLine(record, config.steps(), eta_seconds);
       }
       *run->add_steps() = std::move(record);
-      if (hooks.after_step) hooks.after_step(step);
+      if (hooks.after_step) RETURN_IF_ERROR(hooks.after_step(step));
+      // The ranks agreed on a preemption notice during this step: it ends
+      // the run once a checkpoint of it is published.
+      const bool preempted =
+          hooks.checkpointer != nullptr && trainer->stop_after_step() == step;
       if (hooks.checkpointer != nullptr &&
-          hooks.checkpointer->plan().SavesAt(step, config.steps())) {
+          (preempted || hooks.checkpointer->plan().SavesAt(step, config.steps()))) {
         RETURN_IF_ERROR(save_after(step, traced));
+        const Fault* corrupt = trainer->CorruptionAt(step);
+        // Both act on the published checkpoint: an async save is waited for.
+        if (preempted || corrupt != nullptr) RETURN_IF_ERROR(finish_async());
+        const std::string saved = absl::StrCat(hooks.checkpointer->plan().options.dir, "/",
+                                               checkpoint::StepDirName(step));
+        if (corrupt != nullptr) {
+          ASSIGN_OR_RETURN(const std::string file,
+                           checkpoint::CorruptShardFile(saved, rank.rank));
+          LOG(ERROR) << "--fault=" << FaultToString(*corrupt) << ": flipped a byte of "
+                     << file;
+        }
+        if (preempted) {
+          Preemption* preemption = result.mutable_preemption();
+          preemption->set_step(static_cast<int32_t>(step));
+          preemption->set_checkpoint(saved);
+          if (rank.rank == 0) {
+            LOG(WARNING) << "preemption notice: stopped after step " << step << " of "
+                         << config.steps() << " with checkpoint " << preemption->checkpoint()
+                         << " (resume with --resume=latest)";
+          }
+        }
       }
+      if (preempted) break;
     }
-    if (hooks.checkpointer != nullptr) {
-      ASSIGN_OR_RETURN(std::vector<CheckpointSave> finished,
-                       hooks.checkpointer->FinishAsync());
-      for (CheckpointSave& save : finished) {
-        LogSave(save, rank);
-        *result.mutable_checkpoint()->add_saves() = std::move(save);
-      }
-    }
+    if (hooks.checkpointer != nullptr) RETURN_IF_ERROR(finish_async());
     run->set_wall_seconds(run_watch.ElapsedMs() / 1000.0);
     // A resume that trains nothing has no step to summarise.
     if (run->steps_size() > 0) FinishRun(run, result.model().tokens_per_step());
+    if (result.has_preemption()) break;
     if (repeat == config.repeat() - 1 && hooks.after_last_run) {
       // Sharded parameters (fsdp) are gathered for the hook.
       RETURN_IF_ERROR(strategy.GatherFullParameters());

@@ -103,6 +103,16 @@ class Trainer {
   void set_phase_observer(std::function<void(int64_t, absl::string_view)> observer) {
     phase_observer_ = std::move(observer);
   }
+  // A preemption notice (trainer/preemption.h): asked once per step on every
+  // rank and gathered with the loss, so the ranks agree on the step to stop
+  // after. Empty: never.
+  void set_stop_notice(std::function<bool()> notice) { stop_notice_ = std::move(notice); }
+  // The step during which some rank first had a notice (every rank returns
+  // the same), or 0. The caller saves a checkpoint of it and stops.
+  int64_t stop_after_step() const { return stop_after_step_; }
+  // This rank's corrupt fault of `step` (attempt 0 only), or nullptr: the
+  // caller flips a byte of its shard of that step's published checkpoint.
+  const Fault* CorruptionAt(int64_t step) const { return injector_.Corruption(step); }
   const GptModel& model() const { return model_; }
   // Global tokens per optimizer step.
   int64_t tokens_per_step() const;
@@ -126,6 +136,8 @@ class Trainer {
   std::vector<Fault> faults_;
   mutable FaultInjector injector_;
   std::function<void(int64_t, absl::string_view)> phase_observer_;
+  std::function<bool()> stop_notice_;
+  int64_t stop_after_step_ = 0;
 
  public:
   // Reports the phase to the observer, then acts on a fault of this rank at
@@ -139,9 +151,6 @@ struct RunHooks {
   // Called on every rank once, after the first step of the first run has
   // completed (no collective in flight); an error fails the run.
   std::function<absl::Status()> after_first_step;
-  // Called on every rank after each step's optimizer update (its record
-  // made), before the step's checkpoint, if any. Empty: nothing.
-  std::function<void(int64_t step)> after_step;
   // Called on every rank with the final model of the last run (e.g. to dump
   // its parameters); an error fails the run.
   std::function<absl::Status(const GptModel&)> after_last_run;
@@ -163,6 +172,17 @@ struct RunHooks {
   // and saves at once when the plan saves. Must be the same kind of object
   // on every rank (collective).
   checkpoint::Checkpointer* checkpointer = nullptr;
+  // Trainer::set_stop_notice. With a checkpointer, a notice ends the run
+  // after the step the ranks agree on, with a checkpoint of it and the
+  // result's `preemption` set (the caller exits kExitPreempted).
+  std::function<bool()> stop_notice;
+  // Called on every rank once before the first step, with the checkpoint
+  // directory the run resumed from and its step ("" and 0: a fresh start),
+  // and after every completed step (before its checkpoint, if any, is
+  // saved: a step whose save fails was still trained).
+  // An error fails the run.
+  std::function<absl::Status(const std::string&, int64_t)> on_start;
+  std::function<absl::Status(int64_t)> after_step;
 };
 
 // Runs config.repeat() runs of config.steps() steps each (with a

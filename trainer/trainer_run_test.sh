@@ -41,7 +41,8 @@ import json, sys
 for rank in (0, 1):
     t = json.load(open(f"{sys.argv[1]}/rank_{rank}.trace.json"))
     names = {e["name"] for e in t["traceEvents"] if e["ph"] == "X"}
-    assert {"ProfilerStep#1", "ProfilerStep#3", "forward", "backward", "optimizer", "data"} <= names, names
+    assert {"ProfilerStep#1", "ProfilerStep#3", "forward", "backward", "optimizer", "data",
+            "forward h.0", "backward h.0"} <= names, names
     cats = {e["cat"] for e in t["traceEvents"] if e["ph"] == "X"}
     assert "collective" in cats, cats
     assert t["otherData"]["world_size"] == 2 and t["otherData"]["rank"] == rank
@@ -84,6 +85,35 @@ expect 0 "after backward (--ddp_overlap=false: no overlap)" "${two_buckets[@]}" 
 /usr/bin/python3 -c 'import json,sys; l=[[s["loss"] for s in json.load(open(f))["runs"][0]["steps"]] for f in sys.argv[1:]]; sys.exit(0 if l[0]==l[1] else 1)' \
   "$out/on.json" "$out/off.json" || fail "--ddp_overlap=false changed the losses"
 on=$(overlap "$out/overlap_on"); off=$(overlap "$out/overlap_off")
+# Per-block spans (trainer/block_spans.h) in a real 2-layer run: in every
+# step, the forward holds one "forward h.L" per block in layer order and the
+# backward one "backward h.L" per block in reverse order, disjoint, nothing
+# outside; profiler_agg reports each as a row nested in its phase.
+/usr/bin/python3 - "$out/overlap_on" <<'PY' || fail "per-block spans"
+import json, sys
+for rank in (0, 1):
+    t = json.load(open(f"{sys.argv[1]}/rank_{rank}.trace.json"))
+    spans = sorted((e for e in t["traceEvents"] if e["ph"] == "X" and e["tid"] == 0),
+                   key=lambda e: e["ts"])
+    inside = lambda a, b: a["ts"] >= b["ts"] - 1e-3 and a["ts"] + a["dur"] <= b["ts"] + b["dur"] + 1e-3
+    steps = [e for e in spans if e["name"].startswith("ProfilerStep#")]
+    assert len(steps) == 3, steps
+    blocks = [e for e in spans if "block" in e.get("args", {})]
+    assert len(blocks) == 3 * 2 * 2, len(blocks)
+    for step in steps:
+        for phase, order in (("forward", ["0", "1"]), ("backward", ["1", "0"])):
+            parent, = [e for e in spans if e["name"] == phase and inside(e, step)]
+            mine = [e for e in blocks if inside(e, parent) and e["args"]["parent"] == phase]
+            assert [e["args"]["block"] for e in mine] == order, (rank, step["name"], phase, mine)
+            assert [e["name"] for e in mine] == [f"{phase} h.{b}" for b in order], mine
+            for a, b in zip(mine, mine[1:]):
+                assert a["ts"] + a["dur"] <= b["ts"] + 1e-3, (a, b)
+r = json.load(open(f"{sys.argv[1]}.json"))
+rows = {p["name"]: p for p in r["phases"]}
+for name in ("forward h.0", "forward h.1", "backward h.0", "backward h.1"):
+    assert rows[name]["parent"] == name.split()[0], rows[name]
+    assert 0 < rows[name]["p50_ms"] <= rows[name.split()[0]]["max_ms"], rows[name]
+PY
 echo "overlap ratio: $on with overlap, $off with --ddp_overlap=false"
 /usr/bin/python3 -c "import sys; on, off = $on, $off; sys.exit(0 if on > 0.02 and off < 0.02 and on > off else 1)" \
   || fail "overlap $on (want > 0.02) vs $off with --ddp_overlap=false (want < 0.02)"

@@ -15,8 +15,10 @@
 // Order of calls in one forward (U = number of units, unit 0 the root):
 //   BeforeUnitForward(0)               (before the embeddings)
 //   for each block unit u = 1 .. U-1:
-//     BeforeUnitForward(u); x = block(x); x = AfterUnitForward(u, x)
+//     BeforeUnitForward(u); x = BlockInput(u, x); x = block(x);
+//     x = AfterUnitForward(u, x)
 //   x = AfterUnitForward(0, logits)    (after the final LayerNorm and head)
+// (each step over the whole list before the next.)
 // With activation checkpointing a block's recompute in backward calls no
 // hook: the block runs again inside the checkpoint's backward, after the
 // gradient hook on its output has fired.
@@ -42,6 +44,19 @@ class UnitHooks {
   // with: `output` itself, or a tensor equal to it that carries a gradient
   // hook (at::Tensor::register_hook on `output` does that in place).
   virtual at::Tensor AfterUnitForward(int unit, const at::Tensor& output) = 0;
+  // Between BeforeUnitForward(u) and the block's computation, for block
+  // units only: `input` is what the block computes on. Returns the tensor the
+  // block uses: `input`, or a tensor equal to it. A gradient hook on a new
+  // alias of `input` (not on `input` itself, which is the previous unit's
+  // output and carries that unit's hooks) fires when this block's backward
+  // has produced its input's gradient, i.e. when the block's backward ends,
+  // before the previous unit's hooks: the per-block trace spans
+  // (trainer/block_spans.h) end there. Default: `input` (fsdp needs nothing
+  // here).
+  virtual at::Tensor BlockInput(int unit, const at::Tensor& input) {
+    (void)unit;
+    return input;
+  }
 };
 
 }  // namespace mtb

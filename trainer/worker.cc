@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "ATen/ATen.h"
@@ -24,11 +25,14 @@
 #include "glog/logging.h"
 #include "common/collective/trace_collectives.h"
 #include "common/trace/recorder.h"
+#include "trainer/checkpoint/audit.h"
 #include "trainer/checkpoint/checkpointer.h"
 #include "trainer/data.h"
 #include "trainer/memory_estimate.h"
 #include "trainer/metrics.h"
 #include "trainer/output.h"
+#include "trainer/preemption.h"
+#include "trainer/restart_history.h"
 #include "trainer/strategy/ddp.h"
 #include "trainer/strategy/fsdp.h"
 #include "trainer/strategy/zero.h"
@@ -44,8 +48,14 @@ int Fail(const absl::Status& status) {
   return ReportAndExitCode(kProgram, status);
 }
 
-absl::StatusOr<std::unique_ptr<collective::Communicator>> JoinGroup(
-    const RankEnv& env, const WorkerOptions& options) {
+// The communicator, and the job's store without the group's prefix: it
+// outlives every attempt when the launcher hosts it (restart history).
+struct Joined {
+  std::unique_ptr<collective::Communicator> communicator;
+  std::optional<collective::Store> job_store;
+};
+
+absl::StatusOr<Joined> JoinGroup(const RankEnv& env, const WorkerOptions& options) {
   collective::RendezvousOptions rendezvous =
       RendezvousOptionsFor(env, options.timeouts);
   // The trainer reads totals (bytes per step) and the observer, never the
@@ -58,7 +68,33 @@ absl::StatusOr<std::unique_ptr<collective::Communicator>> JoinGroup(
         options.out.empty() ? DefaultResultPath(kProgram, "json") : options.out);
   }
   RETURN_IF_ERROR(collective::ValidateRendezvousOptions(rendezvous));
-  return collective::Rendezvous(rendezvous);
+  Joined joined;
+  ASSIGN_OR_RETURN(collective::Store store, collective::ConnectStore(rendezvous));
+  ASSIGN_OR_RETURN(joined.communicator, collective::JoinGroup(store, rendezvous));
+  joined.job_store = std::move(store);
+  return joined;
+}
+
+// The job's restarts as this (the final) attempt's rank 0 knows them: from
+// the job's store when there is one, else from the launcher's lines alone.
+absl::StatusOr<RestartHistory> HistoryOf(const RankEnv& env, AttemptLog* log,
+                                         const AttemptRecord& this_start,
+                                         int64_t last_completed_step) {
+  if (log != nullptr) {
+    return log->History(env.earlier_attempts, env.max_restarts, last_completed_step);
+  }
+  std::vector<AttemptRecord> attempts(env.restart_count + 1);
+  for (int a = 0; a <= env.restart_count; ++a) {
+    attempts[a].set_attempt(a);
+    attempts[a].set_last_completed_step(-1);
+    if (a < static_cast<int>(env.earlier_attempts.size())) {
+      attempts[a].set_ended(env.earlier_attempts[a]);
+    }
+  }
+  attempts.back() = this_start;
+  attempts.back().set_attempt(env.restart_count);
+  attempts.back().set_last_completed_step(last_completed_step);
+  return AssembleHistory(std::move(attempts), env.max_restarts);
 }
 
 void KeepFreedMemoryInTheProcess() {
@@ -152,16 +188,17 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
   }
 
   std::unique_ptr<collective::Communicator> communicator;
+  std::optional<collective::Store> job_store;
   if (env.world_size > 1) {
-    absl::StatusOr<std::unique_ptr<collective::Communicator>> joined =
-        JoinGroup(env, options);
+    absl::StatusOr<Joined> joined = JoinGroup(env, options);
     if (!joined.ok()) {
       // A bad rank environment is found before joining: nothing ran.
       return Fail(Annotate(joined.status(),
                            absl::StrCat("rank ", env.rank, ": joining the "
                                         "group")));
     }
-    communicator = std::move(joined).value();
+    communicator = std::move(joined->communicator);
+    job_store = std::move(joined->job_store);
     LOG(INFO) << "joined a group of " << env.world_size << " ranks (Gloo on "
               << communicator->device_description() << ", local rank "
               << env.local_rank << ", " << config.intra_op_threads()
@@ -193,6 +230,43 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
       // flight.
       communicator->flight_recorder().MarkSteady();
       return communicator->SetTimeout(options.timeouts.collective_timeout);
+    };
+  }
+  if (options.checkpoint.enabled()) {
+    // A SIGTERM is now a preemption notice: the ranks finish the step,
+    // save it and exit kExitPreempted. After the communicator exists (Note
+    // [SIGTERM has two listeners] in trainer/preemption.h).
+    InstallPreemptionHandler(env.rank);
+    hooks.stop_notice = [] { return PreemptionNoticeReceived(); };
+  }
+  // --max_restarts: rank 0 records where each attempt starts and how far it
+  // gets in the job's store; the final attempt's result tells the history.
+  const bool restartable = env.max_restarts > 0 || env.restart_count > 0;
+  std::unique_ptr<AttemptLog> attempt_log;
+  AttemptRecord this_start;
+  int64_t last_completed_step = -1;
+  if (restartable && env.rank == 0) {
+    if (job_store.has_value() && env.agent_store) {
+      attempt_log = std::make_unique<AttemptLog>(*job_store, env.restart_count);
+    }
+    if (env.restart_count > 0 && options.checkpoint.enabled()) {
+      // What the failed attempt left, before anything writes there.
+      *this_start.mutable_tree_at_start() =
+          checkpoint::AuditCheckpointTree(options.checkpoint.options.dir);
+      LOG(INFO) << "restart " << env.restart_count << ": checkpoint directory "
+                << options.checkpoint.options.dir << ": "
+                << checkpoint::DescribeAudit(this_start.tree_at_start());
+    }
+    hooks.on_start = [&](const std::string& resumed_from, int64_t resumed_step) {
+      this_start.set_resumed_from(resumed_from);
+      this_start.set_resumed_step(resumed_step);
+      this_start.set_resumed_known(true);
+      last_completed_step = resumed_step;
+      return attempt_log ? attempt_log->RecordStart(this_start) : absl::OkStatus();
+    };
+    hooks.after_step = [&](int64_t step) {
+      last_completed_step = step;
+      return attempt_log ? attempt_log->RecordStep(step) : absl::OkStatus();
     };
   }
   if (!options.dump_parameters.empty()) {
@@ -247,7 +321,23 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
     }
     return code;
   }
-  if (env.rank != 0) return kExitOk;
+  const int exit_code = result->has_preemption() ? kExitPreempted : kExitOk;
+  if (env.rank != 0) return exit_code;
+  if (result->has_preemption()) {
+    Preemption* preemption = result->mutable_preemption();
+    preemption->set_signal("SIGTERM");
+    if (PreemptionNoticeReceived()) {
+      preemption->set_notice_to_saved_seconds(
+          absl::ToDoubleSeconds(absl::Now() - PreemptionNoticeTime()));
+    }
+  }
+  if (restartable) {
+    absl::StatusOr<RestartHistory> history =
+        HistoryOf(env, attempt_log.get(), this_start, last_completed_step);
+    if (!history.ok()) return Fail(history.status());
+    for (const std::string& line : DescribeHistory(*history)) LOG(INFO) << line;
+    *result->mutable_restarts() = *std::move(history);
+  }
 
   *result->mutable_memory_estimate() =
       EstimateRankMemory(config, env.world_size);
@@ -270,7 +360,7 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
   if (options.markdown) {
     std::cout << "report: " << ReplaceExtension(out, "md") << "\n";
   }
-  return kExitOk;
+  return exit_code;
 }
 
 }  // namespace mtb

@@ -65,8 +65,10 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     const SyncTestFault& sync_fault = {});
 
 // Runs this rank to completion and returns the process exit code
-// (docs/errors.md): 0, 1 when the run failed (a non-finite loss stops every
-// rank at the same step; each prints the error), 2 for bad input. Installs the
+// (docs/errors.md): 0; 1 when the run failed; 3 (kExitDeterministicFailure)
+// when a non-finite loss stopped every rank at the same step (each prints
+// the error; the launcher then exits 1 and never restarts it); 2 for bad
+// input. Installs the
 // counting CPU allocator: call only in a process that is exactly one rank.
 // `config` must be resolved and valid for env.world_size.
 int RunWorker(const TrainConfig& config, const RankEnv& env,

@@ -23,6 +23,10 @@ inline constexpr int kExitUsage = 2;    // bad flags or input: nothing ran
 // non-finite loss, a configuration the run cannot use): launchers never
 // restart it (common/launch, --max_restarts).
 inline constexpr int kExitDeterministicFailure = 3;
+// Stopped on a preemption notice (SIGTERM) after saving its state: the work
+// is resumable (the trainer: `--resume=latest`), so launchers neither
+// restart it nor call it a failure (common/launch, docs/faults.md).
+inline constexpr int kExitPreempted = 4;
 
 // Makes --alias behave exactly as --canonical (e.g. nproc_per_node -> nproc).
 // Call before parsing.

@@ -51,7 +51,19 @@ bool FaultInjector::At(int64_t step, absl::string_view phase) {
     std::fflush(nullptr);
     while (true) std::this_thread::sleep_for(std::chrono::hours(1));
   }
-  return FindFault(faults_, FaultKind::kNan, rank_, step, phase) != nullptr;
+  if (const Fault* nan = FindFault(faults_, FaultKind::kNan, rank_, step, phase)) {
+    // Asked at every phase of the step: say it once.
+    if (step != last_nan_step_) {
+      last_nan_step_ = step;
+      LOG(ERROR) << "--fault=" << FaultToString(*nan) << ": this rank's loss becomes NaN";
+    }
+    return true;
+  }
+  return false;
+}
+
+const Fault* FaultInjector::Corruption(int64_t step) const {
+  return FindFault(faults_, FaultKind::kCorrupt, rank_, step, "");
 }
 
 }  // namespace mtb

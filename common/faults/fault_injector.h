@@ -30,8 +30,12 @@ class FaultInjector {
   // logs), hang stops this thread for good (other threads, such as the
   // heartbeat, go on), slow sleeps its milliseconds at the first call of a
   // step it applies to. Returns true when a nan fault fires here (the caller
-  // makes its loss NaN).
+  // makes its loss NaN; a line says so).
   bool At(int64_t step, absl::string_view phase);
+
+  // This rank's corrupt fault of `step` (the tool flips a byte of the
+  // checkpoint of that step once it is published), or nullptr.
+  const Fault* Corruption(int64_t step) const;
 
   bool empty() const { return faults_.empty(); }
 
@@ -44,6 +48,7 @@ class FaultInjector {
   std::vector<Fault> faults_;
   int rank_ = 0;
   int64_t last_slowed_step_ = 0;
+  int64_t last_nan_step_ = 0;
   std::function<void(int64_t)> sleep_;
 };
 

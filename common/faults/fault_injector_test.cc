@@ -43,6 +43,18 @@ TEST(FaultInjector, SlowSleepsOnceAtTheFirstPhaseOfEachStepItAppliesTo) {
   EXPECT_EQ(sleeps.size(), 2u);
 }
 
+TEST(FaultInjector, CorruptionIsAskedForByStepAndNeverFiresAtAPhase) {
+  FaultInjector rank1(Parse("corrupt:rank=1,step=4"), /*rank=*/1);
+  EXPECT_EQ(rank1.Corruption(2), nullptr);
+  ASSERT_NE(rank1.Corruption(4), nullptr);
+  EXPECT_EQ(FaultToString(*rank1.Corruption(4)), "corrupt:rank=1,step=4");
+  EXPECT_FALSE(rank1.At(4, "data"));  // nothing at any phase
+  FaultInjector rank0(Parse("corrupt:rank=1,step=4"), /*rank=*/0);
+  EXPECT_EQ(rank0.Corruption(4), nullptr);
+  FaultInjector restarted(Parse("corrupt:rank=1,step=4"), /*rank=*/1, /*attempt=*/1);
+  EXPECT_EQ(restarted.Corruption(4), nullptr);
+}
+
 TEST(FaultInjector, RestartedAttemptsInjectNothing) {
   FaultInjector injector(Parse("nan:rank=0,step=1;exit:rank=0,step=2,code=9"),
                          /*rank=*/0, /*attempt=*/1);

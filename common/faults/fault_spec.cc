@@ -29,6 +29,7 @@ const std::map<std::string, KindRules>& Kinds() {
       {"hang", {FaultKind::kHang, {"rank", "step"}, {"phase"}}},
       {"slow", {FaultKind::kSlow, {"rank", "ms"}, {"every"}}},
       {"exit", {FaultKind::kExit, {"rank", "step", "code"}, {}}},
+      {"corrupt", {FaultKind::kCorrupt, {"rank", "step"}, {}}},
   };
   return *kinds;
 }
@@ -63,7 +64,8 @@ FaultGrammar SweepFaultGrammar(std::string tool, std::vector<std::string> phases
   grammar.tool = std::move(tool);
   grammar.kinds = {FaultKind::kKill, FaultKind::kHang, FaultKind::kSlow,
                    FaultKind::kExit};
-  grammar.kinds_note = "it has no loss to make NaN";
+  grammar.kind_notes = {{FaultKind::kNan, "it has no loss to make NaN"},
+                        {FaultKind::kCorrupt, "it saves no checkpoint to corrupt"}};
   grammar.step_name = std::move(step_name);
   return grammar;
 }
@@ -89,11 +91,12 @@ absl::StatusOr<std::vector<Fault>> ParseFaults(absl::string_view spec,
             grammar.kinds.end()) {
       std::vector<std::string> names;
       for (FaultKind accepted : grammar.kinds) names.push_back(KindName(accepted));
+      const auto note = grammar.kind_notes.find(rules.kind);
       return Bad(spec, kind_name,
                  absl::StrCat("is not a fault ", grammar.tool, " injects (",
                               absl::StrJoin(names, ", "), ")",
-                              grammar.kinds_note.empty() ? "" : ": ",
-                              grammar.kinds_note));
+                              note == grammar.kind_notes.end() ? "" : ": ",
+                              note == grammar.kind_notes.end() ? "" : note->second));
     }
     std::vector<std::string> allowed = rules.required;
     allowed.insert(allowed.end(), rules.optional.begin(), rules.optional.end());

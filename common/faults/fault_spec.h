@@ -6,6 +6,9 @@
 //   hang:rank=R,step=S[,phase=P]    rank R stops making progress
 //   slow:rank=R,ms=M[,every=K]      rank R sleeps M ms every K-th step (1)
 //   exit:rank=R,step=S,code=C       rank R exits with code C at step S
+//   corrupt:rank=R,step=S           once the checkpoint of step S is
+//                                   published, rank R flips a byte of its
+//                                   shard file (trainer only)
 //
 // In comm_bench and moe_comm `step` is the sweep point's index and `phase`
 // the op's name; each tool's FaultGrammar says which phases and kinds it has.
@@ -14,6 +17,7 @@
 #define MTB_COMMON_FAULTS_FAULT_SPEC_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,7 +26,7 @@
 
 namespace mtb {
 
-enum class FaultKind { kKill, kNan, kHang, kSlow, kExit };
+enum class FaultKind { kKill, kNan, kHang, kSlow, kExit, kCorrupt };
 
 struct Fault {
   FaultKind kind = FaultKind::kKill;
@@ -43,9 +47,9 @@ struct FaultGrammar {
   // The tool, for messages ("comm_bench").
   std::string tool = "trainer";
   // The kinds the tool acts on (empty: every kind); another kind is refused
-  // naming the tool and `kinds_note`.
+  // naming the tool and its note here, if any.
   std::vector<FaultKind> kinds;
-  std::string kinds_note;
+  std::map<FaultKind, std::string> kind_notes;
   // What `step` counts, for messages ("step", "sweep point").
   std::string step_name = "step";
 };
@@ -56,7 +60,7 @@ FaultGrammar TrainerFaultGrammar();
 
 // A benchmark's grammar (comm_bench, moe_comm): `phases` are its op names,
 // `step_name` what a step is ("sweep point", "configuration"); kill, hang,
-// slow and exit (nan has no loss to act on there).
+// slow and exit (nan has no loss to act on there, corrupt no checkpoint).
 FaultGrammar SweepFaultGrammar(std::string tool, std::vector<std::string> phases,
                                std::string step_name);
 

@@ -10,22 +10,23 @@ namespace {
 TEST(FaultSpec, EveryKindParsesAndPrintsCanonically) {
   absl::StatusOr<std::vector<Fault>> faults = ParseFaults(
       "kill:rank=1,step=3,phase=backward; nan:rank=0,step=2;hang:step=4,rank=1;"
-      "slow:rank=1,ms=50,every=2;exit:rank=0,step=5,code=7",
+      "slow:rank=1,ms=50,every=2;exit:rank=0,step=5,code=7;corrupt:rank=1,step=4",
       TrainerFaultGrammar());
   ASSERT_TRUE(faults.ok()) << faults.status();
-  ASSERT_EQ(faults->size(), 5u);
+  ASSERT_EQ(faults->size(), 6u);
   EXPECT_EQ(FaultToString((*faults)[0]), "kill:rank=1,step=3,phase=backward");
   EXPECT_EQ(FaultToString((*faults)[1]), "nan:rank=0,step=2");
   EXPECT_EQ(FaultToString((*faults)[2]), "hang:rank=1,step=4");
   EXPECT_EQ(FaultToString((*faults)[3]), "slow:rank=1,ms=50,every=2");
   EXPECT_EQ(FaultToString((*faults)[4]), "exit:rank=0,step=5,code=7");
+  EXPECT_EQ(FaultToString((*faults)[5]), "corrupt:rank=1,step=4");
   EXPECT_TRUE(ParseFaults("", TrainerFaultGrammar())->empty());
 }
 
 TEST(FaultSpec, EachMalformedFormNamesTheBadPart) {
   const FaultGrammar grammar = TrainerFaultGrammar();
   for (const auto& [spec, message] : std::vector<std::pair<std::string, std::string>>{
-           {"explode:rank=1", "--fault=explode:rank=1: 'explode' is not a fault kind (exit, hang, kill, nan, slow)"},
+           {"explode:rank=1", "--fault=explode:rank=1: 'explode' is not a fault kind (corrupt, exit, hang, kill, nan, slow)"},
            {"kill", "--fault=kill: 'kill' needs rank, step, phase"},
            {"kill:rank=1,stp=3,phase=data", "--fault=kill:rank=1,stp=3,phase=data: 'stp' is not a key of kill (rank, step, phase)"},
            {"kill:rank=1,step=3", "--fault=kill:rank=1,step=3: 'kill:rank=1,step=3' lacks phase (kill needs rank, step, phase)"},
@@ -36,6 +37,7 @@ TEST(FaultSpec, EachMalformedFormNamesTheBadPart) {
            {"slow:rank=0", "--fault=slow:rank=0: 'slow:rank=0' lacks ms (slow needs rank, ms)"},
            {"exit:rank=0,step=1,code=300", "--fault=exit:rank=0,step=1,code=300: 'code=300' must be in [1, 255]"},
            {"nan:rank0", "--fault=nan:rank0: 'rank0' is not key=value"},
+           {"corrupt:rank=1,step=2,phase=data", "--fault=corrupt:rank=1,step=2,phase=data: 'phase' is not a key of corrupt (rank, step)"},
        }) {
     const absl::StatusOr<std::vector<Fault>> parsed = ParseFaults(spec, grammar);
     ASSERT_FALSE(parsed.ok()) << spec;
@@ -66,6 +68,9 @@ TEST(FaultSpec, ABenchmarkGrammarTakesItsOpsAsPhasesAndRefusesNan) {
   EXPECT_EQ(ParseFaults("nan:rank=0,step=1", grammar).status().message(),
             "--fault=nan:rank=0,step=1: 'nan' is not a fault comm_bench injects "
             "(kill, hang, slow, exit): it has no loss to make NaN");
+  EXPECT_EQ(ParseFaults("corrupt:rank=0,step=1", grammar).status().message(),
+            "--fault=corrupt:rank=0,step=1: 'corrupt' is not a fault comm_bench injects "
+            "(kill, hang, slow, exit): it saves no checkpoint to corrupt");
   EXPECT_EQ(ParseFaults("kill:rank=0,step=1,phase=forward", grammar).status().message(),
             "--fault=kill:rank=0,step=1,phase=forward: 'forward' is not a phase "
             "(all_reduce, all_gather)");

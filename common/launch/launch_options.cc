@@ -152,7 +152,8 @@ absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout) {
 }
 
 bool IsRestartable(int exit_code) {
-  return exit_code != kExitUsage && exit_code != kExitDeterministicFailure;
+  return exit_code != kExitUsage && exit_code != kExitDeterministicFailure &&
+         exit_code != kExitPreempted;
 }
 
 LaunchOptions WithDefaultEndpoint(LaunchOptions options) {
@@ -218,6 +219,7 @@ EnvMap ChildEnvironment(const LaunchOptions& options, int local_rank,
   env.erase("MTB_HEARTBEAT_FD");
   env.erase("MTB_HEARTBEAT_INTERVAL_MS");
   env.erase("MTB_LOG_DIR");
+  env.erase("MTB_RESTART_HISTORY");
   if (options.heartbeat_timeout > absl::ZeroDuration()) {
     env["MTB_HEARTBEAT_FD"] = absl::StrCat(kHeartbeatFd);
     env["MTB_HEARTBEAT_INTERVAL_MS"] = absl::StrCat(

@@ -82,9 +82,10 @@ inline constexpr absl::Duration kMinHeartbeatTimeout = absl::Seconds(1);
 // How often a rank sends a heartbeat: a quarter of the timeout.
 absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout);
 
-// Rank exit codes the launcher never restarts: a usage error (kExitUsage, 2)
-// and a deterministic failure (kExitDeterministicFailure, 3: a non-finite
-// loss, a bad configuration) that would only happen again
+// Rank exit codes the launcher never restarts: a usage error (kExitUsage, 2),
+// a deterministic failure (kExitDeterministicFailure, 3: a non-finite loss, a
+// bad configuration) that would only happen again, and a rank that stopped on
+// a preemption notice after saving its state (kExitPreempted, 4)
 // (common/base/flags.h).
 bool IsRestartable(int exit_code);
 
@@ -106,7 +107,8 @@ LaunchOptions WithDefaultEndpoint(LaunchOptions options);
 // environment) plus the torchrun variables (TorchrunVariables with the agent
 // store on, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID=options.run_id),
 // with a heartbeat timeout MTB_HEARTBEAT_FD and MTB_HEARTBEAT_INTERVAL_MS
-// (MTB_LOG_DIR is the caller's: it resolves --log_dir), and
+// (MTB_LOG_DIR and MTB_RESTART_HISTORY are the caller's: it resolves
+// --log_dir and knows how earlier attempts ended), and
 // OMP_NUM_THREADS=1 and NCCL_ASYNC_ERROR_HANDLING=1 unless `parent` sets them
 // (OMP_NUM_THREADS only with more than one rank per node, as torchrun).
 // `options` must have its endpoint resolved (master_port != 0).

@@ -101,6 +101,7 @@ TEST(LaunchOptions, OnlyUsageErrorsAndDeterministicFailuresAreNotRestarted) {
   EXPECT_TRUE(IsRestartable(137));
   EXPECT_FALSE(IsRestartable(2));
   EXPECT_FALSE(IsRestartable(kExitDeterministicFailure));
+  EXPECT_FALSE(IsRestartable(kExitPreempted));
 }
 
 TEST(LaunchOptions, StandaloneIsOneNodeOnAFreePort) {
@@ -176,10 +177,12 @@ TEST(LaunchOptions, AHeartbeatTimeoutGivesEachRankThePipeAndAQuarterAsInterval) 
   options.run_id = "20261203T114636_4242";
   // A parent's stale extras never reach a rank.
   const EnvMap env = ChildEnvironment(options, 0, 1,
-                                      {{"MTB_LOG_DIR", "/stale"}, {"MTB_HEARTBEAT_FD", "9"}});
+                                      {{"MTB_LOG_DIR", "/stale"}, {"MTB_HEARTBEAT_FD", "9"},
+                                       {"MTB_RESTART_HISTORY", "stale"}});
   EXPECT_EQ(env.at("MTB_HEARTBEAT_FD"), "3");
   EXPECT_EQ(env.at("MTB_HEARTBEAT_INTERVAL_MS"), "500");
   EXPECT_EQ(env.count("MTB_LOG_DIR"), 0u);
+  EXPECT_EQ(env.count("MTB_RESTART_HISTORY"), 0u);
   EXPECT_EQ(env.at("TORCHELASTIC_RUN_ID"), "20261203T114636_4242");
   absl::StatusOr<RankEnv> parsed = ParseRankEnv(env);
   ASSERT_TRUE(parsed.ok()) << parsed.status();

@@ -274,6 +274,11 @@ TEST(Launch, AFailedRankRestartsTheWholeGroupWithTheRestartArguments) {
   EXPECT_NE(out.find("rank 0 pid"), std::string::npos);
   EXPECT_NE(out.find("ready (attempt 1, resumed)"), std::string::npos) << out;
   EXPECT_EQ(out.find("attempt 2"), std::string::npos) << "restarted more than needed";
+  // The restarted ranks are told how the first attempt ended
+  // (MTB_RESTART_HISTORY) and the budget (TORCHELASTIC_MAX_RESTARTS).
+  const std::regex told(
+      "\\[rank 0\\] rank 0: attempt 0 ended \\(--max_restarts=2\\): rank 1 \\(pid \\d+\\) exited with code 5\n");
+  EXPECT_TRUE(std::regex_search(out, told)) << out;
 }
 
 TEST(Launch, RestartsStopAtTheBudgetAndNeverForADeterministicFailure) {

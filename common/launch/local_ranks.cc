@@ -4,8 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "common/results/atomic_file.h"
 #include "common/results/output_path.h"
+#include "common/base/flags.h"
 #include "common/base/status.h"
 
 namespace mtb {
@@ -37,7 +39,12 @@ NodeOutcome OutcomeOf(const SupervisionResult& result, int node) {
   } else {
     const ChildEnd& failed = result.ends[result.failure];
     outcome.restartable = failed.signaled || IsRestartable(failed.exit_code);
-    if (!outcome.restartable) {
+    if (!failed.signaled && failed.exit_code == kExitPreempted) {
+      outcome.not_restartable_why = absl::StrCat(
+          "exit code ", kExitPreempted,
+          ": preempted (the ranks stopped on a SIGTERM notice after saving "
+          "their state; resume the job)");
+    } else if (!outcome.restartable) {
       outcome.not_restartable_why =
           absl::StrCat("exit code ", failed.exit_code,
                        " is a deterministic failure (it would happen again)");
@@ -106,6 +113,9 @@ absl::StatusOr<int> SuperviseLocalRanks(const LaunchOptions& options,
         " ranks so they do not overload this host (set it to tune)"));
   }
 
+  // How each attempt so far ended, told to the next one's ranks
+  // (MTB_RESTART_HISTORY): a tool's result can then say why it restarted.
+  std::vector<std::string> earlier_attempts;
   for (int attempt = 0;; ++attempt) {
     std::vector<ChildSpec> children;
     for (int local_rank = 0; local_rank < options.nproc; ++local_rank) {
@@ -119,6 +129,9 @@ absl::StatusOr<int> SuperviseLocalRanks(const LaunchOptions& options,
       }
       EnvMap env = ChildEnvironment(options, local_rank, attempt, parent_env);
       if (!supervision.log_dir.empty()) env["MTB_LOG_DIR"] = supervision.log_dir;
+      if (!earlier_attempts.empty()) {
+        env["MTB_RESTART_HISTORY"] = absl::StrJoin(earlier_attempts, "\n");
+      }
       for (const auto& [name, value] : extra_env) env[name] = value;
       child.env = EnvLines(env);
       children.push_back(std::move(child));
@@ -148,6 +161,7 @@ absl::StatusOr<int> SuperviseLocalRanks(const LaunchOptions& options,
       }
       return result.exit_code;
     }
+    earlier_attempts.push_back(absl::StrReplaceAll(outcome.what, {{"\n", " "}}));
     PrintLine(absl::StrCat(
         "launch: restarting all ", options.world_size(), " ranks",
         options.nnodes > 1 ? absl::StrCat(" on ", options.nnodes, " nodes") : "",

@@ -68,8 +68,9 @@ class GroupCoordinator {
 
 // Starts options.nproc copies of `executable` with `argv`, each with
 // ChildEnvironment(options, local_rank, attempt, parent_env) plus
-// MTB_LOG_DIR (the resolved --log_dir) and `extra_env` (which wins on a
-// clash), supervises them (supervisor.h) with --heartbeat_timeout, restarts
+// MTB_LOG_DIR (the resolved --log_dir), from the first restart on
+// MTB_RESTART_HISTORY (what ended each earlier attempt, NodeOutcome::what,
+// one line each) and `extra_env` (which wins on a clash), supervises them (supervisor.h) with --heartbeat_timeout, restarts
 // as above, and returns the launcher's exit code (docs/launch.md), after
 // printing the failure summary when there is one. `options` must have its
 // endpoint resolved (WithDefaultEndpoint, and a master_port != 0).

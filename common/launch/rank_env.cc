@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/base/status.h"
 
 extern char** environ;
@@ -112,6 +113,8 @@ absl::StatusOr<RankEnv> ParseRankEnv(const EnvMap& env) {
   }
   ASSIGN_OR_RETURN(rank_env.restart_count,
                    ParseInt(env, "TORCHELASTIC_RESTART_COUNT", 0, 0));
+  ASSIGN_OR_RETURN(rank_env.max_restarts,
+                   ParseInt(env, "TORCHELASTIC_MAX_RESTARTS", 0, 0));
   ASSIGN_OR_RETURN(rank_env.agent_store,
                    ParseBool(env, "TORCHELASTIC_USE_AGENT_STORE"));
   if (std::optional<std::string> run_id = Lookup(env, "TORCHELASTIC_RUN_ID");
@@ -119,6 +122,10 @@ absl::StatusOr<RankEnv> ParseRankEnv(const EnvMap& env) {
     rank_env.run_id = *run_id;
   }
   rank_env.log_dir = Lookup(env, "MTB_LOG_DIR").value_or("");
+  if (std::optional<std::string> history = Lookup(env, "MTB_RESTART_HISTORY");
+      history.has_value() && !history->empty()) {
+    rank_env.earlier_attempts = absl::StrSplit(*history, '\n');
+  }
   // Descriptors 0-2 are the standard streams: a heartbeat pipe is above.
   ASSIGN_OR_RETURN(rank_env.heartbeat_fd, ParseInt(env, "MTB_HEARTBEAT_FD", -1, 3));
   ASSIGN_OR_RETURN(rank_env.heartbeat_interval_ms,

@@ -10,6 +10,7 @@
 //   TORCHELASTIC_RESTART_COUNT    how often the group was restarted (default 0)
 //   TORCHELASTIC_USE_AGENT_STORE  "True" when the launcher hosts the TCPStore
 //   TORCHELASTIC_RUN_ID           the job's id (default "none")
+//   TORCHELASTIC_MAX_RESTARTS     the launcher's --max_restarts (default 0)
 //
 // and our launcher adds (docs/launch.md), all optional:
 //
@@ -17,6 +18,9 @@
 //                                 dumps go there)
 //   MTB_HEARTBEAT_FD              a pipe to the launcher for heartbeats
 //   MTB_HEARTBEAT_INTERVAL_MS     how often to send one
+//   MTB_RESTART_HISTORY           how each earlier attempt of the job ended,
+//                                 as the launcher saw it: one line per
+//                                 attempt, attempt 0 first (--max_restarts)
 //
 // The defaults are what `torch.distributed`'s env:// init needs by hand: RANK,
 // WORLD_SIZE, MASTER_ADDR and MASTER_PORT. docs/launch.md is the contract;
@@ -26,6 +30,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -43,6 +48,8 @@ struct RankEnv {
   std::string master_addr;
   int master_port = 0;
   int restart_count = 0;
+  // TORCHELASTIC_MAX_RESTARTS: how many restarts the launcher allows.
+  int max_restarts = 0;
   // True when the process that started the ranks hosts the TCPStore on
   // MASTER_ADDR:MASTER_PORT (our launcher, torchrun's agent): every rank,
   // rank 0 included, connects as a client. False when nobody hosts it for us
@@ -53,6 +60,10 @@ struct RankEnv {
   std::string log_dir;
   int heartbeat_fd = -1;
   int heartbeat_interval_ms = 0;
+  // MTB_RESTART_HISTORY, one entry per earlier attempt (attempt 0 first):
+  // the launcher's line for how it ended, e.g. "rank 1 (pid 77) was killed
+  // by SIGKILL (signal 9) that the launcher did not send (...)".
+  std::vector<std::string> earlier_attempts;
 
   // Whether this rank must host the TCPStore server itself.
   bool HostsStore() const { return !agent_store && rank == 0; }

@@ -147,14 +147,25 @@ TEST(RankEnv, OurLaunchersExtrasAreOptionalAndChecked) {
   EXPECT_EQ(plain->heartbeat_fd, -1);
   EXPECT_EQ(plain->log_dir, "");
   EXPECT_EQ(plain->run_id, "none");
+  EXPECT_EQ(plain->max_restarts, 0);
+  EXPECT_TRUE(plain->earlier_attempts.empty());
   absl::StatusOr<RankEnv> extras = ParseRankEnv(
       ByHand({{"MTB_HEARTBEAT_FD", "3"}, {"MTB_HEARTBEAT_INTERVAL_MS", "250"},
-              {"MTB_LOG_DIR", "/logs"}, {"TORCHELASTIC_RUN_ID", "job7"}}));
+              {"MTB_LOG_DIR", "/logs"}, {"TORCHELASTIC_RUN_ID", "job7"},
+              {"TORCHELASTIC_MAX_RESTARTS", "2"},
+              {"MTB_RESTART_HISTORY", "rank 1 (pid 7) exited with code 5\nrank 0 (pid 9) "
+                                      "was killed by signal 11 (SIGSEGV)"}}));
   ASSERT_TRUE(extras.ok()) << extras.status();
   EXPECT_EQ(extras->heartbeat_fd, 3);
   EXPECT_EQ(extras->heartbeat_interval_ms, 250);
   EXPECT_EQ(extras->log_dir, "/logs");
   EXPECT_EQ(extras->run_id, "job7");
+  EXPECT_EQ(extras->max_restarts, 2);
+  EXPECT_EQ(extras->earlier_attempts,
+            std::vector<std::string>({"rank 1 (pid 7) exited with code 5",
+                                      "rank 0 (pid 9) was killed by signal 11 (SIGSEGV)"}));
+  ExpectInvalid(ByHand({{"TORCHELASTIC_MAX_RESTARTS", "-1"}}),
+                "TORCHELASTIC_MAX_RESTARTS=-1 must be >= 0");
   ExpectInvalid(ByHand({{"MTB_HEARTBEAT_FD", "1"}}), "MTB_HEARTBEAT_FD=1 must be >= 3");
   ExpectInvalid(ByHand({{"MTB_HEARTBEAT_INTERVAL_MS", "0"}}),
                 "MTB_HEARTBEAT_INTERVAL_MS=0 must be >= 1");

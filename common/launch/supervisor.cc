@@ -22,6 +22,7 @@
 #include "common/launch/heartbeat_watch.h"
 #include "common/base/rank_text.h"
 #include "common/launch/signal_routing.h"
+#include "common/base/flags.h"
 #include "common/base/status.h"
 
 namespace mtb {
@@ -152,6 +153,20 @@ class GroupSupervisor {
 
   void KillAll() { SignalRunning(SIGKILL); }
 
+  // Says at once why the group is being torn down (the summary comes only
+  // once every rank has ended, up to the kill grace later).
+  void SayTeardown(const std::string& why, const char* verb) {
+    std::vector<int> running;
+    for (const Child& child : children_) {
+      if (child.running) running.push_back(child.spec->rank);
+    }
+    if (running.empty()) return;
+    WriteFully(options_.stderr_fd,
+               absl::StrCat("launch: ", why, ": ", verb, " ", RanksText(running),
+                            " (SIGKILL after ", absl::FormatDuration(options_.kill_grace),
+                            ")\n"));
+  }
+
   void StartGraceClock() {
     if (!kill_deadline_.has_value() && !killed_) {
       kill_deadline_ =
@@ -188,8 +203,11 @@ class GroupSupervisor {
       if (signal_number == SIGCHLD) continue;
       if (forwarded_signal_ == 0) {
         forwarded_signal_ = signal_number;
-        if (failure_ < 0 && external_stop_.empty() && options_.on_teardown) {
-          options_.on_teardown(nullptr, absl::StrCat("received ", SignalName(signal_number)));
+        if (failure_ < 0 && external_stop_.empty()) {
+          if (options_.on_teardown) {
+            options_.on_teardown(nullptr, absl::StrCat("received ", SignalName(signal_number)));
+          }
+          SayTeardown(absl::StrCat("received ", SignalName(signal_number)), "forwarding it to");
         }
       }
       SignalRunning(signal_number);
@@ -214,6 +232,7 @@ class GroupSupervisor {
     if (options_.on_teardown) {
       options_.on_teardown(&children_[failure_].end, absl::StrCat("heartbeat: ", stall_));
     }
+    SayTeardown(absl::StrCat("heartbeat: ", stall_), "stopping");
     SignalRunning(SIGTERM);
     StartGraceClock();
   }
@@ -226,6 +245,7 @@ class GroupSupervisor {
     std::optional<std::string> reason = options_.external_stop();
     if (!reason.has_value()) return;
     external_stop_ = *reason;
+    SayTeardown(external_stop_, "stopping");
     SignalRunning(SIGTERM);
     StartGraceClock();
   }
@@ -346,12 +366,11 @@ class GroupSupervisor {
     for (Child* child : ended) {
       if (child->end.Failed() && !child->end.stopped_by_us && !TearingDown()) {
         failure_ = static_cast<int>(child - children_.data());
-        if (options_.on_teardown) {
-          options_.on_teardown(&child->end,
-                               absl::StrCat("rank ", child->end.rank, " (pid ",
-                                            child->end.pid, ") ",
-                                            child->end.Describe()));
-        }
+        const std::string what = absl::StrCat("rank ", child->end.rank, " (pid ",
+                                              child->end.pid, ") ",
+                                              child->end.Describe());
+        if (options_.on_teardown) options_.on_teardown(&child->end, what);
+        SayTeardown(what, "stopping");
         SignalRunning(SIGTERM);
         StartGraceClock();
       }
@@ -372,6 +391,14 @@ class GroupSupervisor {
     } else if (forwarded_signal_ != 0) {
       result.exit_code = 128 + forwarded_signal_;
     }
+    // Every rank stopped on a preemption notice after saving its state
+    // (forwarded by us or sent to the ranks directly): resumable, so not a
+    // failure, and not a plain signal death either.
+    result.preempted = std::all_of(
+        children_.begin(), children_.end(), [](const Child& child) {
+          return !child.end.signaled && child.end.exit_code == kExitPreempted;
+        });
+    if (result.preempted && !children_.empty()) result.exit_code = kExitPreempted;
     if (result.exit_code != 0) result.summary = Summary(result);
     return result;
   }
@@ -415,6 +442,10 @@ class GroupSupervisor {
         absl::StrAppend(&line, "; forwarded it to ", RanksText(stopped));
       }
     }
+    if (result.preempted) {
+      absl::StrAppend(&line, "; every rank saved its state and stopped (exit ",
+                      kExitPreempted, ": preempted)");
+    }
     if (!sigkilled.empty()) {
       absl::StrAppend(&line, " (", RanksText(sigkilled), " needed SIGKILL after ",
                       absl::FormatDuration(options_.kill_grace), ")");
@@ -452,6 +483,11 @@ std::string SignalName(int signal_number) {
 }
 
 std::string ChildEnd::Describe() const {
+  if (!signaled && exit_code == kExitPreempted) {
+    return absl::StrCat("exited with code ", exit_code,
+                        " (preempted: it stopped on a SIGTERM notice after "
+                        "saving its state)");
+  }
   if (!signaled) return absl::StrCat("exited with code ", exit_code);
   // Linux overcommits memory: a rank that outgrows the host is not told by a
   // failed allocation but SIGKILLed by the kernel. A SIGKILL we did not send

@@ -15,7 +15,9 @@
 //  - The first child that exits non-zero or dies by a signal (while nothing
 //    was forwarded) is "the failure": every other child still running gets
 //    SIGTERM, and SIGKILL once `kill_grace` has passed. The same grace applies
-//    after a forwarded signal.
+//    after a forwarded signal. When a teardown starts, one line on
+//    `stderr_fd` says why and which ranks are being stopped (the summary
+//    comes once all have ended).
 //  - With a heartbeat timeout, each child gets a heartbeat pipe
 //    (spawn.h) and its lines feed a HeartbeatWatch (heartbeat_watch.h): a
 //    stalled group is torn down as after a failure, the rank it waits for
@@ -97,8 +99,13 @@ struct SupervisionResult {
   // external_stop's reason when it ended the group (`failure` is -1), else
   // empty.
   std::string external_stop;
-  // 0 when every child exited 0; 128 + signal after a forwarded signal;
-  // otherwise 1 (a child failed). docs/launch.md documents these.
+  // Every child exited kExitPreempted (4): each stopped on a preemption
+  // notice (SIGTERM, forwarded by us or sent to it directly) after saving
+  // its state.
+  bool preempted = false;
+  // 0 when every child exited 0; 4 (kExitPreempted) when every child was
+  // preempted; else 128 + signal after a forwarded signal; otherwise 1 (a
+  // child failed). docs/launch.md documents these.
   int exit_code = 0;
   // One line for the user when exit_code != 0, without a trailing newline:
   // "launch: rank 1 (pid 1234) exited with code 3; terminated ranks 0, 2".

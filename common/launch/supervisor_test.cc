@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -99,6 +100,10 @@ TEST_F(SupervisorTest, FirstFailureTerminatesTheOthersAndIsNamed) {
   EXPECT_EQ(result.summary,
             absl::StrCat("launch: rank 1 (pid ", result.ends[1].pid,
                          ") exited with code 3; terminated ranks 0, 2"));
+  // Said at once, before the others have ended.
+  EXPECT_EQ(Read("stderr"),
+            absl::StrCat("launch: rank 1 (pid ", result.ends[1].pid,
+                         ") exited with code 3: stopping ranks 0, 2 (SIGKILL after 5s)\n"));
 }
 
 TEST_F(SupervisorTest, DeathBySignalIsNamedWithTheSignal) {
@@ -161,6 +166,66 @@ TEST_F(SupervisorTest, SigtermToTheSupervisorIsForwarded) {
   for (const ChildEnd& end : result.ends) EXPECT_EQ(end.signal, SIGTERM);
   EXPECT_EQ(result.summary,
             "launch: received SIGTERM; forwarded it to ranks 0, 1");
+}
+
+// Sends SIGTERM to this process once every child has printed "ready".
+std::thread SigtermWhenReady(std::function<std::string()> read_stdout, int children) {
+  return std::thread([read_stdout, children] {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    while (std::chrono::steady_clock::now() < give_up) {
+      const std::string out = read_stdout();
+      int ready = 0;
+      for (int rank = 0; rank < children; ++rank) {
+        ready += absl::StrContains(out, absl::StrCat("[rank ", rank, "] ready"));
+      }
+      if (ready == children) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::kill(::getpid(), SIGTERM);
+  });
+}
+
+// A rank that saves its state on SIGTERM and exits kExitPreempted (4).
+constexpr char kPreemptible[] =
+    "trap 'exit 4' TERM; echo ready; while :; do sleep 0.05; done";
+
+TEST_F(SupervisorTest, RanksThatSaveAndStopOnAForwardedSigtermArePreempted) {
+  std::thread sender = SigtermWhenReady([this] { return Read("stdout"); }, 2);
+  const SupervisionResult result = Run({Shell(0, kPreemptible), Shell(1, kPreemptible)});
+  sender.join();
+  EXPECT_TRUE(result.preempted);
+  EXPECT_EQ(result.exit_code, 4);
+  EXPECT_EQ(result.forwarded_signal, SIGTERM);
+  EXPECT_EQ(result.summary,
+            "launch: received SIGTERM; forwarded it to ranks 0, 1; every rank "
+            "saved its state and stopped (exit 4: preempted)");
+  EXPECT_EQ(Read("stderr"),
+            "launch: received SIGTERM: forwarding it to ranks 0, 1 (SIGKILL after 5s)\n");
+}
+
+TEST_F(SupervisorTest, OneRankDyingOfTheForwardedSigtermIsNoPreemption) {
+  std::thread sender = SigtermWhenReady([this] { return Read("stdout"); }, 2);
+  const SupervisionResult result =
+      Run({Shell(0, kPreemptible), Shell(1, "echo ready; exec sleep 1000")});
+  sender.join();
+  EXPECT_FALSE(result.preempted);
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM);
+  EXPECT_EQ(result.summary, "launch: received SIGTERM; forwarded it to ranks 0, 1");
+}
+
+TEST_F(SupervisorTest, RanksPreemptedDirectlyAreNamedAndPreempted) {
+  // The notice reached the ranks, not us (a scheduler signalling every
+  // process): rank 1 stops first; rank 0 gets our SIGTERM and stops too.
+  const SupervisionResult result =
+      Run({Shell(0, kPreemptible), Shell(1, "sleep 0.3; exit 4")});
+  EXPECT_TRUE(result.preempted);
+  EXPECT_EQ(result.exit_code, 4);
+  EXPECT_EQ(result.failure, 1);
+  EXPECT_EQ(result.summary,
+            absl::StrCat("launch: rank 1 (pid ", result.ends[1].pid,
+                         ") exited with code 4 (preempted: it stopped on a SIGTERM "
+                         "notice after saving its state); terminated rank 0; every rank "
+                         "saved its state and stopped (exit 4: preempted)"));
 }
 
 TEST_F(SupervisorTest, AnExecutableThatCannotRunFailsWith127) {

@@ -36,6 +36,8 @@ def fail(block, guide, message):
 
 def check_block(block, guide, runfiles):
     verb, label, _ = guide_blocks.split_bazel(block.command)
+    if label is not None and label.endswith("..."):
+        return  # a target pattern (`bazel test //...`), not one target
     if label is not None:
         path = os.path.join(runfiles, guide_blocks.runfiles_path(label))
         if not os.path.exists(path):

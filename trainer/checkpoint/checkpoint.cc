@@ -676,4 +676,23 @@ absl::StatusOr<std::string> LatestRunId(const std::string& root) {
   return absl::NotFoundError(absl::StrCat(root, ": no READY checkpoint with a readable manifest"));
 }
 
+absl::StatusOr<std::string> CorruptShardFile(const std::string& dir, int rank) {
+  const std::string path = Join(dir, absl::StrFormat("rank_%05d.bin", rank));
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
+  }
+  struct stat info = {};
+  char byte = 0;
+  bool ok = ::fstat(fd, &info) == 0 && info.st_size > 0;
+  const off_t middle = ok ? info.st_size / 2 : 0;
+  ok = ok && ::pread(fd, &byte, 1, middle) == 1;
+  byte = static_cast<char>(byte ^ 0xff);
+  ok = ok && ::pwrite(fd, &byte, 1, middle) == 1 && ::fsync(fd) == 0;
+  const int saved_errno = errno;
+  ::close(fd);
+  if (!ok) return absl::InternalError(absl::StrCat(path, ": ", std::strerror(saved_errno)));
+  return path;
+}
+
 }  // namespace mtb::checkpoint

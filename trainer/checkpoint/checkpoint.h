@@ -162,6 +162,11 @@ absl::StatusOr<std::vector<std::string>> Prune(const std::string& root,
                                                const std::string& run_id,
                                                int keep_last);
 
+// --fault=corrupt: flips (XOR 0xff) the byte in the middle of `rank`'s
+// shard file of the published checkpoint `dir`, in place, as a disk would;
+// Verify then fails on its SHA-256. Returns the file's path.
+absl::StatusOr<std::string> CorruptShardFile(const std::string& dir, int rank);
+
 }  // namespace mtb::checkpoint
 
 #endif  // MTB_TRAINER_CHECKPOINT_CHECKPOINT_H_

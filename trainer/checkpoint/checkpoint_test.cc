@@ -14,6 +14,7 @@
 #include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
 #include "gtest/gtest.h"
+#include "trainer/checkpoint/audit.h"
 
 namespace mtb::checkpoint {
 namespace {
@@ -153,6 +154,12 @@ TEST_F(CheckpointTest, AFlippedByteInAShardOrTheManifestIsCorrupt) {
   ASSERT_TRUE(Save(4).ok());
   EditByte(Dir(4) + "/rank_00000.bin", 30, 'x');
   ExpectBrokenAndFallback("rank_00000.bin: corrupt: SHA-256 differs from the manifest's");
+  const CheckpointTreeAudit audit = AuditCheckpointTree(root_);
+  EXPECT_EQ(audit.untrusted(), 1);
+  EXPECT_EQ(DescribeAudit(audit),
+            "step_00000002 (verified), step_00000004 (READY, fails verification: " +
+                audit.checkpoints(1).error() + "); latest: step_00000004");
+  EXPECT_NE(audit.checkpoints(1).error().find("SHA-256 differs"), std::string::npos);
   ASSERT_TRUE(Save(4).ok());
   EditByte(Dir(4) + "/manifest.json", 0, '[');
   ExpectBrokenAndFallback("manifest.json: corrupt: ");
@@ -218,6 +225,20 @@ TEST_F(CheckpointTest, ACrashInAnyPhaseLeavesThePreviousCheckpointIntactAndResum
     if (which == "before_latest") hooks.before_latest = crash;
     EXPECT_THROW((void)Save(4, "run-a", hooks), Crash) << phase;
     EXPECT_EQ(Tree(Dir(2)), before) << phase;
+    // What a restarted job's rank 0 records: nothing untrusted is visible.
+    const CheckpointTreeAudit audit = AuditCheckpointTree(root_);
+    EXPECT_EQ(audit.untrusted(), 0) << phase << ": " << DescribeAudit(audit);
+    EXPECT_EQ(audit.latest(), "step_00000002") << phase;
+    ASSERT_EQ(audit.checkpoints_size(), which == "before_latest" ? 2 : 1) << phase;
+    EXPECT_TRUE(audit.checkpoints(0).verified()) << phase;
+    if (which == "before_latest") {
+      EXPECT_TRUE(audit.checkpoints(1).orphan()) << DescribeAudit(audit);
+      EXPECT_TRUE(audit.staging().empty());
+    } else {
+      EXPECT_EQ(std::vector<std::string>(audit.staging().begin(), audit.staging().end()),
+                std::vector<std::string>{".step_00000004.tmp"})
+          << phase;
+    }
     absl::StatusOr<Resolved> resolved = ResolveLatest(root_);
     ASSERT_TRUE(resolved.ok()) << phase << ": " << resolved.status();
     EXPECT_EQ(resolved->dir, Dir(2)) << phase;

@@ -365,12 +365,14 @@ absl::Status ValidateCheckpointFaults(const std::vector<Fault>& faults,
                                       const CheckpointPlan& plan,
                                       int64_t steps) {
   for (const Fault& fault : faults) {
-    if (!absl::StartsWith(fault.phase, "checkpoint")) continue;
+    const bool corrupt = fault.kind == FaultKind::kCorrupt;
+    if (!corrupt && !absl::StartsWith(fault.phase, "checkpoint")) continue;
     const std::string spec = absl::StrCat("--fault=", FaultToString(fault));
     if (!plan.enabled() || plan.options.save_every <= 0) {
       return Invalid(absl::StrCat(spec, ": the run saves no checkpoint (give "
-                                        "--checkpoint_dir and --save_every), so phase ",
-                                  fault.phase, " never comes"));
+                                        "--checkpoint_dir and --save_every), so ",
+                                  corrupt ? "there is none to corrupt"
+                                          : absl::StrCat("phase ", fault.phase, " never comes")));
     }
     if (!plan.SavesAt(fault.step, steps) || fault.step <= plan.start_step) {
       return Invalid(absl::StrCat(spec, ": the run does not save after step ", fault.step,

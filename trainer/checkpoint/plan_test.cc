@@ -338,6 +338,15 @@ TEST_F(PlanTest, CheckpointFaultPhasesNeedASaveAtThatStep) {
   faults = ParseFaults("kill:rank=1,step=4,phase=checkpoint_before_latest", TrainerFaultGrammar());
   ExpectInvalid(ValidateCheckpointFaults(*faults, *plan, 10),
                 "only rank 0 publishes a checkpoint");
+  // corrupt names the checkpoint of a step, which must be one the run saves.
+  faults = ParseFaults("corrupt:rank=1,step=3", TrainerFaultGrammar());
+  ExpectInvalid(ValidateCheckpointFaults(*faults, none, 10),
+                "the run saves no checkpoint (give --checkpoint_dir and --save_every), so "
+                "there is none to corrupt");
+  ExpectInvalid(ValidateCheckpointFaults(*faults, *plan, 10),
+                "the run does not save after step 3");
+  faults = ParseFaults("corrupt:rank=1,step=4", TrainerFaultGrammar());
+  EXPECT_TRUE(ValidateCheckpointFaults(*faults, *plan, 10).ok());
 }
 
 }  // namespace

@@ -90,7 +90,10 @@ RunOutput Train(TrainConfig config, int world_size, const CheckpointOptions& opt
     hooks.checkpointer = &checkpointer;
     if (rank == 0) hooks.trace = train.trace;
     if (train.after_step) {
-      hooks.after_step = [&train, rank](int64_t step) { train.after_step(step, rank); };
+      hooks.after_step = [&train, rank](int64_t step) {
+        train.after_step(step, rank);
+        return absl::OkStatus();
+      };
     }
     std::vector<at::Tensor> params;
     hooks.after_last_run = [&](const GptModel& model) {

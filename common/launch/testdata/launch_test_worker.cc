@@ -148,6 +148,10 @@ absl::Status RunRank(const RankEnv& rank_env) {
   if (absl::GetFlag(FLAGS_print_env)) PrintEnv();
   std::printf("rank %d pid %d ready (attempt %d%s)\n", rank_env.rank, ::getpid(),
               rank_env.restart_count, absl::GetFlag(FLAGS_resumed) ? ", resumed" : "");
+  for (size_t attempt = 0; attempt < rank_env.earlier_attempts.size(); ++attempt) {
+    std::printf("rank %d: attempt %zu ended (--max_restarts=%d): %s\n", rank_env.rank, attempt,
+                rank_env.max_restarts, rank_env.earlier_attempts[attempt].c_str());
+  }
   std::fflush(stdout);
   // Nothing fails before every rank has announced itself.
   RETURN_IF_ERROR(store.Set(absl::StrCat("ready/", rank_env.rank), "1"));
