@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "ATen/ops/from_blob.h"
 #include "ATen/core/Dict.h"
+#include "ATen/ops/from_blob.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -33,8 +33,7 @@ std::string HuggingFaceName(const std::string& name) {
   return absl::StrCat("transformer.", name);
 }
 
-absl::StatusOr<std::vector<std::string>> ExportTorch(const std::string& dir,
-                                                     const std::string& out,
+absl::StatusOr<std::vector<std::string>> ExportTorch(const std::string& dir, const std::string& out,
                                                      const ExportOptions& options) {
   if (options.dtype != "fp32" && options.dtype != "bf16") {
     return absl::InvalidArgumentError(

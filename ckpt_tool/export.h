@@ -27,8 +27,7 @@ struct ExportOptions {
 // "lm_head.weight" (a copy of the tied token embedding). Linear weights
 // stay (out, in), as nn.Linear and our model hold them, not HF's Conv1D
 // (in, out). Returns the names written, in order.
-absl::StatusOr<std::vector<std::string>> ExportTorch(const std::string& dir,
-                                                     const std::string& out,
+absl::StatusOr<std::vector<std::string>> ExportTorch(const std::string& dir, const std::string& out,
                                                      const ExportOptions& options);
 
 }  // namespace mtb::ckpt_tool

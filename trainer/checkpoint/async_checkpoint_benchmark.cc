@@ -75,9 +75,10 @@ int Main() {
   CHECK(CreateDirectories(root).ok());
   const int rounds = absl::GetFlag(FLAGS_rounds);
   absl::StatusOr<std::string> load = ReadFileToString("/proc/loadavg");
-  std::printf("async checkpoint benchmark in %s: fsdp, 2 rank threads, %d steps, %d rounds; "
-              "load average at start %s",
-              root.c_str(), absl::GetFlag(FLAGS_steps), rounds, load.ok() ? load->c_str() : "?\n");
+  std::printf(
+      "async checkpoint benchmark in %s: fsdp, 2 rank threads, %d steps, %d rounds; "
+      "load average at start %s",
+      root.c_str(), absl::GetFlag(FLAGS_steps), rounds, load.ok() ? load->c_str() : "?\n");
 
   std::map<std::string, std::vector<double>> tokens_per_s, blocking_ms, background_ms, wait_ms;
   std::vector<double> sync_ratio, async_ratio, blocking_fraction, load_same, load_reshard;
@@ -85,9 +86,9 @@ int Main() {
   for (int round = 0; round < rounds; ++round) {
     std::map<std::string, double> round_tps;
     double sync_median = 0, async_median = 0;
-    const std::vector<std::string> order =
-        round % 2 == 0 ? std::vector<std::string>{"none", "sync", "async"}
-                       : std::vector<std::string>{"async", "sync", "none"};
+    const std::vector<std::string> order = round % 2 == 0
+                                               ? std::vector<std::string>{"none", "sync", "async"}
+                                               : std::vector<std::string>{"async", "sync", "none"};
     std::string last_dir;
     for (const std::string& mode : order) {
       const std::string dir = absl::StrCat(root, "/", mode, "_", round);
@@ -124,7 +125,8 @@ int Main() {
     const std::string step = absl::StrFormat("%s/step_%08d", last_dir, absl::GetFlag(FLAGS_steps));
     for (int ranks : {2, 3}) {
       const RunOutput loaded =
-          Train(BenchConfig(ranks), ranks, Saving(absl::StrCat(root, "/load_", round, "_", ranks), 0, step));
+          Train(BenchConfig(ranks), ranks,
+                Saving(absl::StrCat(root, "/load_", round, "_", ranks), 0, step));
       CHECK(loaded.status.ok()) << loaded.status;
       (ranks == 2 ? load_same : load_reshard).push_back(loaded.result.checkpoint().load_ms());
     }
@@ -132,26 +134,30 @@ int Main() {
   }
 
   MarkdownTable table;
-  table.headers = {"", "tokens/s (wall, saves included)", "vs none",
-                   "training blocked per save, ms", "background per save, ms",
+  table.headers = {"",
+                   "tokens/s (wall, saves included)",
+                   "vs none",
+                   "training blocked per save, ms",
+                   "background per save, ms",
                    "waited for the previous save, ms"};
   for (const char* mode : {"none", "sync", "async"}) {
     const std::string m = mode;
-    table.rows.push_back(
-        {m, Range(tokens_per_s[m]),
-         m == "none" ? "1" : Range(m == "sync" ? sync_ratio : async_ratio),
-         blocking_ms[m].empty() ? "-" : Range(blocking_ms[m]),
-         background_ms[m].empty() ? "-" : Range(background_ms[m]),
-         wait_ms[m].empty() ? "-" : Range(wait_ms[m])});
+    table.rows.push_back({m, Range(tokens_per_s[m]),
+                          m == "none" ? "1" : Range(m == "sync" ? sync_ratio : async_ratio),
+                          blocking_ms[m].empty() ? "-" : Range(blocking_ms[m]),
+                          background_ms[m].empty() ? "-" : Range(background_ms[m]),
+                          wait_ms[m].empty() ? "-" : Range(wait_ms[m])});
   }
   std::printf("\nstate saved per step: %s\n\n%s\n", FormatByteAmount(state_bytes).c_str(),
               table.Render().c_str());
-  std::printf("async blocking / synchronous save (per round, medians of its saves): %s "
-              "(goal <= 0.1)\n",
-              Range(blocking_fraction).c_str());
-  std::printf("load of that checkpoint on rank 0, ms: fsdp 2 -> 2 ranks %s; reshard fsdp 2 -> 3 "
-              "ranks %s\n",
-              Range(load_same).c_str(), Range(load_reshard).c_str());
+  std::printf(
+      "async blocking / synchronous save (per round, medians of its saves): %s "
+      "(goal <= 0.1)\n",
+      Range(blocking_fraction).c_str());
+  std::printf(
+      "load of that checkpoint on rank 0, ms: fsdp 2 -> 2 ranks %s; reshard fsdp 2 -> 3 "
+      "ranks %s\n",
+      Range(load_same).c_str(), Range(load_reshard).c_str());
   fs::remove_all(root);
   return 0;
 }

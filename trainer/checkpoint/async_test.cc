@@ -5,17 +5,18 @@
 // save of step S: the snapshot is a copy and training went on meanwhile.
 // A run saving every step in the background ends with the parameters of a
 // run without checkpoints, having issued exactly its collectives on the
-// training group (the background exchanges go through the store). SIGKILL during a background save is
+// training group (the background exchanges go through the store). SIGKILL during a background save
+// is
 // //trainer:trainer_checkpoint_test (real processes).
 #include <atomic>
 #include <string>
 #include <vector>
 
 #include "ATen/ATen.h"
-#include "common/collective/communicator.h"
 #include "absl/time/clock.h"
-#include "gtest/gtest.h"
+#include "common/collective/communicator.h"
 #include "common/results/atomic_file.h"
+#include "gtest/gtest.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/compare.h"
 #include "trainer/checkpoint/resume_test_util.h"
@@ -28,7 +29,6 @@ CheckpointOptions Async(const std::string& dir, int save_every) {
   options.async_save = true;
   return options;
 }
-
 
 TEST(AsyncSave, AHeldWriterPublishesAfterTheNextUpdateAndStillEqualsASynchronousSave) {
   const TrainConfig config = ResumeConfig("zero2", 4);

@@ -35,9 +35,9 @@ float HalfToFloat(uint16_t h) {
     std::memcpy(&f, &bits, 4);
     return f;
   }
-  const float magnitude = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -24)
-                                        : std::ldexp(static_cast<float>(mantissa | 0x400),
-                                                     exponent - 25);
+  const float magnitude = exponent == 0
+                              ? std::ldexp(static_cast<float>(mantissa), -24)
+                              : std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
   return sign != 0 ? -magnitude : magnitude;
 }
 
@@ -171,8 +171,7 @@ absl::StatusOr<std::string> ReadGlobalTensor(const std::string& dir,
   return bytes;
 }
 
-absl::StatusOr<CheckpointComparison> Compare(const std::string& left,
-                                             const std::string& right,
+absl::StatusOr<CheckpointComparison> Compare(const std::string& left, const std::string& right,
                                              double tolerance) {
   ASSIGN_OR_RETURN(const Side a, Open(left));
   ASSIGN_OR_RETURN(const Side b, Open(right));
@@ -212,9 +211,8 @@ absl::StatusOr<CheckpointComparison> Compare(const std::string& left,
     digest(x, x_bytes, true);
     digest(y, y_bytes, false);
     comparison.set_tensors_compared(comparison.tensors_compared() + 1);
-    if (x.dtype() != y.dtype() ||
-        !std::equal(x.global_shape().begin(), x.global_shape().end(),
-                    y.global_shape().begin(), y.global_shape().end())) {
+    if (x.dtype() != y.dtype() || !std::equal(x.global_shape().begin(), x.global_shape().end(),
+                                              y.global_shape().begin(), y.global_shape().end())) {
       TensorDifference* d = comparison.add_differences();
       d->set_name(name);
       d->set_kind(x.dtype() != y.dtype() ? "dtype" : "shape");
@@ -256,9 +254,9 @@ absl::StatusOr<CheckpointComparison> Compare(const std::string& left,
     }
   }
   const std::string other_x = other_a.FinishHex(), other_y = other_b.FinishHex();
-  if (other_x != Sha256Hex("") || other_y != Sha256Hex("")) add_part("other tensors", other_x, other_y);
-  comparison.set_equal(comparison.differences().empty() &&
-                       comparison.state_differences().empty());
+  if (other_x != Sha256Hex("") || other_y != Sha256Hex(""))
+    add_part("other tensors", other_x, other_y);
+  comparison.set_equal(comparison.differences().empty() && comparison.state_differences().empty());
   return comparison;
 }
 
@@ -267,10 +265,10 @@ std::string RenderComparison(const CheckpointComparison& c) {
   for (const TensorDifference& d : c.differences()) absl::StrAppend(&out, d.detail(), "\n");
   for (const std::string& line : c.state_differences()) absl::StrAppend(&out, line, "\n");
   for (const PartDigest& part : c.parts()) {
-    absl::StrAppend(&out, absl::StrFormat("%-14s %s  %s%s\n", part.part() + ":",
-                                          part.left_sha256().substr(0, 16),
-                                          part.right_sha256().substr(0, 16),
-                                          part.equal() ? "  equal" : "  differ"));
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("%-14s %s  %s%s\n", part.part() + ":", part.left_sha256().substr(0, 16),
+                        part.right_sha256().substr(0, 16), part.equal() ? "  equal" : "  differ"));
   }
   absl::StrAppend(&out, c.equal() ? "EQUAL" : "DIFFERENT", ": ", c.tensors_compared(),
                   " tensors compared over their global elements",

@@ -26,8 +26,7 @@ absl::StatusOr<std::string> ReadGlobalTensor(const std::string& dir,
 // part digests (PartDigest) and the non-tensor state (step, tokens seen,
 // seed, next dropout keys, data position, last rate, schedule). `equal`
 // says whether all of it matched; differences name what did not.
-absl::StatusOr<CheckpointComparison> Compare(const std::string& left,
-                                             const std::string& right,
+absl::StatusOr<CheckpointComparison> Compare(const std::string& left, const std::string& right,
                                              double tolerance);
 
 // One line per difference ("model/wte: element 17 [0, 17]: left 0.5, right

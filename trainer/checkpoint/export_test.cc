@@ -7,6 +7,8 @@
 // (testdata/export_check.py). Bit equality needs both processes on the same
 // sgemm kernels (OPENBLAS_CORETYPE=Haswell, as //trainer:reference_test).
 // A corrupt checkpoint is refused, writing nothing.
+#include "ckpt_tool/export.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -17,7 +19,6 @@
 #include "ATen/core/Dict.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "ckpt_tool/export.h"
 #include "common/results/atomic_file.h"
 #include "gtest/gtest.h"
 #include "torch/csrc/jit/serialization/pickle.h"
@@ -74,7 +75,8 @@ TEST(Export, PythonLoadsTheStateDictAndItsGptGivesOurLogitsBitForBit) {
   batch.insert("logits", logits.clone());
   const std::vector<char> pickled = torch::jit::pickle_save(batch);
   const std::string out = TestDir("out");
-  ASSERT_TRUE(WriteFileAtomically(out + "/batch.pt", std::string(pickled.begin(), pickled.end())).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(out + "/batch.pt", std::string(pickled.begin(), pickled.end())).ok());
 
   absl::StatusOr<std::vector<std::string>> names =
       mtb::ckpt_tool::ExportTorch(dir, out + "/fp32.pt", {"fp32"});

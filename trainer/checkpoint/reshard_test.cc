@@ -42,7 +42,6 @@ TrainConfig Layout(const std::string& strategy, int ranks, int steps) {
 
 std::string Step3(const std::string& root) { return root + "/step_00000003"; }
 
-
 TEST(Reshard, FsdpOnTwoRanksSavedOfflineOnThreeFsdpRanksAndOneDdpRankComparesEqual) {
   const std::string two = TestDir("fsdp2");
   ASSERT_TRUE(Train(Layout("fsdp", 2, 3), 2, Saving(two, 3)).status.ok());
@@ -53,8 +52,9 @@ TEST(Reshard, FsdpOnTwoRanksSavedOfflineOnThreeFsdpRanksAndOneDdpRankComparesEqu
   ASSERT_TRUE(to_three.status.ok()) << to_three.status;
   const CheckpointInfo& info = to_three.result.checkpoint();
   EXPECT_FALSE(info.resume_exact());
-  EXPECT_TRUE(absl::StrContains(info.resume_inexact_reason(),
-                                "resumed onto another layout (world size 2 -> 3, --batch_size 3 -> 2)"))
+  EXPECT_TRUE(
+      absl::StrContains(info.resume_inexact_reason(),
+                        "resumed onto another layout (world size 2 -> 3, --batch_size 3 -> 2)"))
       << info.resume_inexact_reason();
   EXPECT_EQ(to_three.result.runs(0).steps_size(), 0) << "nothing is trained";
   ASSERT_EQ(info.saves_size(), 1);

@@ -22,9 +22,9 @@ namespace mtb::checkpoint {
 namespace fs = std::filesystem;
 
 std::string TestDir(const std::string& name) {
-  const std::string dir = absl::StrCat(
-      std::getenv("TEST_TMPDIR"), "/",
-      ::testing::UnitTest::GetInstance()->current_test_info()->name(), "/", name);
+  const std::string dir =
+      absl::StrCat(std::getenv("TEST_TMPDIR"), "/",
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name(), "/", name);
   fs::remove_all(dir);
   return dir;
 }
@@ -57,8 +57,8 @@ std::unique_ptr<Strategy> MakeTestStrategy(const TrainConfig& config,
   }
   if (config.strategy() == "fsdp") {
     // A rank's shard of each unit spans parameters too; gathered per unit.
-    return std::make_unique<FsdpStrategy>(
-        communicator, FsdpOptionsFromConfig(true, false, config.grad_sync()));
+    return std::make_unique<FsdpStrategy>(communicator,
+                                          FsdpOptionsFromConfig(true, false, config.grad_sync()));
   }
   // Several buckets: a rank's shard is a piece of each, spanning parameters.
   ZeroOptions options = ZeroOptionsFromConfig(config.strategy() == "zero1" ? 1 : 2,
@@ -97,7 +97,8 @@ RunOutput Train(TrainConfig config, int world_size, const CheckpointOptions& opt
     }
     std::vector<at::Tensor> params;
     hooks.after_last_run = [&](const GptModel& model) {
-      for (const NamedParameter& p : model.parameters()) params.push_back(p.tensor.detach().clone());
+      for (const NamedParameter& p : model.parameters())
+        params.push_back(p.tensor.detach().clone());
       return absl::OkStatus();
     };
     absl::StatusOr<TrainResult> result =
@@ -149,8 +150,7 @@ std::map<std::string, std::string> HashTree(const std::string& dir) {
   std::map<std::string, std::string> tree;
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
     if (entry.is_regular_file()) {
-      tree[fs::relative(entry.path(), dir).string()] =
-          Sha256Hex(FileBytes(entry.path().string()));
+      tree[fs::relative(entry.path(), dir).string()] = Sha256Hex(FileBytes(entry.path().string()));
     }
   }
   return tree;

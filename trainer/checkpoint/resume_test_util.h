@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -70,8 +70,7 @@ RunOutput Train(TrainConfig config, int world_size, const CheckpointOptions& opt
                 const std::set<std::string>& given, trace::TraceRecorder* trace = nullptr,
                 std::vector<std::string>* notes = nullptr);
 
-CheckpointOptions Saving(const std::string& dir, int save_every,
-                         const std::string& resume = "");
+CheckpointOptions Saving(const std::string& dir, int save_every, const std::string& resume = "");
 
 std::string FileBytes(const std::string& path);
 
