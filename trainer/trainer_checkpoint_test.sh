@@ -7,7 +7,8 @@
 # checkpoint byte-identical and no directory without READY for resume to see,
 # and --resume=latest then finishes equal to the uninterrupted run: losses of
 # steps 4..6 and every byte of the step-6 shard files (parameters and AdamW
-# state), also when the kill lands in --async_checkpoint's background save.
+# state), also when the kill (mid-write, before `latest`) lands in
+# --async_checkpoint's background save.
 # Exact resume per strategy on rank threads is
 # //trainer/checkpoint:resume_test.
 set -euo pipefail
@@ -47,7 +48,7 @@ index=0
 # "async": the kill lands in --async_checkpoint's background thread, which
 # must behave exactly like a synchronous save.
 for fault in "1 checkpoint_write" "0 checkpoint_before_ready" "0 checkpoint_before_latest" \
-             "1 checkpoint_write async"; do
+             "1 checkpoint_write async" "0 checkpoint_before_latest async"; do
   read -r rank phase mode <<< "$fault"
   (( index++ % shards == shard )) || continue
   async=()
