@@ -118,6 +118,10 @@ ABSL_FLAG(std::string, resume, "",
           "latest (the checkpoint DIR/latest names, falling back to the newest "
           "that verifies; none yet: start from step 0) or PATH (one checkpoint "
           "directory); --steps stays the run's total");
+ABSL_FLAG(bool, async_checkpoint, false,
+          "save checkpoints in the background: the state is copied at the step "
+          "boundary and written while training continues (one save in flight; "
+          "the result records the blocking and background time of each)");
 ABSL_FLAG(bool, overwrite_checkpoints, false,
           "start a new run in a --checkpoint_dir holding another run's "
           "checkpoints (deletes nothing; `latest` moves to the new run's)");
@@ -183,6 +187,7 @@ checkpoint::CheckpointOptions CheckpointOptionsFromFlags() {
   const std::string resume = absl::GetFlag(FLAGS_resume);
   options.resume = resume == "latest" ? resume : ResolveUserPath(resume);
   options.overwrite = absl::GetFlag(FLAGS_overwrite_checkpoints);
+  options.async_save = absl::GetFlag(FLAGS_async_checkpoint);
   return options;
 }
 

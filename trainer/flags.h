@@ -15,8 +15,8 @@ TrainConfig TrainConfigFromFlags();
 // Which warm-up flags were set on the command line (FlagWasSet).
 WarmupsGiven WarmupsGivenOnCommandLine();
 
-// --checkpoint_dir, --save_every, --keep_last, --resume and
-// --overwrite_checkpoints, paths resolved (ResolveUserPath; "latest" stays).
+// --checkpoint_dir, --save_every, --keep_last, --resume,
+// --overwrite_checkpoints and --async_checkpoint, paths resolved (ResolveUserPath; "latest" stays).
 checkpoint::CheckpointOptions CheckpointOptionsFromFlags();
 
 }  // namespace mtb

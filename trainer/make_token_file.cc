@@ -2,7 +2,6 @@
 // file with one token per byte (vocabulary 256).
 //   bazel run //trainer:make_token_file -- --out=OUT.bin FILE...
 // (the exact command for the shipped corpus is in testdata/README.md).
-#include <sys/stat.h>
 
 #include <iostream>
 #include <string>
@@ -26,13 +25,6 @@ int UsageError(const std::string& message) {
   return mtb::kExitUsage;
 }
 
-// Same file (device and inode), however the two paths are spelled.
-bool SameFile(const std::string& a, const std::string& b) {
-  struct stat sa, sb;
-  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
-         sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,7 +40,7 @@ int main(int argc, char** argv) {
   for (size_t i = 1; i < args.size(); ++i) {
     inputs.push_back(mtb::ResolveUserPath(args[i]));
     // Writing over an input would destroy the text it is made from.
-    if (SameFile(inputs.back(), path)) {
+    if (mtb::SameFile(inputs.back(), path)) {
       return UsageError(absl::StrCat("--out=", out, " is the input ", args[i],
                                      ": refusing to overwrite an input"));
     }

@@ -646,6 +646,28 @@ absl::StatusOr<T> WithMemoryAdvice(absl::StatusOr<T> result,
       "more ranks)"));
 }
 
+// Rank 0's line for a finished save.
+void LogSave(const CheckpointSave& save, const RankInfo& rank) {
+  if (rank.rank != 0) return;
+  const std::string pruned =
+      save.pruned().empty()
+          ? ""
+          : absl::StrCat("; pruned ", absl::StrJoin(save.pruned(), ", "));
+  if (!save.async()) {
+    LOG(INFO) << absl::StrFormat(
+        "checkpoint %s: %s in %.0f ms (write %.0f, publish %.0f)%s", save.name(),
+        FormatByteAmount(save.bytes()), save.blocking_ms(),
+        save.write_seconds() * 1000, save.publish_seconds() * 1000, pruned);
+    return;
+  }
+  LOG(INFO) << absl::StrFormat(
+      "checkpoint %s: %s, training blocked %.1f ms (snapshot; %.1f ms waiting "
+      "for the previous save), background %.0f ms (write %.0f, publish %.0f)%s",
+      save.name(), FormatByteAmount(save.bytes()), save.blocking_ms(),
+      save.wait_ms(), save.background_ms(), save.write_seconds() * 1000,
+      save.publish_seconds() * 1000, pruned);
+}
+
 }  // namespace
 
 absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
@@ -659,6 +681,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
   result.set_config_fingerprint(ConfigFingerprint(config));
   int64_t total_steps = static_cast<int64_t>(config.steps()) * config.repeat();
   int64_t start_step = 0;  // a resumed run continues after it
+  double load_ms = 0;      // a resumed run: how long loading took
   int64_t steps_done = 0;
   double elapsed_ms = 0;
   int64_t peak_memory_bytes = 0;
@@ -690,17 +713,27 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
         RETURN_IF_ERROR(checkpointer.Start());
         if (checkpointer.plan().resuming()) {
           start_step = checkpointer.plan().start_step;
+          const Stopwatch load_watch;
           RETURN_IF_ERROR(checkpointer.Resume(
               strategy, ProgressState(config, rank, start_step)));
+          load_ms = load_watch.ElapsedMs();
           trainer->RestoreProgress(start_step);
           total_steps -= start_step;
           if (rank.rank == 0) {
             LOG(INFO) << "resumed from " << checkpointer.plan().resume_dir
-                      << " (run " << checkpointer.run_id() << "): steps "
-                      << start_step + 1 << ".." << config.steps();
+                      << " (run " << checkpointer.run_id() << "): "
+                      << (start_step == config.steps()
+                              ? std::string("nothing to train")
+                              : absl::StrCat("steps ", start_step + 1, "..",
+                                             config.steps()))
+                      << (checkpointer.plan().resume_exact
+                              ? ", exact"
+                              : absl::StrCat(", not exact: ",
+                                             checkpointer.plan().inexact_reason));
           }
         }
         *result.mutable_checkpoint() = checkpointer.Info();
+        result.mutable_checkpoint()->set_load_ms(load_ms);
       }
       if (hooks.on_start) {
         const bool resumed = hooks.checkpointer != nullptr &&
@@ -708,6 +741,60 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
         RETURN_IF_ERROR(hooks.on_start(
             resumed ? hooks.checkpointer->plan().resume_dir : "", start_step));
       }
+    }
+    // Saves after `step` (every rank, no collective in flight): at once, or
+    // with --async_checkpoint a snapshot now and the rest in the background
+    // (its faults on an injector of its own: FaultInjector is not
+    // thread-safe); finished saves go into the result.
+    // One save in flight: its thread is joined before the next uses this.
+    const std::shared_ptr<FaultInjector> background_faults =
+        hooks.checkpointer != nullptr &&
+                hooks.checkpointer->plan().options.async_save
+            ? std::make_shared<FaultInjector>(hooks.faults, rank.rank,
+                                              hooks.attempt)
+            : nullptr;
+    // The async save in flight, if any, waited for and recorded.
+    const auto finish_async = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(std::vector<CheckpointSave> finished,
+                       hooks.checkpointer->FinishAsync());
+      for (CheckpointSave& save : finished) {
+        LogSave(save, rank);
+        *result.mutable_checkpoint()->add_saves() = std::move(save);
+      }
+      return absl::OkStatus();
+    };
+    const auto save_after = [&](int64_t step, bool traced) -> absl::Status {
+      checkpoint::Checkpointer& checkpointer = *hooks.checkpointer;
+      std::vector<CheckpointSave> finished;
+      if (checkpointer.plan().options.async_save) {
+        ASSIGN_OR_RETURN(
+            finished,
+            checkpointer.SaveAsync(
+                step, strategy, ProgressState(config, rank, step),
+                traced ? hooks.trace : nullptr,
+                [injector = background_faults, step](const char* phase) {
+                  injector->At(step, phase);
+                }));
+      } else {
+        ASSIGN_OR_RETURN(
+            CheckpointSave save,
+            checkpointer.Save(
+                step, strategy, ProgressState(config, rank, step),
+                traced ? hooks.trace : nullptr,
+                [&](const char* phase) { trainer->InjectFaults(step, phase); }));
+        finished.push_back(std::move(save));
+      }
+      for (CheckpointSave& save : finished) {
+        LogSave(save, rank);
+        *result.mutable_checkpoint()->add_saves() = std::move(save);
+      }
+      return absl::OkStatus();
+    };
+    if (hooks.checkpointer != nullptr &&
+        hooks.checkpointer->plan().trains_nothing(config.steps()) &&
+        hooks.checkpointer->plan().SavesAt(start_step, config.steps())) {
+      // An offline reshard: the loaded state, saved in this run's layout.
+      RETURN_IF_ERROR(save_after(start_step, /*traced=*/false));
     }
     TrainRun* run = result.add_runs();
     run->set_index(repeat);
@@ -774,48 +861,35 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
           hooks.checkpointer != nullptr && trainer->stop_after_step() == step;
       if (hooks.checkpointer != nullptr &&
           (preempted || hooks.checkpointer->plan().SavesAt(step, config.steps()))) {
-        ASSIGN_OR_RETURN(
-            CheckpointSave save,
-            hooks.checkpointer->Save(
-                step, strategy, ProgressState(config, rank, step),
-                traced ? hooks.trace : nullptr,
-                [&](const char* phase) { trainer->InjectFaults(step, phase); }));
-        if (rank.rank == 0) {
-          LOG(INFO) << absl::StrFormat(
-              "checkpoint %s: %s in %.0f ms (write %.0f, publish %.0f)%s",
-              save.name(), FormatByteAmount(save.bytes()),
-              (save.write_seconds() + save.publish_seconds()) * 1000,
-              save.write_seconds() * 1000, save.publish_seconds() * 1000,
-              save.pruned().empty()
-                  ? ""
-                  : absl::StrCat("; pruned ", absl::StrJoin(save.pruned(), ", ")));
-        }
-        if (const Fault* corrupt = trainer->CorruptionAt(step)) {
+        RETURN_IF_ERROR(save_after(step, traced));
+        const Fault* corrupt = trainer->CorruptionAt(step);
+        // Both act on the published checkpoint: an async save is waited for.
+        if (preempted || corrupt != nullptr) RETURN_IF_ERROR(finish_async());
+        const std::string saved = absl::StrCat(hooks.checkpointer->plan().options.dir, "/",
+                                               checkpoint::StepDirName(step));
+        if (corrupt != nullptr) {
           ASSIGN_OR_RETURN(const std::string file,
-                           checkpoint::CorruptShardFile(
-                               absl::StrCat(hooks.checkpointer->plan().options.dir, "/",
-                                            save.name()),
-                               rank.rank));
+                           checkpoint::CorruptShardFile(saved, rank.rank));
           LOG(ERROR) << "--fault=" << FaultToString(*corrupt) << ": flipped a byte of "
                      << file;
         }
         if (preempted) {
           Preemption* preemption = result.mutable_preemption();
           preemption->set_step(static_cast<int32_t>(step));
-          preemption->set_checkpoint(
-              absl::StrCat(hooks.checkpointer->plan().options.dir, "/", save.name()));
+          preemption->set_checkpoint(saved);
           if (rank.rank == 0) {
             LOG(WARNING) << "preemption notice: stopped after step " << step << " of "
                          << config.steps() << " with checkpoint " << preemption->checkpoint()
                          << " (resume with --resume=latest)";
           }
         }
-        *result.mutable_checkpoint()->add_saves() = std::move(save);
       }
       if (preempted) break;
     }
+    if (hooks.checkpointer != nullptr) RETURN_IF_ERROR(finish_async());
     run->set_wall_seconds(run_watch.ElapsedMs() / 1000.0);
-    FinishRun(run, result.model().tokens_per_step());
+    // A resume that trains nothing has no step to summarise.
+    if (run->steps_size() > 0) FinishRun(run, result.model().tokens_per_step());
     if (result.has_preemption()) break;
     if (repeat == config.repeat() - 1) {
       // Sharded parameters (fsdp) are gathered for the digest and the hook.

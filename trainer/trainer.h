@@ -189,8 +189,11 @@ struct RunHooks {
   // Trainer::set_phase_observer for every run.
   std::function<void(int64_t, absl::string_view)> phase_observer;
   // --checkpoint_dir: resumes before the first step when its plan says so
-  // and saves after the steps it names (nullptr: no checkpoints). Must be
-  // the same kind of object on every rank (collective).
+  // and saves after the steps it names (nullptr: no checkpoints), in the
+  // background with --async_checkpoint (the last save is waited for before
+  // RunTraining returns). A resume whose --steps is its step trains nothing
+  // and saves at once when the plan saves. Must be the same kind of object
+  // on every rank (collective).
   checkpoint::Checkpointer* checkpointer = nullptr;
   // Trainer::set_stop_notice. With a checkpointer, a notice ends the run
   // after the step the ranks agree on, with a checkpoint of it and the

@@ -7,7 +7,9 @@
 # checkpoint byte-identical and no directory without READY for resume to see,
 # and --resume=latest then finishes equal to the uninterrupted run: losses of
 # steps 4..6 and every byte of the step-6 shard files (parameters and AdamW
-# state). Exact resume per strategy on rank threads is
+# state), also when the kill (mid-write, before `latest`) lands in
+# --async_checkpoint's background save.
+# Exact resume per strategy on rank threads is
 # //trainer/checkpoint:resume_test.
 set -euo pipefail
 source trainer/cli_test_lib.sh
@@ -43,17 +45,22 @@ fi
 tree_hash() { (cd "$1" && find . -type f | sort | xargs sha256sum); }
 
 index=0
-for fault in "1 checkpoint_write" "0 checkpoint_before_ready" "0 checkpoint_before_latest"; do
-  read -r rank phase <<< "$fault"
+# "async": the kill lands in --async_checkpoint's background thread, which
+# must behave exactly like a synchronous save.
+for fault in "1 checkpoint_write" "0 checkpoint_before_ready" "0 checkpoint_before_latest" \
+             "1 checkpoint_write async" "0 checkpoint_before_latest async"; do
+  read -r rank phase mode <<< "$fault"
   (( index++ % shards == shard )) || continue
-  dir="$out/$phase"
+  async=()
+  [[ "${mode:-}" != async ]] || async=(--async_checkpoint)
+  dir="$out/$phase${mode:-}"
   mkdir -p "$dir"
   cp -r "$out/ref/step_00000003" "$dir/"
   echo step_00000003 > "$dir/latest"
   before="$(tree_hash "$dir/step_00000003")"
   # Resumed at 3, killed while saving step 6.
   expect 1 "that the launcher did not send" "${run[@]}" --checkpoint_dir="$dir" --resume=latest \
-    --fault="kill:rank=$rank,step=6,phase=$phase" --out="$out/$phase.json"
+    --fault="kill:rank=$rank,step=6,phase=$phase" "${async[@]}" --out="$out/$phase${mode:-}.json"
   grep -qF -- "--fault=kill:rank=$rank,step=6,phase=$phase: killing this rank" "$out/stderr" || fail "$phase: no kill"
   [[ "$(tree_hash "$dir/step_00000003")" == "$before" ]] || fail "$phase: the previous checkpoint changed"
   [[ "$(cat "$dir/latest")" == step_00000003 ]] || fail "$phase: latest moved"
@@ -72,7 +79,7 @@ for fault in "1 checkpoint_write" "0 checkpoint_before_ready" "0 checkpoint_befo
   fi
 
   expect 0 "resumed from $dir/step_00000003" "${run[@]}" --checkpoint_dir="$dir" --resume=latest \
-    --out="$out/$phase.resumed.json"
+    --out="$out/$phase${mode:-}.resumed.json"
   if [[ "$phase" == checkpoint_before_latest ]]; then
     grep -qF "ignoring step_00000006: READY but never named by \`latest\`" "$out/stderr" || fail "$phase: orphan not said"
   fi
@@ -80,7 +87,7 @@ for fault in "1 checkpoint_write" "0 checkpoint_before_ready" "0 checkpoint_befo
     cmp -s "$out/ref/step_00000006/$file" "$dir/step_00000006/$file" || fail "$phase: $file differs from the uninterrupted run's"
   done
   [[ "$(ls -A "$dir" | tr '\n' ' ')" == "latest step_00000003 step_00000006 " ]] || fail "$phase: left $(ls -A "$dir")"
-  /usr/bin/python3 - "$out/ref.json" "$out/$phase.resumed.json" <<'PY' || fail "$phase: losses differ"
+  /usr/bin/python3 - "$out/ref.json" "$out/$phase${mode:-}.resumed.json" <<'PY' || fail "$phase: losses differ"
 import json, sys
 ref = [(s["step"], s["loss"], s["lr"]) for s in json.load(open(sys.argv[1]))["runs"][0]["steps"]]
 resumed = [(s["step"], s["loss"], s["lr"]) for s in json.load(open(sys.argv[2]))["runs"][0]["steps"]]

@@ -71,6 +71,22 @@ TEST(Rendezvous, RankZeroHostsTheTcpStoreAndThreeRanksAllReduce) {
   });
 }
 
+TEST(Rendezvous, TheTcpStoreSetsChecksAndDeletesKeysUnderAPrefix) {
+  // What checkpoints' background saves coordinate through (no collective).
+  RendezvousOptions server_options = Options(0, 1, /*port=*/0);
+  server_options.is_server = true;
+  absl::StatusOr<Store> server = ConnectStore(server_options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  Store store = server->WithPrefix("group");
+  ASSERT_TRUE(store.Set("k", "value").ok());
+  EXPECT_TRUE(*store.Check("k"));
+  EXPECT_FALSE(*server->Check("k")) << "the prefix is part of the key";
+  EXPECT_EQ(*store.Get("k", absl::Seconds(5)), "value");
+  EXPECT_TRUE(*store.Delete("k"));
+  EXPECT_FALSE(*store.Check("k"));
+  EXPECT_FALSE(*store.Delete("k")) << "deleting a missing key is no error";
+}
+
 TEST(Rendezvous, KeepRecordsFalseKeepsOnlyTheTotals) {
   const Store store = Store::InProcess(absl::Seconds(30));
   OnThreads(2, [&](int rank) {

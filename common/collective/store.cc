@@ -62,6 +62,12 @@ absl::StatusOr<bool> Store::Check(absl::string_view key) {
       [&] { return impl_->store->check({std::string(key)}); });
 }
 
+absl::StatusOr<bool> Store::Delete(absl::string_view key) {
+  return CallGuarded(
+      absl::StrCat("store delete '", key, "' on ", DebugString()),
+      [&] { return impl_->store->deleteKey(std::string(key)); });
+}
+
 int Store::tcp_port() const { return impl_->tcp_port; }
 
 std::string Store::DebugString() const { return impl_->description; }

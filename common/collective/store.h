@@ -33,6 +33,8 @@ class Store {
   absl::StatusOr<bool> Check(absl::string_view key);
   absl::StatusOr<std::string> Get(absl::string_view key,
                                   absl::Duration timeout);
+  // Removes `key`; OK when it was not there (returns whether it was).
+  absl::StatusOr<bool> Delete(absl::string_view key);
 
   // The port of the TCPStore this handle talks to (the one the OS chose when
   // hosted on port 0); 0 for an in-process store.

@@ -38,6 +38,9 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 std::string BaseName(const std::string& path);
 std::string DirectoryOf(const std::string& path);
 bool PathExists(const std::string& path);
+// Whether `a` and `b` are the same existing file or directory (device and
+// inode), however the two paths are spelled.
+bool SameFile(const std::string& a, const std::string& b);
 
 // The names (not paths) in `directory` that start with `prefix` and end with
 // `suffix`, sorted. kInvalidArgument naming it when it cannot be listed.

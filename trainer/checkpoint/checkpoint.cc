@@ -612,29 +612,68 @@ std::vector<CheckpointListing> ListCheckpoints(const std::string& root) {
   return listing;
 }
 
-absl::StatusOr<std::vector<std::string>> Prune(const std::string& root,
-                                               const std::string& run_id, int keep_last) {
-  std::vector<std::string> deleted;
-  if (keep_last <= 0) return deleted;
+std::vector<PruneDecision> PlanPrune(const std::string& root, const std::string& run_id,
+                                     int keep_last) {
+  std::vector<PruneDecision> decisions;
   std::string problem;
   const std::string latest = ReadLatestName(root, &problem);
   int kept = 0;
   const auto dirs = StepDirs(root);
   for (size_t i = 0; i < dirs.size(); ++i) {
-    const std::string& name = dirs[i].second;
-    const std::string dir = Join(root, name);
-    if (!PathExists(Join(dir, kReady))) continue;
+    PruneDecision decision;
+    decision.name = dirs[i].second;
+    const std::string dir = Join(root, decision.name);
     absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
-    if (!manifest.ok() || manifest->run_id() != run_id) continue;  // not ours
-    if (kept < keep_last || name == latest || i == 0) {
+    if (!PathExists(Join(dir, kReady))) {
+      decision.why = "not READY (a save in progress or a crash's orphan): not pruned";
+    } else if (!manifest.ok() || manifest->run_id() != run_id) {
+      decision.why = absl::StrCat("another run (", manifest.ok() ? manifest->run_id() : "unreadable",
+                                  ")");
+    } else if (keep_last <= 0 || kept < keep_last) {
       ++kept;
-      continue;
+      decision.why = absl::StrCat("one of the newest ", keep_last <= 0 ? 0 : keep_last);
+      if (keep_last <= 0) decision.why = "--keep_last=0 keeps every checkpoint";
+    } else if (decision.name == latest) {
+      ++kept;
+      decision.why = "`latest` names it";
+    } else if (i == 0) {
+      ++kept;
+      decision.why = "the newest";
+    } else {
+      decision.remove = true;
+      decision.why = absl::StrCat("beyond the newest ", keep_last, " of run ", run_id);
     }
-    RETURN_IF_ERROR(RemoveTree(dir));
-    deleted.push_back(name);
+    decisions.push_back(std::move(decision));
+  }
+  return decisions;
+}
+
+absl::StatusOr<std::vector<std::string>> Prune(const std::string& root,
+                                               const std::string& run_id, int keep_last) {
+  std::vector<std::string> deleted;
+  if (keep_last <= 0) return deleted;
+  for (const PruneDecision& decision : PlanPrune(root, run_id, keep_last)) {
+    if (!decision.remove) continue;
+    RETURN_IF_ERROR(RemoveTree(Join(root, decision.name)));
+    deleted.push_back(decision.name);
   }
   if (!deleted.empty()) RETURN_IF_ERROR(FsyncPath(root, /*directory=*/true));
   return deleted;
+}
+
+absl::StatusOr<std::string> LatestRunId(const std::string& root) {
+  std::string problem;
+  const std::string latest = ReadLatestName(root, &problem);
+  if (!latest.empty()) {
+    if (absl::StatusOr<CheckpointManifest> manifest = ReadManifest(Join(root, latest));
+        manifest.ok()) {
+      return manifest->run_id();
+    }
+  }
+  for (const CheckpointListing& entry : ListCheckpoints(root)) {
+    if (entry.ready && !entry.run_id.empty()) return entry.run_id;
+  }
+  return absl::NotFoundError(absl::StrCat(root, ": no READY checkpoint with a readable manifest"));
 }
 
 absl::StatusOr<std::string> CorruptShardFile(const std::string& dir, int rank) {

@@ -137,9 +137,27 @@ struct CheckpointListing {
 };
 std::vector<CheckpointListing> ListCheckpoints(const std::string& root);
 
+// What retention does with each step directory under `root` (newest
+// first): `remove` for the READY checkpoints of `run_id` beyond the newest
+// `keep_last`, except the one `latest` names and the newest; never another
+// run's, never one that is not READY. `why` says which rule decided.
+// keep_last <= 0 removes nothing.
+struct PruneDecision {
+  std::string name;
+  bool remove = false;
+  std::string why;
+};
+std::vector<PruneDecision> PlanPrune(const std::string& root, const std::string& run_id,
+                                     int keep_last);
+
+// The run id of the checkpoint `latest` names under `root`, else of the
+// newest READY one; kNotFound when there is none.
+absl::StatusOr<std::string> LatestRunId(const std::string& root);
+
 // Deletes the oldest READY checkpoints of `run_id` beyond the newest
 // `keep_last` (by step), never the one `latest` names or the newest, never
-// another run's. Returns the names deleted. keep_last <= 0 keeps all.
+// another run's (PlanPrune's `remove`). Returns the names deleted.
+// keep_last <= 0 keeps all.
 absl::StatusOr<std::vector<std::string>> Prune(const std::string& root,
                                                const std::string& run_id,
                                                int keep_last);

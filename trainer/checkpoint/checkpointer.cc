@@ -4,11 +4,18 @@
 //              [offset, offset + length) of a global tensor, a view of live
 //              state. Saved as a TensorShard (bytes of the view, no copy);
 //              loaded as a RangeRequest (read straight into the view).
-//   exchange   a small all-gather of bytes between ranks
-//              (AllGatherBytesOverRanks): a save makes three — rank 0's
-//              staging verdict, every rank's report (SaveExchange), rank 0's
-//              publish outcome — so that a failure on any rank ends the save
-//              with the same error on every rank instead of a hang.
+//   exchange   a small all-gather of bytes between ranks: a save makes
+//              three — rank 0's staging verdict, every rank's report
+//              (SaveExchange), rank 0's publish outcome — so that a failure
+//              on any rank ends the save with the same error on every rank
+//              instead of a hang. A synchronous save exchanges through the
+//              training communicator (AllGatherBytesOverRanks); an async
+//              save's background thread through the group's store (each
+//              rank sets its key, then polls for the others'), so that it
+//              never issues a collective on the group the training thread
+//              uses.
+//   snapshot   an async save's copy of this rank's pieces, taken at the
+//              step boundary into one buffer reused by every save.
 //   fault point where --fault= checkpoint phases act: mid-shard on the rank
 //              writing (checkpoint_write); checkpoint_before_ready on rank 0
 //              between the manifest and READY, on another rank after its
@@ -18,16 +25,20 @@
 #include "trainer/checkpoint/checkpointer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "ATen/core/Tensor.h"
+#include "ATen/ops/empty.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/base/status.h"
 #include "common/results/json_io.h"
 #include "common/results/run_context.h"
@@ -91,7 +102,34 @@ double SecondsSince(absl::Time start) {
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+double MsSince(absl::Time start) { return SecondsSince(start) * 1000; }
+
+// The shard of a piece whose bytes are at `bytes`.
+TensorShard ShardOf(const StatePiece& piece, const char* bytes) {
+  RangeRequest place = PlaceOf(piece);
+  return TensorShard{std::move(place.name), std::move(place.dtype),
+                     std::move(place.global_shape), place.offset, place.length,
+                     absl::string_view(bytes, piece.values.nbytes())};
+}
+
+constexpr const char* kExchanges[] = {"staging", "reports", "outcome"};
+
 }  // namespace
+
+struct Checkpointer::Shards {
+  std::vector<TensorShard> shards;
+};
+
+struct Checkpointer::InFlight {
+  int64_t step = 0;
+  double blocking_ms = 0;
+  double wait_ms = 0;
+  absl::Time started;
+  std::thread thread;
+  // Written by the thread before it ends.
+  absl::StatusOr<CheckpointSave> result = absl::UnknownError("unfinished");
+  double background_ms = 0;
+};
 
 Checkpointer::Checkpointer(CheckpointPlan plan, const TrainConfig& config,
                            int rank, int world_size,
@@ -102,6 +140,13 @@ Checkpointer::Checkpointer(CheckpointPlan plan, const TrainConfig& config,
       world_size_(world_size),
       communicator_(communicator),
       run_id_(plan_.run_id) {}
+
+Checkpointer::~Checkpointer() {
+  if (in_flight_ != nullptr && in_flight_->thread.joinable()) {
+    cancelled_ = true;
+    in_flight_->thread.join();
+  }
+}
 
 absl::Status Checkpointer::Start() {
   if (rank_ == 0 && run_id_.empty()) run_id_ = NewRunId();
@@ -130,6 +175,12 @@ CheckpointInfo Checkpointer::Info() const {
   info.set_resumed_from(plan_.resume_dir);
   info.set_resumed_step(plan_.start_step);
   for (const std::string& note : plan_.notes) info.add_notes(note);
+  if (plan_.resuming()) {
+    info.set_resume_exact(plan_.resume_exact);
+    info.set_resume_inexact_reason(plan_.inexact_reason);
+    for (const std::string& change : plan_.layout_changes) info.add_layout_changes(change);
+  }
+  info.set_async_save(plan_.options.async_save);
   return info;
 }
 
@@ -143,9 +194,21 @@ absl::Status Checkpointer::Resume(Strategy& strategy, const RankState& expected)
     requests.reserve(pieces.size());
     for (const StatePiece& piece : pieces) requests.push_back(PlaceOf(piece));
     RETURN_IF_ERROR(ReadTensorRanges(dir, plan_.resume_manifest, requests));
-    RETURN_IF_ERROR(
-        ReadJsonFile(absl::StrFormat("%s/rank_%05d.meta", dir, rank_), &recorded));
-    return CheckRankState(recorded, expected);
+    if (!plan_.resharding()) {
+      RETURN_IF_ERROR(
+          ReadJsonFile(absl::StrFormat("%s/rank_%05d.meta", dir, rank_), &recorded));
+      return CheckRankState(recorded, expected);
+    }
+    // Another layout: this rank may have had no counterpart. The position
+    // is global (data and dropout keys count global samples and steps), so
+    // rank 0's record must be where this run is at that step: the same step,
+    // global tokens, data position (the next global sample), seed, next
+    // keys and rate. Only the micro-step count is the checkpoint's layout's.
+    RETURN_IF_ERROR(ReadJsonFile(absl::StrFormat("%s/rank_%05d.meta", dir, 0), &recorded));
+    RankState global = expected;
+    global.set_rank(0);
+    global.set_micro_step(plan_.start_step * plan_.saved_config.grad_accum());
+    return CheckRankState(recorded, global);
   }();
   // Every rank fails together, before the collective that follows.
   ASSIGN_OR_RETURN(const std::vector<std::string> errors,
@@ -160,6 +223,26 @@ absl::StatusOr<CheckpointSave> Checkpointer::Save(int64_t step,
                                                   const RankState& state,
                                                   trace::TraceRecorder* trace,
                                                   const FaultPoint& fault_point) {
+  const absl::Time start = absl::Now();
+  // The shards are views of live state: training waits for the whole save.
+  Shards shards;
+  for (const StatePiece& piece : strategy.CheckpointPiecesToSave()) {
+    shards.shards.push_back(ShardOf(piece, static_cast<const char*>(piece.values.data_ptr())));
+  }
+  const Exchange over_communicator = [this](const std::string&, const std::string& bytes) {
+    return AllGatherBytesOverRanks(communicator_, bytes, kWho);
+  };
+  ASSIGN_OR_RETURN(CheckpointSave save,
+                   WriteAndPublish(step, strategy.name(), shards, state, over_communicator,
+                                   trace, fault_point));
+  save.set_blocking_ms(MsSince(start));
+  return save;
+}
+
+absl::StatusOr<CheckpointSave> Checkpointer::WriteAndPublish(
+    int64_t step, const std::string& strategy_name, const Shards& shards,
+    const RankState& state, const Exchange& exchange, trace::TraceRecorder* trace,
+    const FaultPoint& fault_point) const {
   const std::string& root = plan_.options.dir;
   const std::string what = absl::StrCat("checkpoint of step ", step);
   CheckpointSave save;
@@ -174,23 +257,15 @@ absl::StatusOr<CheckpointSave> Checkpointer::Save(int64_t step,
     absl::Status prepared = absl::OkStatus();
     if (rank_ == 0) prepared = PrepareStaging(root, step).status();
     ASSIGN_OR_RETURN(const std::vector<std::string> verdicts,
-                     AllGatherBytesOverRanks(communicator_,
-                                             std::string(prepared.message()), kWho));
+                     exchange(kExchanges[0], std::string(prepared.message())));
     RETURN_IF_ERROR(AgreedVerdict({verdicts[0]}, what));
+    if (test_hooks_.hold_before_write) test_hooks_.hold_before_write(step);
 
     const absl::Time write_start = absl::Now();
-    const std::vector<StatePiece> pieces = strategy.CheckpointPiecesToSave();
-    std::vector<TensorShard> shards;
-    shards.reserve(pieces.size());
-    for (const StatePiece& piece : pieces) {
-      RangeRequest place = PlaceOf(piece);
-      shards.push_back({std::move(place.name), std::move(place.dtype),
-                        std::move(place.global_shape), place.offset, place.length,
-                        absl::string_view(place.destination, piece.values.nbytes())});
-    }
     Hooks hooks;
     hooks.mid_shard_write = [&] { fault_point("checkpoint_write"); };
-    absl::StatusOr<RankReport> report = WriteRankFiles(staging, rank_, shards, state, hooks);
+    absl::StatusOr<RankReport> report =
+        WriteRankFiles(staging, rank_, shards.shards, state, hooks);
     if (report.ok()) {
       *mine.mutable_report() = *std::move(report);
       mine.set_write_seconds(SecondsSince(write_start));
@@ -203,7 +278,7 @@ absl::StatusOr<CheckpointSave> Checkpointer::Save(int64_t step,
   const trace::ScopedSpan span(trace, "checkpoint publish", "checkpoint");
   const absl::Time publish_start = absl::Now();
   ASSIGN_OR_RETURN(const std::vector<std::string> exchanged,
-                   AllGatherBytesOverRanks(communicator_, mine.SerializeAsString(), kWho));
+                   exchange(kExchanges[1], mine.SerializeAsString()));
   std::vector<RankReport> reports;
   std::vector<std::string> errors;
   double write_seconds = 0;
@@ -228,7 +303,7 @@ absl::StatusOr<CheckpointSave> Checkpointer::Save(int64_t step,
     CheckpointManifest manifest;
     manifest.set_run_id(run_id_);
     manifest.set_step(step);
-    manifest.set_strategy(strategy.name());
+    manifest.set_strategy(strategy_name);
     manifest.set_world_size(world_size_);
     manifest.set_config_json(ToJson(config_));
     manifest.set_config_fingerprint(ConfigFingerprint(config_));
@@ -237,6 +312,7 @@ absl::StatusOr<CheckpointSave> Checkpointer::Save(int64_t step,
     hooks.before_latest = [&] { fault_point("checkpoint_before_latest"); };
     absl::Status published = Publish(root, manifest, reports, hooks);
     if (published.ok()) {
+      if (test_hooks_.after_publish) test_hooks_.after_publish(step);
       absl::StatusOr<std::vector<std::string>> pruned =
           Prune(root, run_id_, static_cast<int>(plan_.options.keep_last));
       if (pruned.ok()) {
@@ -248,7 +324,7 @@ absl::StatusOr<CheckpointSave> Checkpointer::Save(int64_t step,
     outcome.set_error(std::string(published.message()));
   }
   ASSIGN_OR_RETURN(const std::vector<std::string> outcomes,
-                   AllGatherBytesOverRanks(communicator_, outcome.SerializeAsString(), kWho));
+                   exchange(kExchanges[2], outcome.SerializeAsString()));
   if (!outcome.ParseFromString(outcomes[0])) {
     return absl::InternalError(absl::StrCat(what, ": rank 0's outcome is unreadable"));
   }
@@ -256,6 +332,132 @@ absl::StatusOr<CheckpointSave> Checkpointer::Save(int64_t step,
   for (const std::string& name : outcome.pruned()) save.add_pruned(name);
   save.set_publish_seconds(SecondsSince(publish_start));
   return save;
+}
+
+Checkpointer::Exchange Checkpointer::ExchangeOverStore(int64_t step) const {
+  if (communicator_ == nullptr || world_size_ == 1) {
+    return [](const std::string&, const std::string& bytes) {
+      return absl::StatusOr<std::vector<std::string>>(std::vector<std::string>{bytes});
+    };
+  }
+  // The store is thread-safe (c10d's TCPStore and HashStore lock each
+  // operation); the training thread's collectives never touch these keys.
+  return [store = communicator_->store(), timeout = communicator_->timeout(), step,
+          rank = rank_, world_size = world_size_, cancelled = &cancelled_](
+             const std::string& name, const std::string& bytes) mutable
+         -> absl::StatusOr<std::vector<std::string>> {
+    const std::string prefix = absl::StrCat("checkpoint/", StepDirName(step), "/", name, "/");
+    // Values carry a leading byte: c10d's TCPStore answers a get of an empty
+    // value only after ~200 ms (measured; the staging verdict and a clean
+    // outcome are empty), a non-empty one in well under 1 ms.
+    RETURN_IF_ERROR(store.Set(absl::StrCat(prefix, rank), absl::StrCat("v", bytes)));
+    std::vector<std::string> all(world_size);
+    all[rank] = bytes;
+    const absl::Time deadline = absl::Now() + timeout;
+    for (int peer = 0; peer < world_size; ++peer) {
+      if (peer == rank) continue;
+      const std::string key = absl::StrCat(prefix, peer);
+      // Polled (Check never waits), so that a cancelled save ends promptly.
+      absl::Duration pause = absl::Milliseconds(1);
+      while (true) {
+        ASSIGN_OR_RETURN(const bool there, store.Check(key));
+        if (there) break;
+        if (*cancelled) {
+          return absl::CancelledError(absl::StrCat("checkpoint of step ", step,
+                                                   ": cancelled while rank ", rank,
+                                                   " waited for rank ", peer, "'s ", name));
+        }
+        if (absl::Now() > deadline) {
+          return absl::DeadlineExceededError(absl::StrCat(
+              "checkpoint of step ", step, " (background): rank ", rank, " waited ",
+              absl::FormatDuration(timeout), " (--collective_timeout) for rank ", peer, "'s ",
+              name, " on the store ", store.DebugString()));
+        }
+        absl::SleepFor(pause);
+        pause = std::min(pause * 2, absl::Milliseconds(20));
+      }
+      ASSIGN_OR_RETURN(std::string value, store.Get(key, timeout));
+      if (value.empty() || value[0] != 'v') {
+        return absl::InternalError(absl::StrCat("checkpoint of step ", step, ": rank ", peer,
+                                                "'s ", name, " on the store is malformed"));
+      }
+      all[peer] = value.substr(1);
+    }
+    return all;
+  };
+}
+
+absl::StatusOr<std::vector<CheckpointSave>> Checkpointer::FinishAsync() {
+  std::vector<CheckpointSave> finished;
+  if (in_flight_ == nullptr) return finished;
+  in_flight_->thread.join();
+  std::unique_ptr<InFlight> done = std::move(in_flight_);
+  RETURN_IF_ERROR(done->result.status());
+  CheckpointSave save = *std::move(done->result);
+  save.set_async(true);
+  save.set_blocking_ms(done->blocking_ms);
+  save.set_wait_ms(done->wait_ms);
+  save.set_background_ms(done->background_ms);
+  finished.push_back(std::move(save));
+  return finished;
+}
+
+absl::StatusOr<std::vector<CheckpointSave>> Checkpointer::SaveAsync(
+    int64_t step, const Strategy& strategy, const RankState& state,
+    trace::TraceRecorder* trace, FaultPoint fault_point) {
+  // One save in flight: the previous one must end before its snapshot
+  // buffer is reused.
+  const absl::Time wait_start = absl::Now();
+  ASSIGN_OR_RETURN(std::vector<CheckpointSave> finished, FinishAsync());
+  const double wait_ms = MsSince(wait_start);
+
+  auto job = std::make_unique<InFlight>();
+  job->step = step;
+  job->wait_ms = wait_ms;
+  auto shards = std::make_shared<Shards>();
+  {
+    const trace::ScopedSpan span(trace, "checkpoint snapshot", "checkpoint");
+    const absl::Time start = absl::Now();
+    const std::vector<StatePiece> pieces = strategy.CheckpointPiecesToSave();
+    int64_t total = 0;
+    for (const StatePiece& piece : pieces) total += piece.values.nbytes();
+    if (!snapshot_.defined() || snapshot_.numel() != total) {
+      snapshot_ = at::empty({total}, at::kByte);
+    }
+    char* at = static_cast<char*>(snapshot_.data_ptr());
+    for (const StatePiece& piece : pieces) {
+      std::memcpy(at, piece.values.data_ptr(), piece.values.nbytes());
+      shards->shards.push_back(ShardOf(piece, at));
+      at += piece.values.nbytes();
+    }
+    job->blocking_ms = MsSince(start);
+  }
+  job->started = absl::Now();
+  InFlight* raw = job.get();
+  Exchange exchange = ExchangeOverStore(step);
+  raw->thread = std::thread([this, raw, shards, state, exchange = std::move(exchange),
+                             fault_point = std::move(fault_point),
+                             strategy_name = strategy.name()] {
+    raw->result = WriteAndPublish(raw->step, strategy_name, *shards, state, exchange,
+                                  /*trace=*/nullptr, fault_point);
+    // Every rank posted its report of this save after it had read the
+    // outcome of the previous one: once this save succeeded, rank 0 may
+    // delete that one's keys (the store keeps at most two saves' keys).
+    if (raw->result.ok() && rank_ == 0 && communicator_ != nullptr &&
+        keys_to_delete_step_ >= 0) {
+      collective::Store store = communicator_->store();
+      for (const char* name : kExchanges) {
+        for (int r = 0; r < world_size_; ++r) {
+          (void)store.Delete(absl::StrCat("checkpoint/", StepDirName(keys_to_delete_step_),
+                                          "/", name, "/", r));
+        }
+      }
+    }
+    keys_to_delete_step_ = raw->step;
+    raw->background_ms = MsSince(raw->started);
+  });
+  in_flight_ = std::move(job);
+  return finished;
 }
 
 absl::Status CheckRankState(const RankState& recorded, const RankState& expected) {

@@ -6,15 +6,30 @@
 // state"); this class turns them into shard files and back.
 //
 // Collective contract: every rank constructs its Checkpointer from a plan
-// made from the same flags and files, and calls Start, Resume and Save in
-// the same order at the same steps (between steps, never with a collective
-// in flight). Not thread-safe.
+// made from the same flags and files, and calls Start, Resume, Save,
+// SaveAsync and FinishAsync in the same order at the same steps (between
+// steps, never with a collective in flight). Not thread-safe: one thread
+// (the training loop's) calls it; SaveAsync's background thread is its own.
+//
+// Async saves (--async_checkpoint). SaveAsync copies this rank's pieces into
+// a snapshot buffer at the step boundary (the only time training waits,
+// besides waiting for the previous save: one save is in flight at most) and
+// hands the rest of the save to a background thread: the same write and
+// publish as a synchronous save, with the same fault points and crash
+// behaviour, but its exchanges between ranks go through the group's store
+// (keys under "checkpoint/step_NNNNNNNN/"), never through the training
+// process group, whose collectives the training thread issues meanwhile
+// (two threads issuing collectives on one group would interleave them
+// differently on different ranks and deadlock).
 #ifndef MTB_TRAINER_CHECKPOINT_CHECKPOINTER_H_
 #define MTB_TRAINER_CHECKPOINT_CHECKPOINTER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -71,13 +86,66 @@ class Checkpointer {
                                       trace::TraceRecorder* trace,
                                       const FaultPoint& fault_point);
 
+  // Collective (between steps): waits for the save in flight, if any, then
+  // copies this rank's pieces (CheckpointPiecesToSave) and `state` into the
+  // snapshot and starts the save of step `step` in the background (see the
+  // file comment); returns at once with the saves that finished meanwhile
+  // (the one waited for), or the error that ended one (every rank gets the
+  // same). `fault_point` is called on the background thread. A "checkpoint
+  // snapshot" span goes to `trace` (nullptr: none); the background thread
+  // records none (the recorder is the training thread's).
+  absl::StatusOr<std::vector<CheckpointSave>> SaveAsync(
+      int64_t step, const Strategy& strategy, const RankState& state,
+      trace::TraceRecorder* trace, FaultPoint fault_point);
+
+  // Collective: waits for the save in flight (none: returns at once) and
+  // returns it, or the error that ended it. Call after the last step.
+  absl::StatusOr<std::vector<CheckpointSave>> FinishAsync();
+
+  // Test hooks, called on the background thread: `hold_before_write` before
+  // a save's first file is written (a test may block it there while
+  // training goes on); `after_publish` on rank 0 once `latest` names the
+  // new checkpoint.
+  struct TestHooks {
+    std::function<void(int64_t step)> hold_before_write;
+    std::function<void(int64_t step)> after_publish;
+  };
+  void set_test_hooks(TestHooks hooks) { test_hooks_ = std::move(hooks); }
+
+  // A save still in flight is cancelled (its waits on the store end) and
+  // joined; what it left in staging is cleared by the next save of that
+  // step, as after a crash.
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
  private:
+  // Every rank's `bytes` for one exchange of a save, rank by rank.
+  using Exchange = std::function<absl::StatusOr<std::vector<std::string>>(
+      const std::string& name, const std::string& bytes)>;
+  struct Shards;
+  struct InFlight;
+  // The save protocol once this rank's shards are known (both modes).
+  absl::StatusOr<CheckpointSave> WriteAndPublish(
+      int64_t step, const std::string& strategy_name, const Shards& shards,
+      const RankState& state, const Exchange& exchange,
+      trace::TraceRecorder* trace, const FaultPoint& fault_point) const;
+  Exchange ExchangeOverStore(int64_t step) const;
+
   CheckpointPlan plan_;
   TrainConfig config_;
   int rank_;
   int world_size_;
   collective::Communicator* communicator_;
   std::string run_id_;
+  TestHooks test_hooks_;
+  // Async saves: the snapshot buffer (allocated at the first, reused: its
+  // size is the same every save) and the save in flight.
+  at::Tensor snapshot_;
+  std::unique_ptr<InFlight> in_flight_;
+  std::atomic<bool> cancelled_{false};
+  // The step of the last async save whose store keys are still there.
+  int64_t keys_to_delete_step_ = -1;
 };
 
 // kFailedPrecondition listing every field of `recorded` (a resumed rank's

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/status.h"
+#include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
 #include "common/results/output_path.h"
 #include "google/protobuf/descriptor.h"
@@ -96,7 +97,54 @@ absl::Status CheckOwnership(const CheckpointPlan& plan, int64_t steps) {
   return absl::OkStatus();
 }
 
+int64_t GlobalBatch(const TrainConfig& config, int world_size) {
+  return static_cast<int64_t>(world_size) * config.batch_size() * config.grad_accum();
+}
+
+std::string GlobalBatchArithmetic(const TrainConfig& config, int world_size) {
+  return absl::StrCat(world_size, " x ", config.batch_size(), " x ", config.grad_accum(),
+                      " = ", GlobalBatch(config, world_size));
+}
+
+// "world size 2 -> 3", "--strategy zero2 -> ddp", ... for each layout
+// field that differs.
+std::vector<std::string> LayoutChanges(const TrainConfig& saved, int saved_world_size,
+                                       const TrainConfig& now, int world_size) {
+  std::vector<std::string> changes;
+  if (saved_world_size != world_size) {
+    changes.push_back(absl::StrCat("world size ", saved_world_size, " -> ", world_size));
+  }
+  const google::protobuf::Descriptor* descriptor = TrainConfig::descriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
+    if (LayoutFields().count(field->name()) == 0 || FieldEqual(saved, now, field)) continue;
+    changes.push_back(absl::StrCat("--", field->name(), " ", FieldValue(saved, field), " -> ",
+                                   FieldValue(now, field)));
+  }
+  return changes;
+}
+
 }  // namespace
+
+const std::set<std::string>& LayoutFields() {
+  static const auto* fields = new std::set<std::string>{
+      "strategy", "batch_size", "grad_accum", "grad_sync", "bucket_cap_mb"};
+  return *fields;
+}
+
+Exactness ResumeExactness(const std::vector<std::string>& layout_changes) {
+  Exactness exactness;
+  if (layout_changes.empty()) return exactness;
+  // The seam for exact mode (its own issue): where summation is made
+  // independent of the layout, a reshard is exact and returns here.
+  exactness.exact = false;
+  exactness.reason = absl::StrCat(
+      "resumed onto another layout (", absl::StrJoin(layout_changes, ", "),
+      "): the data position, model, optimizer state and schedule are continued, but "
+      "gradients are summed in another order, so later steps may differ in the last "
+      "bits from a run that kept its layout");
+  return exactness;
+}
 
 bool CheckpointPlan::SavesAt(int64_t step, int64_t steps) const {
   if (!enabled() || options.save_every <= 0) return false;
@@ -127,7 +175,14 @@ absl::Status ValidateCheckpointOptions(const CheckpointOptions& options,
     if (options.overwrite) {
       return Invalid("--overwrite_checkpoints needs --checkpoint_dir");
     }
+    if (options.async_save) {
+      return Invalid("--async_checkpoint needs --checkpoint_dir and --save_every");
+    }
     return absl::OkStatus();
+  }
+  if (options.async_save && options.save_every == 0) {
+    return Invalid("--async_checkpoint needs --save_every > 0 (it says how saves are "
+                   "written; this run saves none)");
   }
   if (options.overwrite && !options.resume.empty()) {
     return Invalid(absl::StrCat(
@@ -231,31 +286,66 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
        [&] { config->set_lr_decay_steps(saved.lr_decay_steps()); });
   keep("min_lr", saved.min_lr() != config->min_lr(), absl::StrCat(saved.min_lr()),
        absl::StrCat(config->min_lr()), [&] { config->set_min_lr(saved.min_lr()); });
-  std::vector<std::string> mismatches = ConfigMismatches(saved, *config);
-  if (manifest.world_size() != world_size) {
-    mismatches.push_back(absl::StrCat("world size: checkpoint ", manifest.world_size(),
-                                      ", this run ", world_size));
+  // The layout (world size, strategy, per-rank batch split) may change when
+  // the global batch stays: the data position and the schedule count global
+  // samples and steps.
+  std::vector<std::string> mismatches;
+  for (const std::string& mismatch : ConfigMismatches(saved, *config)) {
+    bool layout = false;
+    for (const std::string& field : LayoutFields()) {
+      layout |= absl::StartsWith(mismatch, absl::StrCat("--", field, ":"));
+    }
+    if (!layout) mismatches.push_back(mismatch);
+  }
+  if (GlobalBatch(saved, manifest.world_size()) != GlobalBatch(*config, world_size)) {
+    mismatches.push_back(absl::StrCat(
+        "global batch (world size x --batch_size x --grad_accum): checkpoint ",
+        GlobalBatchArithmetic(saved, manifest.world_size()), ", this run ",
+        GlobalBatchArithmetic(*config, world_size)));
   }
   if (!mismatches.empty()) {
     return Invalid(absl::StrCat(
         from, " does not fit this run: ", absl::StrJoin(mismatches, "; "),
         " (a resume may change --steps, --save_every, --keep_last, logging, timeouts "
-        "and outputs; loading onto another world size or strategy is not supported "
-        "yet)"));
+        "and outputs, and the world size, --strategy, --batch_size, --grad_accum, "
+        "--grad_sync and --bucket_cap_mb when the global batch stays the same)"));
   }
+  plan.saved_config = saved;
+  plan.saved_world_size = manifest.world_size();
+  plan.layout_changes = LayoutChanges(saved, manifest.world_size(), *config, world_size);
+  const Exactness exactness = ResumeExactness(plan.layout_changes);
+  plan.resume_exact = exactness.exact;
+  plan.inexact_reason = exactness.reason;
+  if (!exactness.exact) plan.notes.push_back(absl::StrCat(from, ": not exact: ", exactness.reason));
   if (!kept.empty()) {
     plan.notes.push_back(absl::StrCat(
         from, ": the learning-rate schedule stays the checkpoint's (",
         absl::StrJoin(kept, ", "), "), so the rate of steps already trained does "
         "not change with --steps=", config->steps(), "; give the flag to silence this"));
   }
-  if (plan.start_step >= config->steps()) {
-    return Invalid(absl::StrCat(from, " is at step ", plan.start_step, ", and --steps=",
-                                config->steps(), " is the run's total: nothing is left "
-                                "to train (give a larger --steps)"));
+  if (plan.start_step > config->steps()) {
+    return Invalid(absl::StrCat(from, " is at step ", plan.start_step, ", beyond --steps=",
+                                config->steps(), ", the run's total (give --steps=",
+                                plan.start_step, " to load it and train nothing, or more "
+                                "to continue)"));
   }
   const int64_t left = config->steps() - plan.start_step;
-  if (config->timing_warmup_steps() >= left) {
+  if (left == 0) {
+    // An offline reshard: load, and with --save_every save at once in this
+    // run's layout, which must not replace the checkpoint being read.
+    const std::string target = absl::StrCat(options.dir, "/", StepDirName(plan.start_step));
+    if (options.save_every > 0 && SameFile(target, plan.resume_dir)) {
+      return Invalid(absl::StrCat(
+          from, ": --steps=", config->steps(), " equals its step, so this run trains "
+          "nothing and would save ", StepDirName(plan.start_step), " over the checkpoint "
+          "it loads; give another --checkpoint_dir for the copy in this run's layout"));
+    }
+    plan.notes.push_back(absl::StrCat(
+        from, ": --steps=", config->steps(), " equals its step: this run trains nothing",
+        options.save_every > 0
+            ? absl::StrCat(" and saves it at once in this run's layout under ", options.dir)
+            : " (give --save_every=1 to save it in this run's layout)"));
+  } else if (config->timing_warmup_steps() >= left) {
     if (given("timing_warmup_steps")) {
       return Invalid(absl::StrCat("--timing_warmup_steps=", config->timing_warmup_steps(),
                                   " must be < the ", left, " step(s) this process runs (",
@@ -267,7 +357,7 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
         left - 1, " steps: it counts the ", left, " step(s) this process runs"));
     config->set_timing_warmup_steps(static_cast<int32_t>(left - 1));
   }
-  if (saved.steps() != config->steps()) {
+  if (saved.steps() != config->steps() && left > 0) {
     plan.notes.push_back(absl::StrCat(from, ": the checkpoint's run had --steps=",
                                       saved.steps(), "; this run trains steps ",
                                       plan.start_step + 1, "..", config->steps()));

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,13 +30,16 @@ struct CheckpointOptions {
   int64_t keep_last = 3;
   std::string resume;      // --resume: "", "latest" or a checkpoint directory
   bool overwrite = false;  // --overwrite_checkpoints
+  // --async_checkpoint: snapshot at the step boundary, write and publish in
+  // the background (checkpointer.h, SaveAsync).
+  bool async_save = false;
 };
 
 // The flag rules alone (no files): kInvalidArgument, one line naming the
 // flag. --resume needs --checkpoint_dir (the run saves there and owns what
 // it saves); --save_every and --keep_last are >= 0; --overwrite_checkpoints
 // starts a new run, so it cannot go with --resume; checkpoints hold one run,
-// so --repeat must be 1.
+// so --repeat must be 1; --async_checkpoint needs saves (--save_every > 0).
 absl::Status ValidateCheckpointOptions(const CheckpointOptions& options,
                                        const TrainConfig& config);
 
@@ -52,9 +56,27 @@ struct CheckpointPlan {
   // What planning decided that the user should read (rank 0 prints them):
   // the fallback `latest` took, orphans ignored, a saved schedule kept.
   std::vector<std::string> notes;
+  // On resume: the checkpoint's resolved configuration and world size, and
+  // whether this run continues it exactly (ResumeExactness): false when it
+  // loads onto another layout (a reshard), with the reason.
+  TrainConfig saved_config;
+  int saved_world_size = 0;
+  // What differs from the checkpoint's layout ("world size 2 -> 3",
+  // "--strategy zero2 -> ddp", ...); empty: the same layout.
+  std::vector<std::string> layout_changes;
+  bool resume_exact = true;
+  std::string inexact_reason;
 
   bool enabled() const { return !options.dir.empty(); }
   bool resuming() const { return !resume_dir.empty(); }
+  // A resume onto another world size, strategy or per-rank batch split.
+  bool resharding() const { return resuming() && !layout_changes.empty(); }
+  // A resume at the run's last step (--steps equals the checkpoint's):
+  // nothing is trained; with --save_every > 0 the loaded state is saved at
+  // once, in this run's layout (an offline reshard).
+  bool trains_nothing(int64_t steps) const {
+    return resuming() && start_step == steps;
+  }
   // Saves after step `step` of a run of `steps`: every save_every steps and
   // always the last step (when save_every > 0).
   bool SavesAt(int64_t step, int64_t steps) const;
@@ -70,10 +92,16 @@ using FlagGiven = std::function<bool(absl::string_view)>;
 //     larger --steps never silently changes the rate of steps already
 //     trained (a note says so; a flag given with another value refuses);
 //   - every other field must be equal except those a resume may change
-//     (ConfigMismatches), and so must the world size and strategy;
-//   - --steps stays the run's total: start_step < --steps, and a timing
-//     warm-up left at its default shrinks to fit the steps this process
-//     runs (a note says so).
+//     (ConfigMismatches) and the layout (LayoutFields: world size,
+//     strategy, per-rank batch, gradient accumulation and sync, buckets),
+//     which may change when the global batch (world size x --batch_size x
+//     --grad_accum) stays: a reshard, reported as not exact
+//     (ResumeExactness);
+//   - --steps stays the run's total: start_step <= --steps (equal: nothing
+//     is trained and a --save_every > 0 saves the loaded state at once,
+//     never over the checkpoint it resumes from), and a timing warm-up left
+//     at its default shrinks to fit the steps this process runs (a note says
+//     so).
 // kInvalidArgument (nothing may start), one line: an unwritable directory;
 // READY checkpoints of another run in a fresh run's directory without
 // --overwrite_checkpoints, or, with it, at a step this run would save; a
@@ -92,6 +120,20 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
 // changes the numbers of an exact resume.
 std::vector<std::string> ConfigMismatches(const TrainConfig& saved,
                                           const TrainConfig& now);
+
+// The TrainConfig fields that only say how the global batch and its
+// gradients are laid out over ranks: strategy, batch_size, grad_accum,
+// grad_sync, bucket_cap_mb (with the world size, the layout). A resume may
+// change them when the global batch stays the same.
+const std::set<std::string>& LayoutFields();
+
+// Whether a resume from a checkpoint with `layout_changes` (empty: the
+// same layout) continues the run bit for bit, and if not, why.
+struct Exactness {
+  bool exact = true;
+  std::string reason;
+};
+Exactness ResumeExactness(const std::vector<std::string>& layout_changes);
 
 // --fault= checkpoint phases (checkpoint_write, checkpoint_before_ready,
 // checkpoint_before_latest) must name a step the run saves after and runs;

@@ -105,6 +105,14 @@ TEST_F(PlanTest, FlagRulesNameTheFlag) {
   TrainConfig repeated = config_;
   repeated.set_repeat(2);
   ExpectInvalid(ValidateCheckpointOptions(Options(2), repeated), "--repeat=2 cannot be used");
+  options = CheckpointOptions{};
+  options.async_save = true;
+  ExpectInvalid(ValidateCheckpointOptions(options, config_),
+                "--async_checkpoint needs --checkpoint_dir and --save_every");
+  options = Options(0);
+  options.async_save = true;
+  ExpectInvalid(ValidateCheckpointOptions(options, config_),
+                "--async_checkpoint needs --save_every > 0");
   options = Options(2);
   options.keep_last = 0;  // keeps every checkpoint
   EXPECT_TRUE(ValidateCheckpointOptions(options, config_).ok());
@@ -175,9 +183,53 @@ TEST_F(PlanTest, MismatchesAreListedFieldByField) {
        {"does not fit this run: ", "--d_model: checkpoint 32, this run 64",
         "--precision: checkpoint \"fp32\", this run \"bf16\"", "--beta2: checkpoint 0.999, this run 0.95",
         "--lr_schedule: checkpoint \"constant\", this run \"cosine\"", "--seed: checkpoint 7, this run 8",
-        "--strategy: checkpoint \"ddp\", this run \"zero1\"", "world size: checkpoint 2, this run 3"}) {
+        "global batch (world size x --batch_size x --grad_accum): checkpoint 2 x 4 x 1 = 8, "
+        "this run 3 x 4 x 1 = 12"}) {
     ExpectInvalid(status, line);
   }
+  EXPECT_FALSE(absl::StrContains(status.message(), "--strategy:"))
+      << "the strategy is part of the layout, which may change";
+}
+
+TEST_F(PlanTest, ALayoutChangeWithTheSameGlobalBatchIsAReshardThatIsNotExact) {
+  Save(4, "run-a", config_);  // ddp, 2 ranks x 4
+  config_.set_strategy("zero2");
+  config_.set_grad_sync("every");
+  config_.set_batch_size(1);
+  config_.set_grad_accum(2);
+  absl::StatusOr<CheckpointPlan> plan = Plan(Options(2, "latest"), {}, /*world_size=*/4);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->resharding());
+  EXPECT_FALSE(plan->resume_exact);
+  EXPECT_EQ(plan->saved_world_size, 2);
+  EXPECT_EQ(plan->saved_config.strategy(), "ddp");
+  EXPECT_EQ(plan->layout_changes,
+            (std::vector<std::string>{"world size 2 -> 4", "--batch_size 4 -> 1",
+                                      "--grad_accum 1 -> 2", "--strategy \"ddp\" -> \"zero2\"",
+                                      "--grad_sync \"last\" -> \"every\""}));
+  EXPECT_TRUE(absl::StrContains(plan->inexact_reason,
+                                "resumed onto another layout (world size 2 -> 4, "))
+      << plan->inexact_reason;
+  EXPECT_TRUE(absl::StrContains(plan->inexact_reason, "gradients are summed in another order"));
+  bool said = false;
+  for (const std::string& note : plan->notes) said |= absl::StrContains(note, "not exact: ");
+  EXPECT_TRUE(said);
+
+  // One rank with the whole global batch is a reshard too; the same layout
+  // is exact.
+  config_.set_batch_size(8);
+  config_.set_grad_accum(1);
+  config_.set_strategy("ddp");
+  config_.set_grad_sync("last");
+  plan = Plan(Options(2, "latest"), {}, /*world_size=*/1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->resume_exact);
+  config_.set_batch_size(4);
+  plan = Plan(Options(2, "latest"), {}, /*world_size=*/2);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->resharding());
+  EXPECT_TRUE(plan->resume_exact);
+  EXPECT_TRUE(plan->inexact_reason.empty());
 }
 
 TEST_F(PlanTest, StepsLoggingAndThreadsMayChange) {
@@ -225,9 +277,10 @@ TEST_F(PlanTest, ALargerStepsKeepsTheSavedScheduleOrRefusesAnotherGivenOne) {
 
 TEST_F(PlanTest, StepsIsTheRunsTotalAndTheTimingWarmUpFitsThisProcesssSteps) {
   Save(4, "run-a", config_);
-  config_.set_steps(4);
+  config_.set_steps(3);
   ExpectInvalid(Plan(Options(2, "latest")).status(),
-                "is at step 4, and --steps=4 is the run's total: nothing is left to train");
+                "is at step 4, beyond --steps=3, the run's total (give --steps=4 to load it "
+                "and train nothing, or more to continue)");
   config_.set_steps(5);
   config_.set_timing_warmup_steps(2);
   ExpectInvalid(Plan(Options(2, "latest"), {"timing_warmup_steps"}).status(),
@@ -235,6 +288,35 @@ TEST_F(PlanTest, StepsIsTheRunsTotalAndTheTimingWarmUpFitsThisProcesssSteps) {
   absl::StatusOr<CheckpointPlan> plan = Plan(Options(2, "latest"));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(config_.timing_warmup_steps(), 0);
+}
+
+TEST_F(PlanTest, StepsEqualToTheCheckpointsTrainsNothingAndNeverSavesOverIt) {
+  Save(4, "run-a", config_);
+  config_.set_steps(4);
+  // Saving step 4 into the directory it loads from would replace it.
+  ExpectInvalid(Plan(Options(1, "latest")).status(),
+                "equals its step, so this run trains nothing and would save step_00000004 "
+                "over the checkpoint it loads; give another --checkpoint_dir");
+  ExpectInvalid(Plan(Options(1, root_ + "/step_00000004")).status(), "over the checkpoint it loads");
+  // Loading only (no save) is fine; so is saving the copy elsewhere.
+  absl::StatusOr<CheckpointPlan> plan = Plan(Options(0, "latest"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->trains_nothing(4));
+  EXPECT_TRUE(absl::StrContains(plan->notes.back(), "this run trains nothing (give --save_every=1"))
+      << plan->notes.back();
+  CheckpointOptions elsewhere = Options(1, root_ + "/step_00000004");
+  elsewhere.dir = root_ + "/resharded";
+  plan = Plan(elsewhere, {}, /*world_size=*/1);
+  ASSERT_FALSE(plan.ok()) << "the global batch must still match";
+  config_.set_batch_size(8);
+  plan = Plan(elsewhere, {}, /*world_size=*/1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->trains_nothing(4));
+  EXPECT_TRUE(plan->SavesAt(4, 4));
+  EXPECT_EQ(plan->run_id, "run-a");
+  EXPECT_TRUE(absl::StrContains(plan->notes.back(), "and saves it at once in this run's layout under " +
+                                                        root_ + "/resharded"))
+      << plan->notes.back();
 }
 
 TEST_F(PlanTest, AnExplicitPathThatDoesNotVerifyIsRefusedWithoutFallback) {

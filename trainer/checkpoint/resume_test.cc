@@ -29,6 +29,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpointer.h"
 #include "trainer/checkpoint/plan.h"
+#include "trainer/checkpoint/resume_test_util.h"
 #include "trainer/data.h"
 #include "trainer/strategy.h"
 #include "trainer/strategy/ddp.h"
@@ -41,137 +42,6 @@ namespace mtb::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string TestDir(const std::string& name) {
-  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/",
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name(),
-                                       "/", name);
-  fs::remove_all(dir);
-  return dir;
-}
-
-// Tiny, with the numbers that make a resume hard: dropout, a cosine schedule
-// with warm-up (its decay end given, so that a 3-step run has the 6-step
-// run's schedule), clipping that is active, weight decay.
-TrainConfig ResumeConfig(const std::string& strategy, int steps) {
-  TrainConfig config = TinyConfig();
-  config.set_strategy(strategy);
-  config.set_grad_sync(strategy == "zero2" || strategy == "fsdp" ? "every"
-                                                                 : "last");
-  config.set_dropout(0.1);
-  config.set_lr_schedule("cosine");
-  config.set_lr(3e-3);
-  config.set_min_lr(3e-4);
-  config.set_lr_warmup_steps(2);
-  config.set_lr_decay_steps(6);
-  config.set_max_grad_norm(0.5);
-  config.set_weight_decay(0.1);
-  config.set_batch_size(2);
-  config.set_steps(steps);
-  return config;
-}
-
-std::unique_ptr<Strategy> MakeTestStrategy(const TrainConfig& config,
-                                           collective::Communicator* communicator) {
-  if (config.strategy() == "single") return std::make_unique<SingleStrategy>();
-  if (config.strategy() == "ddp") {
-    DdpOptions options = DdpOptionsFromConfig(config.bucket_cap_mb(), config.grad_sync());
-    options.first_bucket_cap_bytes = 8 << 10;
-    options.bucket_cap_bytes = 16 << 10;
-    return std::make_unique<DdpStrategy>(communicator, options);
-  }
-  if (config.strategy() == "fsdp") {
-    // A rank's shard of each unit spans parameters too; gathered per unit.
-    return std::make_unique<FsdpStrategy>(
-        communicator, FsdpOptionsFromConfig(true, false, config.grad_sync()));
-  }
-  // Several buckets: a rank's shard is a piece of each, spanning parameters.
-  ZeroOptions options = ZeroOptionsFromConfig(config.strategy() == "zero1" ? 1 : 2,
-                                              config.bucket_cap_mb(), config.grad_sync());
-  options.first_bucket_cap_bytes = 8 << 10;
-  options.bucket_cap_bytes = 16 << 10;
-  return std::make_unique<ZeroStrategy>(communicator, options);
-}
-
-struct RunOutput {
-  TrainResult result;               // rank 0's
-  std::vector<at::Tensor> params;   // rank 0's final parameters
-  absl::Status status;              // rank 0's
-};
-
-// Plans (as the binary's main does, before any rank) and runs `config` on
-// `world_size` rank threads with checkpoints as `options` say.
-RunOutput Train(TrainConfig config, int world_size, const CheckpointOptions& options,
-              const std::set<std::string>& given = {"lr_warmup_steps", "lr_decay_steps"},
-              trace::TraceRecorder* trace = nullptr,
-              std::vector<std::string>* notes = nullptr) {
-  at::set_num_threads(1);
-  RunOutput out;
-  absl::StatusOr<CheckpointPlan> plan = PlanCheckpoints(
-      options, &config, world_size,
-      [&](absl::string_view flag) { return given.count(std::string(flag)) > 0; });
-  if (!plan.ok()) {
-    out.status = plan.status();
-    return out;
-  }
-  if (notes != nullptr) *notes = plan->notes;
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
-  auto body = [&](collective::Communicator* communicator, int rank) {
-    std::unique_ptr<Strategy> strategy = MakeTestStrategy(config, communicator);
-    Checkpointer checkpointer(*plan, config, rank, world_size, communicator);
-    RunHooks hooks;
-    hooks.checkpointer = &checkpointer;
-    if (rank == 0) hooks.trace = trace;
-    std::vector<at::Tensor> params;
-    hooks.after_last_run = [&](const GptModel& model) {
-      for (const NamedParameter& p : model.parameters()) params.push_back(p.tensor.detach().clone());
-      return absl::OkStatus();
-    };
-    absl::StatusOr<TrainResult> result =
-        RunTraining(config, RankInfo{rank, world_size}, *strategy, *data, hooks);
-    if (rank != 0) {
-      EXPECT_TRUE(result.ok()) << "rank " << rank << ": " << result.status();
-      return;
-    }
-    out.status = result.status();
-    if (result.ok()) out.result = *result;
-    out.params = params;
-  };
-  if (world_size == 1) {
-    body(nullptr, 0);
-  } else {
-    const absl::Status threads = collective::RunRanksAsThreads(
-        world_size, [&](collective::Communicator& c) { body(&c, c.rank()); });
-    EXPECT_TRUE(threads.ok()) << threads;
-  }
-  return out;
-}
-
-CheckpointOptions Saving(const std::string& dir, int save_every,
-                         const std::string& resume = "") {
-  CheckpointOptions options;
-  options.dir = dir;
-  options.save_every = save_every;
-  options.resume = resume;
-  return options;
-}
-
-std::string FileBytes(const std::string& path) {
-  absl::StatusOr<std::string> bytes = ReadFileToString(path);
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
-  return bytes.ok() ? *bytes : "";
-}
-
-// Every file of a directory tree by relative path -> SHA-256.
-std::map<std::string, std::string> HashTree(const std::string& dir) {
-  std::map<std::string, std::string> tree;
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    if (entry.is_regular_file()) {
-      tree[fs::relative(entry.path(), dir).string()] = Sha256Hex(FileBytes(entry.path().string()));
-    }
-  }
-  return tree;
-}
 
 // Steps `first`.. of `resumed` equal those of `full`, bit for bit, and so do
 // the final parameters.
