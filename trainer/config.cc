@@ -51,6 +51,11 @@ void ResolveConfig(TrainConfig* config, int ranks_per_host) {
     const absl::StatusOr<StrategyKind> kind = ParseStrategy(config->strategy());
     config->set_grad_sync(kind.ok() ? AutoGradSync(*kind) : "last");
   }
+  if (config->intra_op_threads() == 0 && IsExact(*config)) {
+    // OpenBLAS's sgemm bits change with its thread count, and the per-host
+    // default differs between layouts: exact mode pins one value.
+    config->set_intra_op_threads(1);
+  }
   if (config->intra_op_threads() == 0) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     config->set_intra_op_threads(
@@ -179,6 +184,34 @@ absl::Status ValidateConfig(const TrainConfig& c) {
     return Invalid(absl::StrCat("--fsdp_prefetch applies to --strategy=fsdp, not ",
                                 c.strategy()));
   }
+  if (!c.reduction().empty() && c.reduction() != "float" &&
+      c.reduction() != "exact") {
+    return Invalid(absl::StrCat("--reduction=", c.reduction(),
+                                " must be float or exact"));
+  }
+  if (IsExact(c)) {
+    if (c.exact_chunk() < 1) {
+      return Invalid(absl::StrCat("--exact_chunk=", c.exact_chunk(),
+                                  " must be at least 1"));
+    }
+    if (c.batch_size() % c.exact_chunk() != 0) {
+      return Invalid(absl::StrCat(
+          "--reduction=exact: the micro-batch --batch_size=", c.batch_size(),
+          " is not a multiple of --exact_chunk=", c.exact_chunk(),
+          " (every chunk must hold the same samples on every layout)"));
+    }
+    if (c.testonly_exact_grid_finer_bits() < 0 ||
+        c.testonly_exact_grid_finer_bits() > 40) {
+      return Invalid(absl::StrCat("--testonly_exact_grid_finer_bits=",
+                                  c.testonly_exact_grid_finer_bits(),
+                                  " must be in [0, 40]"));
+    }
+    if (c.precision() != "fp32") {
+      return Invalid(absl::StrCat("--reduction=exact supports --precision=fp32 "
+                                  "only, not ",
+                                  c.precision()));
+    }
+  }
   if (!(c.peak_flops() >= 0)) {
     return Invalid(absl::StrCat("--peak_flops=", c.peak_flops(),
                                 " must be non-negative (0: measure)"));
@@ -203,7 +236,8 @@ std::string ConfigFingerprint(const TrainConfig& config) {
   TrainConfig canonical = config;
   canonical.clear_timing_warmup_steps();
   canonical.clear_repeat();
-  canonical.clear_intra_op_threads();
+  // Exact mode's bits depend on the thread count (OpenBLAS): it stays in.
+  if (!IsExact(config)) canonical.clear_intra_op_threads();
   canonical.clear_log_every();
   canonical.clear_activation_checkpointing();
   canonical.clear_peak_flops();

@@ -36,6 +36,11 @@ std::vector<std::string> FitDefaultWarmupsToSteps(TrainConfig* config,
 // 1).
 void ResolveConfig(TrainConfig* config, int ranks_per_host);
 
+// --reduction=exact (trainer/exact.h); an unset reduction is float.
+inline bool IsExact(const TrainConfig& config) {
+  return config.reduction() == "exact";
+}
+
 // kInvalidArgument with one line naming the flag, its value and the rule
 // ("--d_model=100 must be divisible by --n_heads=3"), for the first rule
 // broken. Call after ResolveConfig. Token-file checks that need the file

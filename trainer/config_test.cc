@@ -228,5 +228,55 @@ TEST(TrainConfig, FingerprintIgnoresOnlyFieldsThatDoNotChangeNumbers) {
   EXPECT_NE(ConfigFingerprint(base), ConfigFingerprint(other));
 }
 
+TEST(TrainConfig, ExactModePinsOneThreadAndKeepsItInTheFingerprint) {
+  TrainConfig config = TrainConfigFromFlags();
+  config.set_reduction("exact");
+  ResolveConfig(&config, /*ranks_per_host=*/1);
+  EXPECT_EQ(config.intra_op_threads(), 1);
+  config.set_intra_op_threads(3);
+  ResolveConfig(&config, 1);
+  EXPECT_EQ(config.intra_op_threads(), 3);  // --intra_op_threads wins
+
+  TrainConfig base = Defaults();
+  base.set_reduction("exact");
+  base.set_exact_chunk(2);
+  TrainConfig threads = base;
+  threads.set_intra_op_threads(base.intra_op_threads() + 1);
+  EXPECT_NE(ConfigFingerprint(base), ConfigFingerprint(threads));
+  TrainConfig chunk = base;
+  chunk.set_exact_chunk(1);
+  EXPECT_NE(ConfigFingerprint(base), ConfigFingerprint(chunk));
+  TrainConfig floating = base;
+  floating.set_reduction("float");
+  EXPECT_NE(ConfigFingerprint(base), ConfigFingerprint(floating));
+}
+
+TEST(TrainConfig, ExactModeRefusesWhatItCannotMakeExact) {
+  TrainConfig c = Defaults();
+  c.set_reduction("exact");
+  c.set_batch_size(6);
+  c.set_exact_chunk(4);
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "--reduction=exact: the micro-batch --batch_size=6 is not a "
+            "multiple of --exact_chunk=4 (every chunk must hold the same "
+            "samples on every layout)");
+  c.set_batch_size(8);
+  EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
+  c.set_precision("bf16");
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "--reduction=exact supports --precision=fp32 only, not bf16");
+  c.set_precision("fp32");
+  c.set_exact_chunk(0);
+  EXPECT_EQ(ValidateConfig(c).message(), "--exact_chunk=0 must be at least 1");
+  c.set_exact_chunk(4);
+  c.set_reduction("fixed");
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "--reduction=fixed must be float or exact");
+  // Float mode ignores the chunk.
+  c.set_reduction("float");
+  c.set_batch_size(6);
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
 }  // namespace
 }  // namespace mtb

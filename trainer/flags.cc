@@ -57,8 +57,20 @@ ABSL_FLAG(int32_t, repeat, 1, "runs from scratch; the summary is mean ± std");
 ABSL_FLAG(uint64_t, seed, 1234,
           "seeds initialisation, data sampling and dropout masks");
 ABSL_FLAG(int32_t, intra_op_threads, 0,
-          "LibTorch intra-op threads per rank (0: this machine's cores divided "
-          "among this host's ranks)");
+          "LibTorch intra-op (and OpenBLAS) threads per rank (0: this "
+          "machine's cores divided among this host's ranks; 1 under "
+          "--reduction=exact, whose bits depend on it)");
+ABSL_FLAG(std::string, reduction, "float",
+          "float (gradients averaged in fp32 by the strategy's collectives) "
+          "or exact (chunk gradients on a fixed-point grid summed as int64: "
+          "bit-identical on any world size, --grad_accum and strategy; "
+          "trainer/exact.h)");
+ABSL_FLAG(int32_t, testonly_exact_grid_finer_bits, 0,
+          "tests only: the default exact grid this many bits finer, so that "
+          "ordinary gradients overflow it and steps are redone");
+ABSL_FLAG(int32_t, exact_chunk, 1,
+          "--reduction=exact: global samples per chunk (forward and backward "
+          "run chunk by chunk; --batch_size must be a multiple)");
 ABSL_FLAG(int32_t, log_every, 1, "progress line every this many steps");
 ABSL_FLAG(std::string, strategy, "ddp",
           "how steps are distributed: ddp (replicated parameters, bucketed "
@@ -148,6 +160,10 @@ TrainConfig TrainConfigFromFlags() {
   c.set_strategy(absl::GetFlag(FLAGS_strategy));
   c.set_bucket_cap_mb(absl::GetFlag(FLAGS_bucket_cap_mb));
   c.set_grad_sync(absl::GetFlag(FLAGS_grad_sync));
+  c.set_reduction(absl::GetFlag(FLAGS_reduction));
+  c.set_exact_chunk(absl::GetFlag(FLAGS_exact_chunk));
+  c.set_testonly_exact_grid_finer_bits(
+      absl::GetFlag(FLAGS_testonly_exact_grid_finer_bits));
   c.set_peak_flops(absl::GetFlag(FLAGS_peak_flops));
   c.set_ddp_launch_after_backward(!absl::GetFlag(FLAGS_ddp_overlap));
   c.set_fsdp_keep_gathered_until_backward(

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "ATen/ATen.h"
+#include "absl/strings/str_cat.h"
 #include "trainer/state_pieces.h"
 
 namespace mtb {
@@ -54,6 +55,23 @@ absl::Status SingleStrategy::BeforeBackward(int, int) {
 }
 
 absl::Status SingleStrategy::AfterBackward() { return absl::OkStatus(); }
+
+std::vector<ExactGroup> SingleStrategy::ExactGroups() {
+  ExactGroup all;
+  all.numel = store_->numel();
+  all.destination = store_->flat_gradients();
+  return {all};
+}
+
+absl::Status Strategy::BeforeLocalBackward(int, int) {
+  return absl::UnimplementedError(absl::StrCat(
+      "--reduction=exact is not implemented for --strategy=", name()));
+}
+
+absl::Status Strategy::AfterLocalBackwards() {
+  return absl::UnimplementedError(absl::StrCat(
+      "--reduction=exact is not implemented for --strategy=", name()));
+}
 
 absl::StatusOr<double> SingleStrategy::GlobalGradNorm() {
   return GradNorm(store_->parameters());

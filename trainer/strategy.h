@@ -79,6 +79,9 @@
 #include "trainer/unit_hooks.h"
 
 namespace mtb {
+namespace collective {
+class Communicator;
+}  // namespace collective
 
 enum class ScalarReduction { kSum, kMean, kMax };
 
@@ -152,6 +155,21 @@ struct BucketSummary {
   std::string last_parameter;
 };
 
+// Exact mode (--reduction=exact, trainer/exact.h): one piece of the int64
+// gradient reduction, as the strategy cuts it (a ddp bucket, a zero bucket, an
+// fsdp unit). Flat-layout elements [offset, offset + numel) are summed over
+// ranks: all-reduced when `counts` is empty (every rank receives all of
+// them), else reduce-scattered with these per-rank counts (EvenCounts: rank r
+// receives its counts[r] elements, after those of ranks 0..r-1).
+// `destination` is where this rank's reduced fp32 gradient goes: (numel) for
+// an all-reduce, (counts[rank]) for a reduce-scatter.
+struct ExactGroup {
+  int64_t offset = 0;
+  int64_t numel = 0;
+  std::vector<int64_t> counts;
+  at::Tensor destination;
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -221,6 +239,25 @@ class Strategy {
   // Valid after Setup, until the next Setup.
   virtual UnitHooks* unit_hooks() { return nullptr; }
 
+  // Exact mode (trainer/exact.h). The loop replaces the micro-batch calls:
+  //   ZeroGradients(); for each chunk c of `chunks`: forward,
+  //   BeforeLocalBackward(c, chunks), backward (each chunk's gradient is read
+  //   from the parameters' .grad and zeroed by the loop); then
+  //   AfterLocalBackwards(); the loop reduces ExactGroups() as int64 through
+  //   communicator() and writes every destination; then GlobalGradNorm is
+  //   the loop's (ScaleGradients, OptimizerStep, TakeStepCommunication as
+  //   usual; the latter's gradient figures are the loop's).
+  // A backward that synchronises nothing: the whole local gradient lands in
+  // the parameters' .grad. Default: kUnimplemented (no exact mode).
+  virtual absl::Status BeforeLocalBackward(int chunk, int chunks);
+  // After the last chunk's backward (fsdp: frees the root).
+  virtual absl::Status AfterLocalBackwards();
+  // The reduction pieces, covering every flat element once, in a fixed order
+  // that is the same on every rank. Valid after Setup.
+  virtual std::vector<ExactGroup> ExactGroups() { return {}; }
+  // Where the int64 reductions go (nullptr: one rank, nothing to reduce).
+  virtual collective::Communicator* communicator() const { return nullptr; }
+
   // Collective: makes every parameter tensor hold its full values (e.g. to
   // dump them after the last step). fsdp gathers every unit, which stays
   // gathered until the next step starts; the replicating strategies hold them
@@ -275,6 +312,12 @@ class SingleStrategy : public Strategy {
   std::vector<StatePiece> CheckpointPiecesToSave() const override;
   std::vector<StatePiece> CheckpointPiecesToLoad() override;
   absl::Status FinishCheckpointLoad() override { return absl::OkStatus(); }
+  absl::Status BeforeLocalBackward(int, int) override {
+    return absl::OkStatus();
+  }
+  absl::Status AfterLocalBackwards() override { return absl::OkStatus(); }
+  // The whole flat gradient (one rank: the "all-reduce" is local).
+  std::vector<ExactGroup> ExactGroups() override;
 
  private:
   ParameterStore* store_ = nullptr;

@@ -143,6 +143,14 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
       new Trainer(config, rank, strategy, data));
   RETURN_IF_ERROR(
       strategy->Setup(trainer->model_.store(), AdamWOptionsOf(config)));
+  if (IsExact(config)) {
+    const int64_t global_chunks = static_cast<int64_t>(rank.world_size) *
+                                  config.grad_accum() * config.batch_size() /
+                                  config.exact_chunk();
+    trainer->exact_ =
+        std::make_unique<ExactReducer>(trainer->model_.store(), global_chunks,
+                                       config.testonly_exact_grid_finer_bits());
+  }
   return trainer;
 }
 
@@ -170,7 +178,6 @@ bool Trainer::InjectFaults(int64_t step, const char* phase) const {
 absl::StatusOr<StepRecord> Trainer::Step() {
   const int64_t step = completed_steps_ + 1;
   const int micro_batches = config_.grad_accum();
-  const bool bf16 = config_.precision() == "bf16";
   StepRecord record;
   record.set_step(static_cast<int32_t>(step));
   record.set_lr(LearningRateAt(schedule_, step));
@@ -195,81 +202,85 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   const Stopwatch step_watch;
   const double cpu_at_start = ProcessCpuMs();
 
-  strategy_->ZeroGradients();
-  mark("gradients zeroed", -1);
-  double local_loss = 0;  // mean over this rank's micro-batches
-  for (int micro = 0; micro < micro_batches; ++micro) {
-    Stopwatch watch;
-    (void)InjectFaults(step, "data");
-    std::optional<trace::ScopedSpan> data_span(std::in_place, trace_, "data", "data");
-    const Batch batch =
-        data_->Get(step, FirstSampleOf(micro, rank_, config_.batch_size()),
-                   config_.batch_size());
-    data_span.reset();
-    record.set_data_ms(record.data_ms() + watch.ElapsedMs());
-
-    watch = Stopwatch();
-    // Traced: per-block spans around the strategy's unit hooks
-    // (trainer/block_spans.h). Declared before `loss`, whose graph holds
-    // their gradient hooks, so that it outlives the backward.
-    std::optional<BlockSpans> block_spans;
-    if (trace_ != nullptr) {
-      block_spans.emplace(trace_, UnitNames(model_.store()), strategy_->unit_hooks(),
-                          micro);
+  double local_loss = 0;  // mean over this rank's micro-batches (or chunks)
+  std::vector<double> chunk_losses;  // exact mode: this rank's, in its order
+  ExactTraffic exact_traffic;
+  double grad_norm = 0;
+  std::optional<Stopwatch> optimizer_watch;
+  if (exact_ != nullptr) {
+    ASSIGN_OR_RETURN(grad_norm, ExactBackward(step, record, &chunk_losses,
+                                              &exact_traffic));
+    optimizer_watch.emplace();
+    for (double chunk_loss : chunk_losses) {
+      local_loss += chunk_loss / static_cast<double>(chunk_losses.size());
     }
-    at::Tensor loss;
-    const bool nan_fault = InjectFaults(step, "forward");
-    mark("forward of micro-batch", micro);
-    RETURN_IF_ERROR(CallGuarded("forward", [&] {
-      const trace::ScopedSpan span(trace_, "forward", "compute");
-      nn::AutocastGuard autocast(bf16);
-      ForwardOptions options =
-          ForwardOptionsOf(config_, step, batch.sample_indices);
-      if (block_spans) {
-        options.unit_hooks.push_back(&*block_spans);
-      } else if (UnitHooks* hooks = strategy_->unit_hooks()) {
-        options.unit_hooks.push_back(hooks);
-      }
-      const at::Tensor logits = model_.Forward(batch.inputs, options);
-      loss = nn::CrossEntropy(logits, batch.targets);
-      if (nan_fault) {
-        // A multiplication, so that the gradients are NaN too.
-        loss = loss * std::numeric_limits<double>::quiet_NaN();
-      }
-    }));
-    local_loss += loss.item<double>() / micro_batches;
-    record.set_forward_ms(record.forward_ms() + watch.ElapsedMs());
+  } else {
+    strategy_->ZeroGradients();
+    mark("gradients zeroed", -1);
+    for (int micro = 0; micro < micro_batches; ++micro) {
+      const Batch batch =
+          GetBatch(step, FirstSampleOf(micro, rank_, config_.batch_size()),
+                   config_.batch_size(), record);
+      Stopwatch watch;
+      // Declared before `loss`, whose graph holds its hooks (ForwardLoss).
+      std::optional<BlockSpans> block_spans;
+      ASSIGN_OR_RETURN(const at::Tensor loss,
+                       ForwardLoss(step, batch, micro, &block_spans, mark));
+      local_loss += loss.item<double>() / micro_batches;
+      record.set_forward_ms(record.forward_ms() + watch.ElapsedMs());
 
-    watch = Stopwatch();
-    RETURN_IF_ERROR(strategy_->BeforeBackward(micro, micro_batches));
-    mark("backward of micro-batch", micro);
-    (void)InjectFaults(step, "backward");
-    RETURN_IF_ERROR(CallGuarded("backward", [&] {
-      const trace::ScopedSpan span(trace_, "backward", "compute");
-      (loss / static_cast<double>(micro_batches)).backward();
-    }));
-    record.set_backward_ms(record.backward_ms() + watch.ElapsedMs());
+      watch = Stopwatch();
+      RETURN_IF_ERROR(strategy_->BeforeBackward(micro, micro_batches));
+      mark("backward of micro-batch", micro);
+      (void)InjectFaults(step, "backward");
+      RETURN_IF_ERROR(CallGuarded("backward", [&] {
+        const trace::ScopedSpan span(trace_, "backward", "compute");
+        (loss / static_cast<double>(micro_batches)).backward();
+      }));
+      record.set_backward_ms(record.backward_ms() + watch.ElapsedMs());
+    }
+
+    optimizer_watch.emplace();
+    RETURN_IF_ERROR(strategy_->AfterBackward());
+    mark("gradients synchronised", -1);
+    ASSIGN_OR_RETURN(grad_norm, strategy_->GlobalGradNorm());
   }
-
-  const Stopwatch optimizer_watch;
-  RETURN_IF_ERROR(strategy_->AfterBackward());
-  mark("gradients synchronised", -1);
-  ASSIGN_OR_RETURN(const double grad_norm, strategy_->GlobalGradNorm());
   // Every rank decides from the same gathered values, so all stop together.
-  // A preemption notice rides on the same gather (third value), so every
-  // rank learns of it after the same step (trainer/preemption.h).
+  // Exact mode gathers every chunk's loss: the step's loss is their sum in
+  // global chunk order, the same on every layout. A preemption notice rides
+  // on the same gather (the last value), so every rank learns of it after
+  // the same step (trainer/preemption.h).
   const bool notice = stop_notice_ && stop_notice_();
+  std::vector<double> mine = chunk_losses;
+  if (exact_ == nullptr) mine = {local_loss};
+  const size_t losses = mine.size();
+  mine.push_back(grad_norm);
+  mine.push_back(notice ? 1.0 : 0.0);
+  const size_t per_rank = mine.size();
   ASSIGN_OR_RETURN(const std::vector<double> gathered,
-                   strategy_->GatherScalars({local_loss, grad_norm, notice ? 1.0 : 0.0}));
+                   strategy_->GatherScalars(mine));
   double loss_sum = 0;
   std::vector<int> non_finite_loss_ranks;
   std::vector<double> non_finite_losses;
   double non_finite_norm = 0;
   bool norm_finite = true;
+  std::vector<std::pair<int64_t, double>> by_chunk;  // exact: (chunk, loss)
   for (int r = 0; r < rank_.world_size; ++r) {
-    const double rank_loss = gathered[3 * r];
-    const double rank_norm = gathered[3 * r + 1];
-    if (gathered[3 * r + 2] != 0 && stop_after_step_ == 0) stop_after_step_ = step;
+    double rank_loss = 0;
+    for (size_t i = 0; i < losses; ++i) {
+      const double value = gathered[r * per_rank + i];
+      rank_loss += value / static_cast<double>(losses);
+      if (exact_ != nullptr) {
+        by_chunk.emplace_back(
+            GlobalChunkOf(static_cast<int>(i), r, rank_.world_size,
+                          config_.batch_size(), config_.exact_chunk()),
+            value);
+      }
+    }
+    const double rank_norm = gathered[r * per_rank + losses];
+    if (gathered[r * per_rank + losses + 1] != 0 && stop_after_step_ == 0) {
+      stop_after_step_ = step;
+    }
     loss_sum += rank_loss;
     if (!std::isfinite(rank_loss)) {
       non_finite_loss_ranks.push_back(r);
@@ -280,8 +291,15 @@ absl::StatusOr<StepRecord> Trainer::Step() {
       non_finite_norm = rank_norm;
     }
   }
-  const double loss = loss_sum / rank_.world_size;
+  double loss = loss_sum / rank_.world_size;
+  if (exact_ != nullptr) {
+    std::sort(by_chunk.begin(), by_chunk.end());
+    double sum = 0;
+    for (const auto& [chunk, value] : by_chunk) sum += value;
+    loss = sum / static_cast<double>(by_chunk.size());
+  }
   record.set_loss(loss);
+  record.set_loss_bits(DoubleBits(loss));
   record.set_grad_norm(grad_norm);
   if (!non_finite_loss_ranks.empty() || !norm_finite) {
     // It would only happen again from the same state: the launcher must not
@@ -308,6 +326,13 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   record.set_grad_bytes_sent(communication.bytes_sent);
   record.set_expected_grad_bytes(communication.expected_bytes);
   record.set_grad_syncs(communication.syncs);
+  if (exact_ != nullptr) {
+    // The int64 reductions are the loop's, not the strategy's.
+    record.set_comm_wait_ms(exact_traffic.wait_ms);
+    record.set_grad_bytes_sent(exact_traffic.bytes_sent);
+    record.set_expected_grad_bytes(exact_traffic.expected_bytes);
+    record.set_grad_syncs(1);
+  }
   record.set_param_gather_bytes_sent(communication.gather_bytes_sent);
   record.set_expected_param_gather_bytes(communication.expected_gather_bytes);
   record.set_param_gathers(communication.gathers);
@@ -323,7 +348,7 @@ absl::StatusOr<StepRecord> Trainer::Step() {
     record.set_live_bytes(CpuMemory().current_bytes);
     record.set_unattributed_bytes(record.live_bytes() - held.total());
   }
-  record.set_optimizer_ms(optimizer_watch.ElapsedMs());
+  record.set_optimizer_ms(optimizer_watch->ElapsedMs());
 
   record.set_cpu_ms(ProcessCpuMs() - cpu_at_start);
   ASSIGN_OR_RETURN(const double slowest_ms,
@@ -342,6 +367,122 @@ absl::StatusOr<StepRecord> Trainer::Step() {
   }
   ++completed_steps_;
   return record;
+}
+
+Batch Trainer::GetBatch(int64_t step, int64_t first_sample, int64_t count,
+                        StepRecord& record) const {
+  const Stopwatch watch;
+  (void)InjectFaults(step, "data");
+  std::optional<trace::ScopedSpan> data_span(std::in_place, trace_, "data",
+                                             "data");
+  Batch batch = data_->Get(step, first_sample, count);
+  data_span.reset();
+  record.set_data_ms(record.data_ms() + watch.ElapsedMs());
+  return batch;
+}
+
+absl::StatusOr<at::Tensor> Trainer::ForwardLoss(
+    int64_t step, const Batch& batch, int index,
+    std::optional<BlockSpans>* block_spans,
+    const std::function<void(const char*, int)>& mark) {
+  // Traced: per-block spans around the strategy's unit hooks
+  // (trainer/block_spans.h).
+  if (trace_ != nullptr) {
+    block_spans->emplace(trace_, UnitNames(model_.store()),
+                         strategy_->unit_hooks(), index);
+  }
+  at::Tensor loss;
+  const bool nan_fault = InjectFaults(step, "forward");
+  if (mark) mark("forward of micro-batch", index);
+  RETURN_IF_ERROR(CallGuarded("forward", [&] {
+    const trace::ScopedSpan span(trace_, "forward", "compute");
+    nn::AutocastGuard autocast(config_.precision() == "bf16");
+    ForwardOptions options =
+        ForwardOptionsOf(config_, step, batch.sample_indices);
+    if (*block_spans) {
+      options.unit_hooks.push_back(&**block_spans);
+    } else if (UnitHooks* hooks = strategy_->unit_hooks()) {
+      options.unit_hooks.push_back(hooks);
+    }
+    const at::Tensor logits = model_.Forward(batch.inputs, options);
+    loss = nn::CrossEntropy(logits, batch.targets);
+    if (nan_fault) {
+      // A multiplication, so that the gradients are NaN too.
+      loss = loss * std::numeric_limits<double>::quiet_NaN();
+    }
+  }));
+  return loss;
+}
+
+absl::StatusOr<double> Trainer::ExactBackward(int64_t step, StepRecord& record,
+                                             std::vector<double>* chunk_losses,
+                                             ExactTraffic* traffic) {
+  const int micro_batches = config_.grad_accum();
+  const int64_t chunk = config_.exact_chunk();
+  const int chunks_per_micro = static_cast<int>(config_.batch_size() / chunk);
+  const int chunks = micro_batches * chunks_per_micro;
+  collective::Communicator* communicator = strategy_->communicator();
+  bool coarsen = false;
+  for (int attempt = 0;; ++attempt) {
+    strategy_->ZeroGradients();
+    exact_->BeginAttempt(coarsen);
+    chunk_losses->clear();
+    for (int micro = 0; micro < micro_batches; ++micro) {
+      const int64_t first = FirstSampleOf(micro, rank_, config_.batch_size());
+      for (int c = 0; c < chunks_per_micro; ++c) {
+        const Batch batch =
+            GetBatch(step, first + c * chunk, chunk, record);
+        Stopwatch watch;
+        // Declared before `loss`, whose graph holds its hooks (ForwardLoss).
+        std::optional<BlockSpans> block_spans;
+        ASSIGN_OR_RETURN(const at::Tensor loss,
+                         ForwardLoss(step, batch, micro * chunks_per_micro + c,
+                                     &block_spans, nullptr));
+        chunk_losses->push_back(loss.item<double>());
+        record.set_forward_ms(record.forward_ms() + watch.ElapsedMs());
+
+        watch = Stopwatch();
+        RETURN_IF_ERROR(strategy_->BeforeLocalBackward(
+            micro * chunks_per_micro + c, chunks));
+        (void)InjectFaults(step, "backward");
+        RETURN_IF_ERROR(CallGuarded("backward", [&] {
+          const trace::ScopedSpan span(trace_, "backward", "compute");
+          loss.backward();
+        }));
+        // Converted as soon as the chunk is done; .grad zeroed for the next.
+        exact_->AddChunk();
+        record.set_backward_ms(record.backward_ms() + watch.ElapsedMs());
+      }
+    }
+    RETURN_IF_ERROR(strategy_->AfterLocalBackwards());
+    ASSIGN_OR_RETURN(const ExactReducer::Verdict verdict,
+                     exact_->Decide(communicator));
+    if (!verdict.finite) {
+      // Nothing is reduced: the step stops on the NaN norm (every rank).
+      return std::numeric_limits<double>::quiet_NaN();
+    }
+    if (verdict.overflowed.empty()) break;
+    const std::string what =
+        verdict.Describe(model_.store(), exact_->global_max_abs());
+    if (attempt > 0) {
+      return absl::InternalError(absl::StrCat(
+          "step ", step, ": exact mode: the chunk gradients of ", what,
+          " overflowed the coarser grid of the redo (their chunks are "
+          "deterministic, so this is a bug)"));
+    }
+    if (rank_.rank == 0) {
+      LOG(WARNING) << "step " << step << ": exact mode: chunk gradients of "
+                   << what << " exceed the default grid (max-abs 2^"
+                   << ExactReducer::kDefaultMaxAbsLog2 -
+                          config_.testonly_exact_grid_finer_bits()
+                   << "); redoing the step on a coarser grid for them";
+    }
+    record.set_exact_redos(attempt + 1);
+    coarsen = true;
+  }
+  const std::vector<ExactGroup> groups = strategy_->ExactGroups();
+  ASSIGN_OR_RETURN(*traffic, exact_->Reduce(groups, communicator));
+  return exact_->Norm(groups, communicator);
 }
 
 std::string Trainer::NonFiniteMessage(
@@ -750,10 +891,14 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
     // A resume that trains nothing has no step to summarise.
     if (run->steps_size() > 0) FinishRun(run, result.model().tokens_per_step());
     if (result.has_preemption()) break;
-    if (repeat == config.repeat() - 1 && hooks.after_last_run) {
-      // Sharded parameters (fsdp) are gathered for the hook.
+    if (repeat == config.repeat() - 1) {
+      // Sharded parameters (fsdp) are gathered for the digest and the hook.
       RETURN_IF_ERROR(strategy.GatherFullParameters());
-      RETURN_IF_ERROR(hooks.after_last_run(trainer->model()));
+      result.set_parameter_digest(
+          ParameterDigest(trainer->model().store().parameters()));
+      if (hooks.after_last_run) {
+        RETURN_IF_ERROR(hooks.after_last_run(trainer->model()));
+      }
     }
   }
   // Every rank's peak (exact in fp64 up to 2^53 bytes).

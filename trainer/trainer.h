@@ -19,12 +19,14 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "trainer/data.h"
+#include "trainer/exact.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/model.h"
 #include "trainer/strategy.h"
@@ -38,6 +40,7 @@ namespace mtb {
 namespace checkpoint {
 class Checkpointer;
 }  // namespace checkpoint
+class BlockSpans;
 
 struct RankInfo {
   int rank = 0;
@@ -120,6 +123,25 @@ class Trainer {
  private:
   Trainer(const TrainConfig& config, const RankInfo& rank, Strategy* strategy,
           const DataSource* data);
+  // Samples [first_sample, + count) of `step`, timed into record.data_ms.
+  Batch GetBatch(int64_t step, int64_t first_sample, int64_t count,
+                 StepRecord& record) const;
+  // The loss of `batch` (micro-batch or chunk `index` of `step`): the forward
+  // through the strategy's unit hooks, traced per block into `block_spans`
+  // when tracing (the caller keeps it until after the backward: the loss's
+  // graph holds its hooks); NaN under a nan fault. `mark` (may be empty) is
+  // told "forward of micro-batch" just before the forward.
+  absl::StatusOr<at::Tensor> ForwardLoss(
+      int64_t step, const Batch& batch, int index,
+      std::optional<BlockSpans>* block_spans,
+      const std::function<void(const char*, int)>& mark);
+  // Exact mode (trainer/exact.h): the step's chunks, forward and backward,
+  // their int64 reduction (redone on a coarser grid after an overflow) and
+  // the exact gradient norm (NaN when a chunk was not finite: nothing is
+  // reduced then). `chunk_losses`: this rank's, in its chunk order.
+  absl::StatusOr<double> ExactBackward(int64_t step, StepRecord& record,
+                                       std::vector<double>* chunk_losses,
+                                       ExactTraffic* traffic);
   std::string NonFiniteMessage(int64_t step, const std::vector<int>& loss_ranks,
                                const std::vector<double>& losses,
                                bool norm_finite, double norm) const;
@@ -130,6 +152,7 @@ class Trainer {
   const DataSource* data_;
   GptModel model_;
   LrSchedule schedule_;
+  std::unique_ptr<ExactReducer> exact_;  // --reduction=exact only
   int64_t completed_steps_ = 0;
   int64_t first_step_ = 1;  // the first step this process runs
   trace::TraceRecorder* trace_ = nullptr;

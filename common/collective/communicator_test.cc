@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include <utility>
 #include <vector>
 
 #include "ATen/ATen.h"
@@ -360,14 +361,21 @@ TEST_P(ReduceScatterTest, Bfloat16IsEmulatedInFloat32) {
 const std::vector<std::vector<int64_t>> kScatterCounts = {
     {}, {5}, {0, 3}, {0, 2, 3}, {1, 2, 0, 4}};
 
+// Rows in all and the first row of `rank`'s block.
+std::pair<int64_t, int64_t> TotalAndOffset(const std::vector<int64_t>& counts,
+                                           int rank) {
+  int64_t total = 0, offset = 0;
+  for (size_t p = 0; p < counts.size(); ++p) {
+    if (static_cast<int>(p) < rank) offset += counts[p];
+    total += counts[p];
+  }
+  return {total, offset};
+}
+
 TEST_P(ReduceScatterTest, ReduceScatterVSumsUnevenRowBlocks) {
   Run([&](Communicator& comm) {
     const std::vector<int64_t>& counts = kScatterCounts[n()];
-    int64_t total = 0, offset = 0;
-    for (int p = 0; p < n(); ++p) {
-      if (p < comm.rank()) offset += counts[p];
-      total += counts[p];
-    }
+    const auto [total, offset] = TotalAndOffset(counts, comm.rank());
     // Rank r's input: (r+1) * (1, 2, ..., 2*total) as (total, 2).
     const at::Tensor input = Ramp(2 * total, comm.rank() + 1).view({total, 2});
     at::Tensor output = at::empty({counts[comm.rank()], 2}, at::kFloat);
@@ -375,6 +383,23 @@ TEST_P(ReduceScatterTest, ReduceScatterVSumsUnevenRowBlocks) {
     ExpectEqual(output, Ramp(2 * total, Triangle(n()))
                             .view({total, 2})
                             .narrow(0, offset, counts[comm.rank()]));
+  });
+}
+
+TEST_P(ReduceScatterTest, ReduceScatterVSumsInt64BeyondDoublePrecision) {
+  // Exact mode's gradient reduction (trainer/exact.h): int64 values whose
+  // sums a float or double transport would round (2^60 + small odd parts).
+  Run([&](Communicator& comm) {
+    const std::vector<int64_t>& counts = kScatterCounts[n()];
+    const auto [total, offset] = TotalAndOffset(counts, comm.rank());
+    const int64_t big = int64_t{1} << 60;
+    const at::Tensor ramp = at::arange(total, at::kLong);
+    const at::Tensor input = ramp * 2 + 1 + (comm.rank() == 0 ? big : 0);
+    at::Tensor output = at::empty({counts[comm.rank()]}, at::kLong);
+    ASSERT_TRUE(comm.ReduceScatterV(input, output, counts).ok());
+    const at::Tensor expected =
+        (ramp * 2 + 1) * n() + big;  // exact in int64
+    ExpectEqual(output, expected.narrow(0, offset, counts[comm.rank()]));
   });
 }
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/base/stats.h"
@@ -34,7 +35,9 @@ const std::vector<StrategyMatrixModel>& StrategyMatrixModels() {
 
 const std::vector<std::string>& MatrixStrategies() {
   static const std::vector<std::string> kStrategies = {
-      "ddp", "zero1", "zero2", "fsdp", "fsdp_no_reshard", "fsdp_prefetch"};
+      "ddp",       "zero1",       "zero2",       "fsdp",
+      "fsdp_no_reshard", "fsdp_prefetch", "ddp_exact", "zero1_exact",
+      "zero2_exact", "fsdp_exact"};
   return kStrategies;
 }
 
@@ -68,7 +71,14 @@ std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
         std::string("--log_every=100000"), std::string("--nomarkdown")}) {
     flags.push_back(std::move(flag));
   }
-  if (strategy == "fsdp_no_reshard") {
+  if (absl::EndsWith(strategy, kExactSuffix)) {
+    // --reduction=exact (trainer/exact.h), chunks of kMatrixExactChunk.
+    flags.push_back(absl::StrCat(
+        "--strategy=",
+        strategy.substr(0, strategy.size() - std::strlen(kExactSuffix))));
+    flags.push_back("--reduction=exact");
+    flags.push_back(absl::StrCat("--exact_chunk=", kMatrixExactChunk));
+  } else if (strategy == "fsdp_no_reshard") {
     flags.push_back("--strategy=fsdp");
     flags.push_back("--reshard_after_forward=false");
   } else if (strategy == "fsdp_prefetch") {

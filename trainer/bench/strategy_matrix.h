@@ -31,8 +31,12 @@ const std::vector<StrategyMatrixModel>& StrategyMatrixModels();
 inline constexpr int kStrategyMatrixBatch = 8;
 
 // Ours, in the order every cell runs them: ddp, zero1, zero2, fsdp,
-// fsdp_no_reshard (--strategies' default) and fsdp_prefetch.
+// fsdp_no_reshard (--strategies' default), fsdp_prefetch, and each of ddp,
+// zero1, zero2, fsdp with --reduction=exact ("<strategy>_exact", chunks of
+// kMatrixExactChunk samples), whose peer is the same strategy in float mode.
 const std::vector<std::string>& MatrixStrategies();
+inline constexpr char kExactSuffix[] = "_exact";
+inline constexpr int kMatrixExactChunk = 4;
 
 // The trainer's flags for one run (without --out): the model, synthetic
 // data, batch 8, one intra-op thread, dropout 0, the strategy and its

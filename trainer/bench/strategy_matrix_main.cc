@@ -16,12 +16,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -43,7 +45,9 @@ ABSL_FLAG(std::string, cells, "tiny:fp32,small:fp32,small:bf16",
           "model:precision pairs (models: tiny, small)");
 ABSL_FLAG(std::string, worlds, "1,2,4", "world sizes");
 ABSL_FLAG(std::string, strategies, "ddp,zero1,zero2,fsdp,fsdp_no_reshard",
-          "ours to run (also: fsdp_prefetch)");
+          "ours to run (also: fsdp_prefetch; ddp_exact, zero1_exact, "
+          "zero2_exact, fsdp_exact: --reduction=exact, compared with the same "
+          "strategy in float mode when it runs too)");
 ABSL_FLAG(bool, peers, true,
           "also run PyTorch's DDP and ZeroRedundancyOptimizer (ddp_peer.py)");
 ABSL_FLAG(int32_t, rounds, 3, "alternating rounds per cell (>= 1)");
@@ -256,13 +260,22 @@ int Main(int argc, char** argv) {
                   << std::endl;
       }
       for (const std::string& strategy : strategies) {
-        const std::string peer = strategy == "ddp"     ? "pytorch_ddp"
-                                 : strategy == "zero1" ? "pytorch_zero1"
-                                                       : "";
+        std::string peer = strategy == "ddp"     ? "pytorch_ddp"
+                           : strategy == "zero1" ? "pytorch_zero1"
+                                                 : "";
         std::vector<double> peer_tokens;
         if (!peer.empty() && theirs.count(peer) > 0) {
           for (const PeerRun& run : theirs[peer]) {
             peer_tokens.push_back(run.tokens_per_second());
+          }
+        }
+        if (absl::EndsWith(strategy, kExactSuffix)) {
+          // Exact mode against the same strategy in float mode, measured in
+          // the same rounds (when --strategies has it).
+          peer = strategy.substr(0, strategy.size() -
+                                        std::strlen(kExactSuffix));
+          for (const MatrixRun& run : ours[peer]) {
+            peer_tokens.push_back(run.tokens_per_second);
           }
         }
         *result.add_rows() =
@@ -297,7 +310,10 @@ int Main(int argc, char** argv) {
       "allocator) next to trainer/memory_estimate.h; bytes: rank 0's "
       "gradient and parameter-gather bytes per step, counted, next to the "
       "closed forms. Peers: PyTorch 1.13's DistributedDataParallel "
-      "(pytorch_ddp) and DDP + ZeroRedundancyOptimizer (pytorch_zero1); its "
+      "(pytorch_ddp) and DDP + ZeroRedundancyOptimizer (pytorch_zero1); "
+      "<strategy>_exact rows: --reduction=exact --exact_chunk=",
+      kMatrixExactChunk,
+      ", against the same strategy in float mode of the same rounds; its "
       "FSDP cannot be a peer (`import torch.distributed.fsdp` fails under "
       "Debian's Python 3.11). This machine is shared and noisy: read the "
       "ranges."));

@@ -2,10 +2,12 @@
 // benchmark itself is a manual command: it runs for many minutes).
 #include "trainer/bench/strategy_matrix.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "common/report/svg_inspect.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace mtb {
@@ -38,6 +40,23 @@ TEST(StrategyMatrix, RowsAreMediansAndRatiosArePerRound) {
   EXPECT_EQ(row.peer_ratio(), 1.0);
   EXPECT_EQ(row.peer_ratio_min(), 0.5);
   EXPECT_EQ(row.peer_ratio_max(), 3.0);
+}
+
+TEST(StrategyMatrix, ExactVariantsRunTheStrategyWithTheExactReduction) {
+  const StrategyMatrixModel& tiny = StrategyMatrixModels()[0];
+  const std::vector<std::string> flags =
+      MatrixTrainerFlags(tiny, "fp32", 2, "zero2_exact");
+  auto has = [&](const std::string& flag) {
+    return std::find(flags.begin(), flags.end(), flag) != flags.end();
+  };
+  EXPECT_TRUE(has("--strategy=zero2"));
+  EXPECT_TRUE(has("--reduction=exact"));
+  EXPECT_TRUE(has(absl::StrCat("--exact_chunk=", kMatrixExactChunk)));
+  const std::vector<std::string> float_flags =
+      MatrixTrainerFlags(tiny, "fp32", 2, "zero2");
+  EXPECT_EQ(std::count(float_flags.begin(), float_flags.end(),
+                       std::string("--reduction=exact")),
+            0);
 }
 
 TEST(StrategyMatrix, TheTableHasARowPerStrategyAndTheMemoryPlotALinePerOurs) {

@@ -17,6 +17,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/text_format.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/config.h"
 
 namespace mtb::checkpoint {
 namespace {
@@ -131,11 +132,12 @@ const std::set<std::string>& LayoutFields() {
   return *fields;
 }
 
-Exactness ResumeExactness(const std::vector<std::string>& layout_changes) {
+Exactness ResumeExactness(const std::vector<std::string>& layout_changes,
+                          bool exact_mode) {
   Exactness exactness;
-  if (layout_changes.empty()) return exactness;
-  // The seam for exact mode (its own issue): where summation is made
-  // independent of the layout, a reshard is exact and returns here.
+  // Exact mode sums in no layout's order (int64 on a fixed grid, chunks of
+  // global samples, the intra-op threads pinned and checked above).
+  if (layout_changes.empty() || exact_mode) return exactness;
   exactness.exact = false;
   exactness.reason = absl::StrCat(
       "resumed onto another layout (", absl::StrJoin(layout_changes, ", "),
@@ -202,7 +204,10 @@ std::vector<std::string> ConfigMismatches(const TrainConfig& saved,
   const google::protobuf::Descriptor* descriptor = TrainConfig::descriptor();
   for (int i = 0; i < descriptor->field_count(); ++i) {
     const google::protobuf::FieldDescriptor* field = descriptor->field(i);
-    if (MayChangeOnResume().count(field->name()) > 0) continue;
+    // Exact mode's bits depend on the intra-op (OpenBLAS) thread count.
+    const bool pinned = field->name() == "intra_op_threads" &&
+                        (IsExact(saved) || IsExact(now));
+    if (MayChangeOnResume().count(field->name()) > 0 && !pinned) continue;
     if (FieldEqual(saved, now, field)) continue;
     mismatches.push_back(absl::StrCat("--", field->name(), ": checkpoint ",
                                       FieldValue(saved, field), ", this run ",
@@ -309,7 +314,10 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
   plan.saved_config = saved;
   plan.saved_world_size = manifest.world_size();
   plan.layout_changes = LayoutChanges(saved, manifest.world_size(), *config, world_size);
-  const Exactness exactness = ResumeExactness(plan.layout_changes);
+  // --reduction and --exact_chunk are not layout: they must be the
+  // checkpoint's (ConfigMismatches), so this run's mode is both runs'.
+  const Exactness exactness =
+      ResumeExactness(plan.layout_changes, IsExact(*config));
   plan.resume_exact = exactness.exact;
   plan.inexact_reason = exactness.reason;
   if (!exactness.exact) plan.notes.push_back(absl::StrCat(from, ": not exact: ", exactness.reason));

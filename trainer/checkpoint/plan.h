@@ -128,12 +128,15 @@ std::vector<std::string> ConfigMismatches(const TrainConfig& saved,
 const std::set<std::string>& LayoutFields();
 
 // Whether a resume from a checkpoint with `layout_changes` (empty: the
-// same layout) continues the run bit for bit, and if not, why.
+// same layout) continues the run bit for bit, and if not, why. `exact_mode`
+// (--reduction=exact, trainer/exact.h: the checkpoint's run and this one
+// alike): every layout gives the same bits, so any reshard is exact.
 struct Exactness {
   bool exact = true;
   std::string reason;
 };
-Exactness ResumeExactness(const std::vector<std::string>& layout_changes);
+Exactness ResumeExactness(const std::vector<std::string>& layout_changes,
+                          bool exact_mode = false);
 
 // --fault= checkpoint phases (checkpoint_write, checkpoint_before_ready,
 // checkpoint_before_latest) must name a step the run saves after and runs;

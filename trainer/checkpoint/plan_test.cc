@@ -244,6 +244,34 @@ TEST_F(PlanTest, StepsLoggingAndThreadsMayChange) {
       << plan->notes.back();
 }
 
+TEST_F(PlanTest, AnExactRunsReshardIsExact) {
+  config_.set_reduction("exact");
+  config_.set_exact_chunk(1);
+  Save(4, "run-a", config_);  // 2 ranks x 4
+  config_.set_batch_size(2);
+  absl::StatusOr<CheckpointPlan> plan = Plan(Options(2, "latest"), {}, /*world_size=*/4);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->resharding());
+  EXPECT_TRUE(plan->resume_exact);
+  EXPECT_TRUE(plan->inexact_reason.empty());
+  // Float mode: the same reshard is not exact (above); the mode itself may
+  // not change on a resume.
+  config_.set_reduction("float");
+  ExpectInvalid(Plan(Options(2, "latest"), {}, 4).status(),
+                "--reduction: checkpoint \"exact\", this run \"float\"");
+}
+
+TEST_F(PlanTest, AnExactRunRefusesAnotherThreadCount) {
+  config_.set_reduction("exact");
+  config_.set_exact_chunk(1);
+  Save(4, "run-a", config_);
+  config_.set_intra_op_threads(config_.intra_op_threads() + 1);
+  ExpectInvalid(Plan(Options(2, "latest")).status(),
+                absl::StrCat("--intra_op_threads: checkpoint ",
+                             config_.intra_op_threads() - 1, ", this run ",
+                             config_.intra_op_threads()));
+}
+
 TEST_F(PlanTest, ALargerStepsKeepsTheSavedScheduleOrRefusesAnotherGivenOne) {
   config_.set_lr_schedule("cosine");
   config_.set_lr_decay_steps(10);  // resolved from --steps=10

@@ -250,6 +250,29 @@ absl::Status DdpStrategy::FinishSync() {
 
 absl::Status DdpStrategy::AfterBackward() { return FinishSync(); }
 
+absl::Status DdpStrategy::BeforeLocalBackward(int chunk, int) {
+  CHECK(store_ != nullptr) << "Setup first";
+  if (chunk == 0) {
+    bytes_sent_ = 0;
+    wait_ms_ = 0;
+    syncs_ = 0;
+  }
+  return FinishSync();  // the engine stays disarmed: nothing launches
+}
+
+std::vector<ExactGroup> DdpStrategy::ExactGroups() {
+  std::vector<ExactGroup> groups;
+  for (const GradientBucket& bucket : engine_.buckets()) {
+    ExactGroup group;
+    group.offset = bucket.offset;
+    group.numel = bucket.numel;
+    group.destination =
+        store_->flat_gradients().narrow(0, bucket.offset, bucket.numel);
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
 StepCommunication DdpStrategy::TakeStepCommunication() {
   StepCommunication step;
   step.wait_ms = wait_ms_;

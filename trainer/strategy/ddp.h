@@ -87,6 +87,14 @@ class DdpStrategy final : public Strategy {
   std::vector<StatePiece> CheckpointPiecesToSave() const override;
   std::vector<StatePiece> CheckpointPiecesToLoad() override;
   absl::Status FinishCheckpointLoad() override { return absl::OkStatus(); }
+  // Exact mode (strategy.h): a no_sync backward; one int64 all-reduce per
+  // bucket into the flat gradient.
+  absl::Status BeforeLocalBackward(int chunk, int chunks) override;
+  absl::Status AfterLocalBackwards() override { return FinishSync(); }
+  std::vector<ExactGroup> ExactGroups() override;
+  collective::Communicator* communicator() const override {
+    return communicator_;
+  }
 
   // fp32 bytes of every gradient (what one synchronisation all-reduces).
   int64_t gradient_bytes() const { return gradient_bytes_; }

@@ -354,6 +354,32 @@ absl::Status FsdpStrategy::BeforeBackward(int micro_batch, int micro_batches) {
   return absl::OkStatus();
 }
 
+absl::Status FsdpStrategy::BeforeLocalBackward(int, int chunks) {
+  CHECK(store_ != nullptr) << "Setup first";
+  RETURN_IF_ERROR(FinishBackward());
+  micro_batches_ = chunks;  // each chunk's forward gathers every block
+  syncing_ = false;
+  accumulate_ = false;
+  AttachFullGradient(root());
+  last_launched_ = -1;
+  engine_.Arm();  // its hooks free each block when its backward is done
+  backward_in_flight_ = true;
+  return absl::OkStatus();
+}
+
+std::vector<ExactGroup> FsdpStrategy::ExactGroups() {
+  std::vector<ExactGroup> groups;
+  for (int u = 0; u < unit_count(); ++u) {
+    ExactGroup group;
+    group.offset = store_->units()[u].offset;
+    group.numel = store_->units()[u].numel;
+    group.counts = units_[u].counts;
+    group.destination = units_[u].grad_shard;
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
 void FsdpStrategy::OnUnitBackwardDone(int bucket) {
   const int u = UnitOfBucket(bucket);
   if (syncing_) {

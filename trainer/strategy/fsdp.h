@@ -117,6 +117,15 @@ class FsdpStrategy final : public Strategy, public UnitHooks {
   // Local: frees any unit gathered with the values before the load.
   absl::Status FinishCheckpointLoad() override;
   UnitHooks* unit_hooks() override { return this; }
+  // Exact mode (strategy.h): a backward that reduce-scatters nothing (every
+  // unit's full gradient is kept until the step ends); one int64
+  // reduce-scatter per unit into this rank's gradient shard.
+  absl::Status BeforeLocalBackward(int chunk, int chunks) override;
+  absl::Status AfterLocalBackwards() override { return AfterBackward(); }
+  std::vector<ExactGroup> ExactGroups() override;
+  collective::Communicator* communicator() const override {
+    return communicator_;
+  }
   // Collective: gathers every unit (until the next step starts).
   absl::Status GatherFullParameters() override;
 

@@ -205,12 +205,7 @@ void ZeroStrategy::ZeroGradients() {
 
 absl::Status ZeroStrategy::BeforeBackward(int micro_batch, int micro_batches) {
   CHECK(store_ != nullptr) << "Setup first";
-  if (micro_batch == 0) {
-    bytes_sent_ = 0;
-    gather_bytes_sent_ = 0;
-    wait_ms_ = 0;
-    syncs_ = 0;
-  }
+  if (micro_batch == 0) ResetStepFigures();
   // Under --grad_sync=every the previous micro-batch's reduce-scatters must
   // have landed (and zero1's flat gradient been cleared) before this
   // backward accumulates.
@@ -226,6 +221,33 @@ absl::Status ZeroStrategy::BeforeBackward(int micro_batch, int micro_batches) {
     sync_in_flight_ = true;
   }
   return absl::OkStatus();
+}
+
+void ZeroStrategy::ResetStepFigures() {
+  bytes_sent_ = 0;
+  gather_bytes_sent_ = 0;
+  wait_ms_ = 0;
+  syncs_ = 0;
+}
+
+absl::Status ZeroStrategy::BeforeLocalBackward(int chunk, int) {
+  CHECK(store_ != nullptr) << "Setup first";
+  if (chunk == 0) ResetStepFigures();
+  return FinishSync();  // the engine stays disarmed: nothing launches
+}
+
+std::vector<ExactGroup> ZeroStrategy::ExactGroups() {
+  std::vector<ExactGroup> groups;
+  for (size_t b = 0; b < pieces_.size(); ++b) {
+    const GradientBucket& bucket = engine_.buckets()[b];
+    ExactGroup group;
+    group.offset = bucket.offset;
+    group.numel = bucket.numel;
+    group.counts = pieces_[b].counts;
+    group.destination = pieces_[b].grad_shard;
+    groups.push_back(std::move(group));
+  }
+  return groups;
 }
 
 void ZeroStrategy::StageBucket(int index) {

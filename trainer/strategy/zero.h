@@ -96,6 +96,14 @@ class ZeroStrategy final : public Strategy {
   std::vector<StatePiece> CheckpointPiecesToSave() const override;
   std::vector<StatePiece> CheckpointPiecesToLoad() override;
   absl::Status FinishCheckpointLoad() override { return absl::OkStatus(); }
+  // Exact mode (strategy.h): a no_sync backward; one int64 reduce-scatter
+  // per bucket into this rank's gradient shard.
+  absl::Status BeforeLocalBackward(int chunk, int chunks) override;
+  absl::Status AfterLocalBackwards() override { return FinishSync(); }
+  std::vector<ExactGroup> ExactGroups() override;
+  collective::Communicator* communicator() const override {
+    return communicator_;
+  }
 
   // This rank's shard elements summed over buckets (its part of the model).
   int64_t shard_numel() const;
@@ -125,6 +133,8 @@ class ZeroStrategy final : public Strategy {
   };
 
   bool communicating() const;
+  // The step's communication figures back to 0 (its first backward).
+  void ResetStepFigures();
   bool keeps_full_gradients() const { return options_.stage == 1; }
   void LaunchBucket(int bucket);
   // Bucket `bucket`'s .grad tensors copied into its staging and freed.
