@@ -59,7 +59,7 @@ for fault in "1 checkpoint_write" "0 checkpoint_before_ready" "0 checkpoint_befo
   echo step_00000003 > "$dir/latest"
   before="$(tree_hash "$dir/step_00000003")"
   # Resumed at 3, killed while saving step 6.
-  expect 1 "that the launcher did not send" "${run[@]}" --checkpoint_dir="$dir" --resume=latest \
+  expect 1 "sent by its own --fault=kill injection" "${run[@]}" --checkpoint_dir="$dir" --resume=latest \
     --fault="kill:rank=$rank,step=6,phase=$phase" "${async[@]}" --out="$out/$phase${mode:-}.json"
   grep -qF -- "--fault=kill:rank=$rank,step=6,phase=$phase: killing this rank" "$out/stderr" || fail "$phase: no kill"
   [[ "$(tree_hash "$dir/step_00000003")" == "$before" ]] || fail "$phase: the previous checkpoint changed"

@@ -34,7 +34,7 @@ bool FaultInjector::At(int64_t step, absl::string_view phase) {
     }
   }
   if (const Fault* kill = FindFault(faults_, FaultKind::kKill, rank_, step, phase)) {
-    LOG(ERROR) << "--fault=" << FaultToString(*kill) << ": killing this rank";
+    LOG(ERROR) << "--fault=" << FaultToString(*kill) << kKillAnnouncement;
     google::FlushLogFiles(google::GLOG_INFO);
     std::fflush(nullptr);
     ::raise(SIGKILL);

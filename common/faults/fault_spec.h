@@ -26,6 +26,11 @@
 
 namespace mtb {
 
+// What a rank prints, after "--fault=<the fault>", just before a kill fault
+// SIGKILLs it (fault_injector.cc); the launcher recognises it so that it does
+// not blame the kernel's OOM killer for a SIGKILL the rank sent itself.
+inline constexpr char kKillAnnouncement[] = ": killing this rank";
+
 enum class FaultKind { kKill, kNan, kHang, kSlow, kExit, kCorrupt };
 
 struct Fault {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -24,6 +25,7 @@
 #include "common/launch/signal_routing.h"
 #include "common/base/flags.h"
 #include "common/base/status.h"
+#include "common/faults/fault_spec.h"
 
 namespace mtb {
 namespace {
@@ -277,6 +279,21 @@ class GroupSupervisor {
     }
   }
 
+  // Reads what an ended child left in its output pipes before its end is
+  // described (its last lines say why it ended, e.g. an injected kill). Stops
+  // at end of file, or when nothing is ready (a grandchild may hold a pipe),
+  // and after a bounded number of reads (one that keeps writing).
+  void DrainOutput(Child& child) {
+    for (int index = 0; index < 2; ++index) {
+      Stream& stream = child.streams[index];
+      for (int reads = 0; stream.fd >= 0 && reads < 64; ++reads) {
+        pollfd ready{stream.fd, POLLIN, 0};
+        if (::poll(&ready, 1, 0) <= 0) break;
+        ReadStream(child, stream);
+      }
+    }
+  }
+
   Child& OwnerOf(const Stream* stream) {
     for (Child& child : children_) {
       for (const Stream& own : child.streams) {
@@ -319,6 +336,10 @@ class GroupSupervisor {
       if (watch_.has_value()) watch_->Received(child.spec->rank, line, absl::Now());
       return;
     }
+    if (absl::StrContains(line, "--fault=kill:") &&
+        absl::StrContains(line, kKillAnnouncement)) {
+      child.end.announced_injected_kill = true;
+    }
     WriteFully(stream.out_fd, absl::StrCat(child.prefix, line, "\n"));
     if (child.log_fd >= 0) WriteFully(child.log_fd, absl::StrCat(line, "\n"));
   }
@@ -357,6 +378,7 @@ class GroupSupervisor {
       child.end.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
       child.end.core_dumped = WIFSIGNALED(status) && WCOREDUMP(status);
       if (watch_.has_value()) watch_->Ended(child.spec->rank);
+      DrainOutput(child);
       ended.push_back(&child);
     }
     // Ctrl-C reaches the ranks (same process group) as well as us: a rank
@@ -492,6 +514,10 @@ std::string ChildEnd::Describe() const {
   // Linux overcommits memory: a rank that outgrows the host is not told by a
   // failed allocation but SIGKILLed by the kernel. A SIGKILL we did not send
   // is most likely that.
+  if (signal == SIGKILL && !stopped_by_us && announced_injected_kill) {
+    return "was killed by SIGKILL (signal 9) sent by its own --fault=kill "
+           "injection";
+  }
   if (signal == SIGKILL && !stopped_by_us) {
     return absl::StrCat("was killed by SIGKILL (signal 9) that the launcher "
                         "did not send (likely the kernel's OOM killer: see "

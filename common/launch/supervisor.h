@@ -81,11 +81,15 @@ struct ChildEnd {
   bool core_dumped = false;
   bool stopped_by_us = false;   // we had signalled it before it ended
   bool needed_sigkill = false;  // still running when the grace ran out
+  // It printed a --fault=kill announcement (kKillAnnouncement) before it
+  // ended: a SIGKILL is then its own injected fault.
+  bool announced_injected_kill = false;
 
   bool Failed() const { return signaled || exit_code != 0; }
   // "exited with code 3", "was killed by signal 15 (SIGTERM)"; a SIGKILL
   // we did not send: "was killed by SIGKILL (signal 9) that the launcher did
-  // not send (likely the kernel's OOM killer: ...)".
+  // not send (likely the kernel's OOM killer: ...)", or, after the rank
+  // announced a --fault=kill, "... sent by its own --fault=kill injection".
   std::string Describe() const;
 };
 

@@ -119,6 +119,24 @@ TEST_F(SupervisorTest, DeathBySignalIsNamedWithTheSignal) {
                          "rank 0"));
 }
 
+// A rank that announces a --fault=kill (common/faults) and then SIGKILLs
+// itself is not blamed on the OOM killer; the announcement is read from its
+// output even when it dies right after writing it. The unannounced SIGKILL
+// above keeps the OOM wording (the negative case).
+TEST_F(SupervisorTest, AnAnnouncedInjectedKillIsNamedAsTheInjection) {
+  const SupervisionResult result = Run(
+      {Shell(0, "exec sleep 1000"),
+       Shell(1, "echo 'E1203 rank 1 x.cc:1] --fault=kill:rank=1,step=2: "
+                "killing this rank' >&2; kill -9 $$")});
+  EXPECT_EQ(result.exit_code, 1);
+  ASSERT_EQ(result.failure, 1);
+  EXPECT_TRUE(result.ends[1].announced_injected_kill);
+  EXPECT_EQ(result.summary,
+            absl::StrCat("launch: rank 1 (pid ", result.ends[1].pid,
+                         ") was killed by SIGKILL (signal 9) sent by its own "
+                         "--fault=kill injection; terminated rank 0"));
+}
+
 TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
   options_.kill_grace = absl::Milliseconds(200);
   options_.log_dir = dir_;
