@@ -13,7 +13,6 @@
 #include "ATen/ATen.h"
 #include "ATen/Parallel.h"
 #include "absl/synchronization/mutex.h"
-#include "common/libtorch/allclose.h"
 #include "common/collective/test_util.h"
 #include "gtest/gtest.h"
 #include "trainer/data.h"
@@ -90,11 +89,7 @@ TEST(Ddp, TwoRanksAsThreadsMatchOneRankOnTheGlobalBatch) {
     // of two means over 4): see ddp_process_test.cc for the tolerance.
     EXPECT_NEAR(two[0].steps[step].loss(), one[0].steps[step].loss(), 1e-5);
   }
-  for (size_t i = 0; i < one[0].params.size(); ++i) {
-    const AllCloseResult close =
-        AllClose(two[0].params[i], one[0].params[i], 1e-5, 1e-6);
-    EXPECT_TRUE(close.ok) << "parameter " << i << ": " << close.message;
-  }
+  ExpectAllClose(two[0].params, one[0].params, "parameters");
 }
 
 // Checkpointed blocks return their parameters' gradients from a custom
@@ -366,11 +361,7 @@ TEST(Ddp, GradSyncEveryMovesKTimesTheBytesOfLastForCloseParameters) {
                   1e-6);
     }
   }
-  for (size_t i = 0; i < a[0].params.size(); ++i) {
-    const AllCloseResult close =
-        AllClose(b[0].params[i], a[0].params[i], 1e-5, 1e-6);
-    EXPECT_TRUE(close.ok) << "parameter " << i << ": " << close.message;
-  }
+  ExpectAllClose(b[0].params, a[0].params, "parameters");
 }
 
 TEST(Ddp, SetupBroadcastsRankZerosParameters) {

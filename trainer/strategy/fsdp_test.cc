@@ -18,7 +18,6 @@
 #include "ATen/Parallel.h"
 #include "absl/strings/str_cat.h"
 #include "common/collective/test_util.h"
-#include "common/libtorch/allclose.h"
 #include "common/nn/layers.h"
 #include "gtest/gtest.h"
 #include "trainer/data.h"
@@ -145,11 +144,7 @@ TEST(Fsdp, ThreeRanksWithUnevenUnitsMatchOneRankOnTheGlobalBatch) {
     }
   }
   // As the DDP and zero thread tests: the same tolerance.
-  for (size_t i = 0; i < one[0].params.size(); ++i) {
-    const AllCloseResult close =
-        AllClose(three[0].params[i], one[0].params[i], 1e-5, 1e-6);
-    EXPECT_TRUE(close.ok) << "parameter " << i << ": " << close.message;
-  }
+  ExpectAllClose(three[0].params, one[0].params, "parameters");
 }
 
 // Resharding, prefetching and recomputing change when units are gathered,

@@ -3,6 +3,7 @@
 #include "ATen/ATen.h"
 #include "ATen/Parallel.h"
 #include "common/collective/test_util.h"
+#include "common/libtorch/allclose.h"
 #include "gtest/gtest.h"
 #include "trainer/data.h"
 #include "trainer/test_config.h"
@@ -67,6 +68,15 @@ void ExpectAllEqual(const std::vector<at::Tensor>& a,
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_TRUE(at::equal(a[i], b[i])) << what << " parameter " << i;
+  }
+}
+
+void ExpectAllClose(const std::vector<at::Tensor>& a,
+                    const std::vector<at::Tensor>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const AllCloseResult close = AllClose(a[i], b[i], 1e-5, 1e-6);
+    EXPECT_TRUE(close.ok) << what << " parameter " << i << ": " << close.message;
   }
 }
 

@@ -50,6 +50,12 @@ TrainConfig UnevenConfig();
 void ExpectAllEqual(const std::vector<at::Tensor>& a,
                     const std::vector<at::Tensor>& b, const std::string& what);
 
+// Every tensor of `a` is AllClose to its counterpart in `b` within the
+// strategy thread tests' tolerance for runs whose fp32 summation order
+// differs (rtol 1e-5, atol 1e-6: see ddp_process_test.cc for its grounds).
+void ExpectAllClose(const std::vector<at::Tensor>& a,
+                    const std::vector<at::Tensor>& b, const std::string& what);
+
 }  // namespace mtb
 
 #endif  // MTB_TRAINER_STRATEGY_RANK_RUNS_H_

@@ -12,7 +12,6 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
-#include "common/libtorch/allclose.h"
 #include "gtest/gtest.h"
 #include "trainer/strategy/rank_runs.h"
 #include "trainer/test_config.h"
@@ -108,11 +107,7 @@ TEST(Zero, ThreeRanksWithUnevenShardsMatchOneRankOnTheGlobalBatch) {
                 2 * three[0].shard_numel * 4);
     }
     // As the DDP thread test (ddp_test.cc): the same tolerance.
-    for (size_t i = 0; i < one[0].params.size(); ++i) {
-      const AllCloseResult close =
-          AllClose(three[0].params[i], one[0].params[i], 1e-5, 1e-6);
-      EXPECT_TRUE(close.ok) << "parameter " << i << ": " << close.message;
-    }
+    ExpectAllClose(three[0].params, one[0].params, "parameters");
   }
 }
 
