@@ -262,7 +262,7 @@ absl::Status MeasureWorldSize(int n, bool reduce_scatter,
               for (int v : mine) {
                 comm.SetReduceScatterAlgorithm(variants[v].reduce_scatter);
                 comm.SetAllGatherAlgorithm(variants[v].all_gather);
-              comm.SetAllReduceAlgorithm(variants[v].all_reduce);
+                comm.SetAllReduceAlgorithm(variants[v].all_reduce);
                 (void)comm.Barrier();
                 (void)comm.log().TakeRecords();
                 const absl::Time start = absl::Now();
