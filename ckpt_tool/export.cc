@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/base/status.h"
+#include "common/hf/gpt2.h"
 #include "common/results/atomic_file.h"
 #include "torch/csrc/jit/serialization/pickle.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -27,11 +28,6 @@ absl::StatusOr<at::ScalarType> ScalarTypeOf(const std::string& dtype) {
 }
 
 }  // namespace
-
-std::string HuggingFaceName(const std::string& name) {
-  if (name == "wte" || name == "wpe") return absl::StrCat("transformer.", name, ".weight");
-  return absl::StrCat("transformer.", name);
-}
 
 absl::StatusOr<std::vector<std::string>> ExportTorch(const std::string& dir, const std::string& out,
                                                      const ExportOptions& options) {
@@ -54,7 +50,7 @@ absl::StatusOr<std::vector<std::string>> ExportTorch(const std::string& dir, con
     tensor = tensor.to(options.dtype == "bf16" ? at::kBFloat16 : at::kFloat);
     const std::string name = entry.name().substr(kModel.size());
     if (name == "wte") token_embedding = tensor;
-    names.push_back(HuggingFaceName(name));
+    names.push_back(hf::Gpt2Name(name));
     state.insert(names.back(), tensor);
   }
   if (names.empty()) {

@@ -10,12 +10,6 @@
 
 namespace mtb::ckpt_tool {
 
-// The Hugging Face GPT-2 name of our parameter `name` ("wte" ->
-// "transformer.wte.weight", "h.0.attn.c_attn.weight" ->
-// "transformer.h.0.attn.c_attn.weight", "ln_f.bias" ->
-// "transformer.ln_f.bias").
-std::string HuggingFaceName(const std::string& name);
-
 struct ExportOptions {
   std::string dtype = "fp32";  // "fp32" or "bf16"
 };

@@ -9,6 +9,9 @@
 //                                     the trainer's retention, offline
 //   ckpt_tool export PATH --format=torch --out=FILE [--dtype=fp32|bf16]
 //                                     the full model as a PyTorch state dict (HF names)
+//   ckpt_tool export PATH --format=safetensors --out=DIR [--dtype=fp32|bf16]
+//                                     a Hugging Face GPT-2 directory: model.safetensors
+//                                     (Conv1D orientation) and config.json
 // PATH is a checkpoint directory, or a checkpoint root (its `latest`).
 // Exit codes: 0 fine (compare: equal), 1 a problem with the checkpoint or a
 // difference (named), 2 usage.
@@ -19,6 +22,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "ckpt_tool/export.h"
+#include "ckpt_tool/export_safetensors.h"
 #include "ckpt_tool/tool.h"
 #include "common/base/flags.h"
 #include "common/results/atomic_file.h"
@@ -36,8 +40,9 @@ ABSL_FLAG(std::string, run_id, "",
           "prune: the run whose checkpoints are pruned (default: the run `latest` names); "
           "other runs' checkpoints are never touched");
 ABSL_FLAG(bool, dry_run, false, "prune: list what would be deleted, delete nothing");
-ABSL_FLAG(std::string, format, "", "export: the output format (torch)");
-ABSL_FLAG(std::string, out, "", "export: the file to write (must not exist)");
+ABSL_FLAG(std::string, format, "", "export: the output format (torch or safetensors)");
+ABSL_FLAG(std::string, out, "",
+          "export: the file (torch) or directory (safetensors) to write (must not exist)");
 ABSL_FLAG(std::string, dtype, "fp32", "export: fp32 or bf16");
 
 namespace {
@@ -48,7 +53,8 @@ constexpr char kUsage[] =
     "  ckpt_tool verify PATH\n"
     "  ckpt_tool compare LEFT RIGHT [--tolerance=X] [--json]\n"
     "  ckpt_tool prune ROOT --keep_last=N [--run_id=ID] [--dry_run]\n"
-    "  ckpt_tool export PATH --format=torch --out=FILE [--dtype=fp32|bf16]";
+    "  ckpt_tool export PATH --format=torch --out=FILE [--dtype=fp32|bf16]\n"
+    "  ckpt_tool export PATH --format=safetensors --out=DIR [--dtype=fp32|bf16]";
 
 int Fail(const absl::Status& status) {
   std::cerr << kProgram << ": " << status.message() << "\n";
@@ -116,18 +122,31 @@ int Prune(const std::string& root) {
 }
 
 int Export(const std::string& path) {
-  if (absl::GetFlag(FLAGS_format) != "torch") {
-    return Usage(absl::StrCat("--format=", absl::GetFlag(FLAGS_format), ": expected --format=torch"));
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (format != "torch" && format != "safetensors") {
+    return Usage(absl::StrCat("--format=", format, ": expected --format=torch or safetensors"));
   }
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
   if (dtype != "fp32" && dtype != "bf16") return Usage(absl::StrCat("--dtype=", dtype, ": expected fp32 or bf16"));
-  if (absl::GetFlag(FLAGS_out).empty()) return Usage("export needs --out=FILE");
+  if (absl::GetFlag(FLAGS_out).empty()) {
+    return Usage(format == "torch" ? "export needs --out=FILE" : "export needs --out=DIR");
+  }
   const std::string out = mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
   if (mtb::PathExists(out)) {
     return Usage(absl::StrCat("--out=", absl::GetFlag(FLAGS_out), " exists: refusing to overwrite it"));
   }
   absl::StatusOr<std::string> dir = DirOf(path);
   if (!dir.ok()) return Fail(dir.status());
+  if (format == "safetensors") {
+    absl::StatusOr<std::vector<std::string>> names =
+        mtb::ckpt_tool::ExportSafetensors(*dir, out, mtb::ckpt_tool::ExportOptions{dtype});
+    if (!names.ok()) return Fail(names.status());
+    std::cout << out << ": model.safetensors (" << names->size() << " tensors, " << dtype
+              << "; Hugging Face GPT-2 names, Conv1D (in, out) projections, lm_head tied) "
+                 "and config.json from "
+              << *dir << "\n";
+    return mtb::kExitOk;
+  }
   absl::StatusOr<std::vector<std::string>> names =
       mtb::ckpt_tool::ExportTorch(*dir, out, mtb::ckpt_tool::ExportOptions{dtype});
   if (!names.ok()) return Fail(names.status());
@@ -149,7 +168,7 @@ int main(int argc, char** argv) {
       args.size() != 2 + operands) {
     return Usage(
         "expected `inspect PATH`, `verify PATH`, `compare LEFT RIGHT`, `prune ROOT "
-        "--keep_last=N` or `export PATH --format=torch --out=FILE`");
+        "--keep_last=N` or `export PATH --format=torch|safetensors --out=PATH`");
   }
   // Relative to the user's checkout under `bazel run` (the binary runs in
   // its runfiles), as every other tool's paths.

@@ -334,4 +334,21 @@ DoctorCheck CheckReachable(const std::string& name, const std::string& address,
   return MakeCheck(kNetwork, name, "pass", absl::StrCat(target, " accepts connections"));
 }
 
+DoctorCheck CheckLauncher(const EnvMap& env, const RankEnv& rank_env) {
+  const std::string launcher = DetectedLauncher(env);
+  // The variables each family is read from (launcher_env.h).
+  std::string source = "RANK, WORLD_SIZE: our launcher, torchrun or by hand";
+  if (launcher == "slurm") source = "SLURM_PROCID, SLURM_NTASKS: srun";
+  if (launcher == "openmpi") source = "OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE: mpirun";
+  if (launcher == "pmi") source = "PMI_RANK, PMI_SIZE: a PMI launcher";
+  const bool derived_port = launcher != "torchrun" && env.count("MASTER_PORT") == 0;
+  return MakeCheck(
+      "launch", "launcher", "pass",
+      absl::StrCat(launcher, " (", source, "): rank ", rank_env.rank, " of ",
+                   rank_env.world_size, ", local ", rank_env.local_rank, " of ",
+                   rank_env.local_world_size, "; store at ", rank_env.master_addr, ":",
+                   rank_env.master_port, derived_port ? " (port from the job id)" : "",
+                   rank_env.HostsStore() ? ", hosted by rank 0" : ""));
+}
+
 }  // namespace mtb::doctor

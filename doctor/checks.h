@@ -11,6 +11,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/base/host_memory.h"
+#include "common/launch/launcher_env.h"
+#include "common/launch/rank_env.h"
 #include "common/results/results.pb.h"
 #include "doctor/check_table.h"
 #include "doctor/doctor.pb.h"
@@ -68,6 +70,11 @@ DoctorCheck CheckFreePort();
 // non-blocking connect and poll); the failure names the address.
 DoctorCheck CheckReachable(const std::string& name, const std::string& address,
                            int port, absl::Duration timeout);
+
+// Which launcher's variables made this process a rank (DetectedLauncher on
+// `env`; common/launch/launcher_env.h) and the rank, world size and store
+// endpoint they gave (`rank_env`, parsed from the same environment).
+DoctorCheck CheckLauncher(const EnvMap& env, const RankEnv& rank_env);
 
 }  // namespace mtb::doctor
 

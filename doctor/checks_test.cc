@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace mtb::doctor {
@@ -125,6 +126,27 @@ TEST(Checks, TheVerdictNamesEveryFailedCheckAndIgnoresWarnings) {
   EXPECT_NE(RenderTable(result).find("| network | master | FAIL | x |"),
             std::string::npos)
       << RenderTable(result);
+}
+
+TEST(Checks, TheLauncherCheckNamesTheLauncherItsVariablesAndTheStore) {
+  const EnvMap srun = {{"SLURM_JOB_ID", "7"},       {"SLURM_STEP_ID", "0"},
+                       {"SLURM_PROCID", "1"},       {"SLURM_NTASKS", "2"},
+                       {"SLURM_LOCALID", "1"},      {"SLURM_STEP_TASKS_PER_NODE", "2"},
+                       {"SLURM_STEP_NODELIST", "vm"}};
+  absl::StatusOr<RankEnv> rank_env = ParseRankEnv(srun);
+  ASSERT_TRUE(rank_env.ok()) << rank_env.status();
+  const DoctorCheck slurm = CheckLauncher(srun, *rank_env);
+  EXPECT_EQ(slurm.status(), "pass");
+  EXPECT_EQ(slurm.value(), absl::StrCat("slurm (SLURM_PROCID, SLURM_NTASKS: srun): rank 1 of 2, "
+                                        "local 1 of 2; store at vm:",
+                                        PortFromJobId("slurm-7.0"), " (port from the job id)"));
+  const EnvMap by_hand = {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"},
+                          {"MASTER_PORT", "29500"}};
+  rank_env = ParseRankEnv(by_hand);
+  ASSERT_TRUE(rank_env.ok()) << rank_env.status();
+  EXPECT_EQ(CheckLauncher(by_hand, *rank_env).value(),
+            "torchrun (RANK, WORLD_SIZE: our launcher, torchrun or by hand): rank 0 of 1, local 0 "
+            "of 1; store at 127.0.0.1:29500, hosted by rank 0");
 }
 
 }  // namespace

@@ -69,6 +69,7 @@ int RunDoctorRank(const DoctorOptions& options, const RankEnv& rank_env) {
   context.set_world_size(rank_env.world_size);
   DoctorResult result;
   result.set_schema_version(kDoctorSchemaVersion);
+  *result.add_checks() = CheckLauncher(ProcessEnvironment(), rank_env);
   if (rank_env.local_rank == 0) {
     LOG(INFO) << "checking this host (build, host, network)";
     for (DoctorCheck& check : HostChecks(options, context)) {

@@ -224,7 +224,7 @@ absl::StatusOr<LaunchDecision> LaunchOrBecomeWorker(
   const LaunchOptions options = LaunchOptionsFromFlags(defaults);
   LaunchDecision decision;
   if (HasRankEnv(env)) {
-    ASSIGN_OR_RETURN(decision.rank_env, ParseRankEnv(env));
+    ASSIGN_OR_RETURN(decision.rank_env, ParseRankEnv(WithEndpointFlags(env)));
     // Our own ranks carry --nproc in their argv, equal to LOCAL_WORLD_SIZE.
     if (FlagWasSet("nproc") &&
         options.nproc != decision.rank_env.local_world_size) {

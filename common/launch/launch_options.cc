@@ -164,10 +164,20 @@ LaunchOptions WithDefaultEndpoint(LaunchOptions options) {
   return options;
 }
 
+EnvMap WithEndpointFlags(EnvMap env) {
+  if (FlagWasSet("master_addr") && env.count("MASTER_ADDR") == 0) {
+    env["MASTER_ADDR"] = absl::GetFlag(FLAGS_master_addr);
+  }
+  if (FlagWasSet("master_port") && env.count("MASTER_PORT") == 0) {
+    env["MASTER_PORT"] = absl::StrCat(absl::GetFlag(FLAGS_master_port));
+  }
+  return env;
+}
+
 absl::StatusOr<PlannedWorld> PlanWorld(const EnvMap& env,
                                        const LaunchDefaults& defaults) {
   if (HasRankEnv(env)) {
-    absl::StatusOr<RankEnv> rank_env = ParseRankEnv(env);
+    absl::StatusOr<RankEnv> rank_env = ParseRankEnv(WithEndpointFlags(env));
     if (!rank_env.ok()) return rank_env.status();
     return PlannedWorld{rank_env->world_size, rank_env->local_world_size,
                         absl::StrCat("WORLD_SIZE=", rank_env->world_size)};

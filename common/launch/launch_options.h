@@ -128,6 +128,12 @@ struct PlannedWorld {
   std::string label;
 };
 
+// `env` plus MASTER_ADDR / MASTER_PORT from --master_addr / --master_port
+// where a flag was given and its variable is not set: how a rank started by
+// srun or mpirun takes the store's endpoint from its command line
+// (docs/launch.md, "Slurm and MPI").
+EnvMap WithEndpointFlags(EnvMap env);
+
 // From `env` when it holds the rank variables (a worker; ParseRankEnv's
 // errors otherwise), else from the launch flags (--nnodes x --nproc) after
 // ValidateLaunchOptions (its errors otherwise).

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/base/status.h"
+#include "common/launch/launcher_env.h"
 
 extern char** environ;
 
@@ -62,12 +63,13 @@ EnvMap ProcessEnvironment() {
   return env;
 }
 
-bool HasRankEnv(const EnvMap& env) {
-  return env.count("RANK") > 0 || env.count("WORLD_SIZE") > 0;
-}
+bool HasRankEnv(const EnvMap& env) { return HasLauncherRankEnv(env); }
 
-absl::StatusOr<RankEnv> ParseRankEnv(const EnvMap& env) {
+absl::StatusOr<RankEnv> ParseRankEnv(const EnvMap& launcher_env) {
+  // Slurm's and MPI's variables become torchrun's (launcher_env.h).
+  ASSIGN_OR_RETURN(const EnvMap env, WithLauncherVariables(launcher_env));
   RankEnv rank_env;
+  rank_env.launcher = DetectedLauncher(launcher_env);
   const bool has_rank = env.count("RANK") > 0;
   const bool has_world_size = env.count("WORLD_SIZE") > 0;
   if (!has_rank && !has_world_size) {

@@ -22,6 +22,9 @@
 //                                 as the launcher saw it: one line per
 //                                 attempt, attempt 0 first (--max_restarts)
 //
+// Under srun or mpirun, Slurm's and Open MPI's / PMI's variables stand in for
+// torchrun's (common/launch/launcher_env.h has the precedence and the rules).
+//
 // The defaults are what `torch.distributed`'s env:// init needs by hand: RANK,
 // WORLD_SIZE, MASTER_ADDR and MASTER_PORT. docs/launch.md is the contract;
 // common/launch/rendezvous_env.h turns a RankEnv into collective::RendezvousOptions.
@@ -33,11 +36,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/launch/launcher_env.h"
 
 namespace mtb {
-
-// Environment variables by name.
-using EnvMap = std::map<std::string, std::string>;
 
 struct RankEnv {
   int rank = 0;
@@ -56,6 +57,9 @@ struct RankEnv {
   // (ranks started by hand or by another launcher): rank 0 hosts it.
   bool agent_store = false;
   std::string run_id = "none";
+  // Whose variables described this rank: "torchrun" (also our launcher and
+  // by hand), "openmpi", "pmi" or "slurm" (DetectedLauncher).
+  std::string launcher = "torchrun";
   // Our launcher's extras: empty / -1 when absent.
   std::string log_dir;
   int heartbeat_fd = -1;
@@ -72,8 +76,9 @@ struct RankEnv {
 // The calling process's environment.
 EnvMap ProcessEnvironment();
 
-// True when `env` describes a rank (RANK or WORLD_SIZE is set): the binary is a
-// worker, not a launcher.
+// True when `env` describes a rank (RANK or WORLD_SIZE is set, or Slurm's or
+// MPI's rank variables are: HasLauncherRankEnv): the binary is a worker, not
+// a launcher.
 bool HasRankEnv(const EnvMap& env);
 
 // Reads and validates the variables above. Errors are kInvalidArgument with one

@@ -1,0 +1,126 @@
+#include "ckpt_tool/export_safetensors.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ATen/core/Tensor.h"
+#include "ATen/ops/from_blob.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/base/status.h"
+#include "common/hf/gpt2.h"
+#include "common/hf/safetensors.h"
+#include "common/results/atomic_file.h"
+#include "common/results/json_io.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/compare.h"
+#include "trainer/train_result.pb.h"
+
+namespace mtb::ckpt_tool {
+namespace {
+
+constexpr absl::string_view kModel = "model/";
+
+absl::StatusOr<at::ScalarType> ScalarTypeOf(const std::string& dtype) {
+  if (dtype == "float32") return at::kFloat;
+  if (dtype == "bfloat16") return at::kBFloat16;
+  if (dtype == "float16") return at::kHalf;
+  return absl::FailedPreconditionError(absl::StrCat("a model tensor of dtype ", dtype));
+}
+
+// Renames directory `from` to `to` unless `to` exists (rename(2) would
+// replace an empty directory), then syncs their parent.
+absl::Status RenameNoReplace(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0) {
+    const int error = errno;
+    if (error == EEXIST) {
+      return absl::AlreadyExistsError(
+          absl::StrCat(to,
+                       " appeared while exporting: it is left alone and the export is "
+                       "discarded"));
+    }
+    return absl::InternalError(
+        absl::StrCat("rename ", from, " to ", to, ": ", std::strerror(error)));
+  }
+  const int parent = ::open(DirectoryOf(to).c_str(), O_RDONLY | O_DIRECTORY);
+  if (parent >= 0) {
+    ::fsync(parent);
+    ::close(parent);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ExportSafetensors(const std::string& dir,
+                                                           const std::string& out,
+                                                           const ExportOptions& options) {
+  if (options.dtype != "fp32" && options.dtype != "bf16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype=", options.dtype, ": expected fp32 or bf16"));
+  }
+  if (PathExists(out)) {
+    return absl::AlreadyExistsError(absl::StrCat(out, " exists: refusing to overwrite it"));
+  }
+  RETURN_IF_ERROR(checkpoint::Verify(dir));
+  ASSIGN_OR_RETURN(const checkpoint::CheckpointManifest manifest, checkpoint::ReadManifest(dir));
+  TrainConfig config;
+  if (manifest.config_json().empty() ||
+      !FromJsonIgnoringUnknownFields(manifest.config_json(), &config).ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, ": the manifest carries no readable configuration (n_head is not in the tensors)"));
+  }
+  const bool bf16 = options.dtype == "bf16";
+  std::vector<hf::SafetensorsTensor> tensors;
+  std::vector<std::string> names;
+  for (const checkpoint::TensorEntry& entry : manifest.tensors()) {
+    if (!absl::StartsWith(entry.name(), kModel)) continue;
+    ASSIGN_OR_RETURN(const at::ScalarType type, ScalarTypeOf(entry.dtype()));
+    ASSIGN_OR_RETURN(std::string bytes, checkpoint::ReadGlobalTensor(dir, manifest, entry));
+    const std::vector<int64_t> shape(entry.global_shape().begin(), entry.global_shape().end());
+    const std::string ours = entry.name().substr(kModel.size());
+    at::Tensor tensor = at::from_blob(bytes.data(), shape, at::TensorOptions().dtype(type));
+    // nn.Linear's (out, in) -> Conv1D's (in, out).
+    if (hf::IsConv1DWeight(ours)) tensor = tensor.t();
+    tensor = tensor.to(bf16 ? at::kBFloat16 : at::kFloat).contiguous();
+    hf::SafetensorsTensor written;
+    written.name = hf::Gpt2Name(ours);
+    written.dtype = bf16 ? "BF16" : "F32";
+    written.shape = tensor.sizes().vec();
+    written.data.assign(static_cast<const char*>(tensor.data_ptr()), tensor.nbytes());
+    names.push_back(written.name);
+    tensors.push_back(std::move(written));
+  }
+  if (tensors.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, ": no model/ tensors to export"));
+  }
+  // transformers refuses a safetensors file without format "pt".
+  ASSIGN_OR_RETURN(const std::string file, hf::EncodeSafetensors(tensors, {{"format", "pt"}}));
+  const hf::Gpt2Config gpt2 =
+      hf::MakeGpt2Config({config.vocab_size(), config.seq_len(), config.d_model(),
+                          config.n_layers(), config.n_heads()},
+                         bf16 ? "bfloat16" : "float32");
+
+  const std::string staging = absl::StrCat(out, ".partial.", ::getpid());
+  RETURN_IF_ERROR(CreateDirectories(staging));
+  absl::Status written = WriteFileAtomically(staging + "/model.safetensors", file);
+  if (written.ok()) written = WriteJsonFile(gpt2, staging + "/config.json");
+  if (written.ok()) written = RenameNoReplace(staging, out);
+  if (!written.ok()) {
+    // Our own staging files only; `out` is never touched.
+    ::unlink((staging + "/model.safetensors").c_str());
+    ::unlink((staging + "/config.json").c_str());
+    ::rmdir(staging.c_str());
+    return written;
+  }
+  return names;
+}
+
+}  // namespace mtb::ckpt_tool
