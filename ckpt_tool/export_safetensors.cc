@@ -16,7 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "common/base/status.h"
 #include "common/hf/gpt2.h"
-#include "common/hf/safetensors.h"
+#include "common/hf/gpt2_tensors.h"
 #include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -78,7 +78,7 @@ absl::StatusOr<std::vector<std::string>> ExportSafetensors(const std::string& di
         dir, ": the manifest carries no readable configuration (n_head is not in the tensors)"));
   }
   const bool bf16 = options.dtype == "bf16";
-  std::vector<hf::SafetensorsTensor> tensors;
+  hf::OurParameters parameters;
   std::vector<std::string> names;
   for (const checkpoint::TensorEntry& entry : manifest.tensors()) {
     if (!absl::StartsWith(entry.name(), kModel)) continue;
@@ -86,23 +86,15 @@ absl::StatusOr<std::vector<std::string>> ExportSafetensors(const std::string& di
     ASSIGN_OR_RETURN(std::string bytes, checkpoint::ReadGlobalTensor(dir, manifest, entry));
     const std::vector<int64_t> shape(entry.global_shape().begin(), entry.global_shape().end());
     const std::string ours = entry.name().substr(kModel.size());
-    at::Tensor tensor = at::from_blob(bytes.data(), shape, at::TensorOptions().dtype(type));
-    // nn.Linear's (out, in) -> Conv1D's (in, out).
-    if (hf::IsConv1DWeight(ours)) tensor = tensor.t();
-    tensor = tensor.to(bf16 ? at::kBFloat16 : at::kFloat).contiguous();
-    hf::SafetensorsTensor written;
-    written.name = hf::Gpt2Name(ours);
-    written.dtype = bf16 ? "BF16" : "F32";
-    written.shape = tensor.sizes().vec();
-    written.data.assign(static_cast<const char*>(tensor.data_ptr()), tensor.nbytes());
-    names.push_back(written.name);
-    tensors.push_back(std::move(written));
+    // A copy that owns its storage (`bytes` goes out of scope).
+    parameters.emplace_back(
+        ours, at::from_blob(bytes.data(), shape, at::TensorOptions().dtype(type)).clone());
+    names.push_back(hf::Gpt2Name(ours));
   }
-  if (tensors.empty()) {
+  if (parameters.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(dir, ": no model/ tensors to export"));
   }
-  // transformers refuses a safetensors file without format "pt".
-  ASSIGN_OR_RETURN(const std::string file, hf::EncodeSafetensors(tensors, {{"format", "pt"}}));
+  ASSIGN_OR_RETURN(const std::string file, hf::EncodeGpt2Safetensors(parameters, bf16));
   const hf::Gpt2Config gpt2 =
       hf::MakeGpt2Config({config.vocab_size(), config.seq_len(), config.d_model(),
                           config.n_layers(), config.n_heads()},

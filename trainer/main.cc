@@ -23,6 +23,7 @@
 #include "trainer/config.h"
 #include "trainer/data.h"
 #include "trainer/flags.h"
+#include "trainer/init_from.h"
 #include "trainer/memory_estimate.h"
 #include "trainer/strategy/sync_fault.h"
 #include "trainer/strategy_name.h"
@@ -47,6 +48,15 @@ ABSL_FLAG(std::string, trace_steps, "",
 ABSL_FLAG(std::string, dump_parameters, "",
           "test aid: every rank writes its final parameters as raw fp32 to "
           "DIR/rank_<r>.f32, rank 0 a DIR/manifest.txt");
+
+ABSL_FLAG(std::string, init_from, "",
+          "start from a GPT-2-layout safetensors model instead of the seeded "
+          "initialisation: DIR (model.safetensors + config.json, as ckpt_tool export "
+          "--format=safetensors writes) or FILE.safetensors; names, shapes, orientation "
+          "and config are checked before any rank starts");
+ABSL_FLAG(std::string, metrics_jsonl, "",
+          "append one JSON line per step to FILE as the run goes (step, loss, lr, "
+          "tokens/s, grad norm, comm wait, memory): for tail -f, jq, pandas");
 
 ABSL_FLAG(bool, estimate_memory, false,
           "print every strategy's closed-form memory per rank for this model, "
@@ -191,6 +201,22 @@ int main(int argc, char** argv) {
       return mtb::ReportAndExitCode(kProgram, writable);
     }
   }
+  // A model to start from is read and checked now (names, shapes,
+  // orientation, config.json against these flags).
+  mtb::hf::OurParameters init_parameters;
+  if (const std::string init_from = absl::GetFlag(FLAGS_init_from); !init_from.empty()) {
+    absl::StatusOr<mtb::hf::OurParameters> read =
+        mtb::ReadInitFrom(mtb::ResolveUserPath(init_from), config);
+    if (!read.ok()) return mtb::ReportAndExitCode(kProgram, read.status());
+    init_parameters = *std::move(read);
+  }
+  const std::string metrics_jsonl = mtb::ResolveUserPath(absl::GetFlag(FLAGS_metrics_jsonl));
+  if (!metrics_jsonl.empty()) {
+    if (absl::Status writable = mtb::CheckOutputWritable("metrics_jsonl", metrics_jsonl);
+        !writable.ok()) {
+      return mtb::ReportAndExitCode(kProgram, writable);
+    }
+  }
   // A missing or corrupt input file is a usage error: nothing starts.
   if (absl::Status data = mtb::OpenDataFor(config).status(); !data.ok()) {
     std::cerr << kProgram << ": --data: " << data.message() << "\n";
@@ -214,6 +240,8 @@ int main(int argc, char** argv) {
   options.timeouts = timeouts;
   options.notes = notes;
   options.checkpoint = *std::move(checkpoint_plan);
+  options.init_parameters = std::move(init_parameters);
+  options.metrics_jsonl = metrics_jsonl;
   options.argc = argc;
   options.argv = argv;
   return mtb::RunWorker(config, launch->rank_env, options);

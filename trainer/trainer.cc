@@ -697,6 +697,12 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                         [&] { return Trainer::Create(config, rank, &strategy,
                                                      &data); }),
             rank, ""));
+    // --init_from, unless a checkpoint's model replaces it below.
+    if (hooks.initialize_parameters &&
+        !(repeat == 0 && hooks.checkpointer != nullptr &&
+          hooks.checkpointer->plan().resuming())) {
+      RETURN_IF_ERROR(hooks.initialize_parameters(strategy));
+    }
     if (repeat == 0) {
       ModelInfo* model = result.mutable_model();
       model->set_parameter_count(trainer->model().ParameterCount());
@@ -853,6 +859,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
                           : "")
                   << FormatProgressLine(record, config.steps(), eta_seconds);
       }
+      if (hooks.on_step_record) RETURN_IF_ERROR(hooks.on_step_record(record, repeat));
       *run->add_steps() = std::move(record);
       if (hooks.after_step) RETURN_IF_ERROR(hooks.after_step(step));
       // The ranks agreed on a preemption notice during this step: it ends

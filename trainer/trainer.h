@@ -206,6 +206,13 @@ struct RunHooks {
   // An error fails the run.
   std::function<absl::Status(const std::string&, int64_t)> on_start;
   std::function<absl::Status(int64_t)> after_step;
+  // --init_from (trainer/init_from.h): called on every rank once each run's
+  // strategy is set up, before its first step, except when the run resumes
+  // from a checkpoint (whose model wins). Collective.
+  std::function<absl::Status(Strategy&)> initialize_parameters;
+  // --metrics_jsonl (trainer/metrics_stream.h): called on every rank with
+  // each completed step's record and the run (0-based), before after_step.
+  std::function<absl::Status(const StepRecord&, int)> on_step_record;
 };
 
 // Runs config.repeat() runs of config.steps() steps each (with a

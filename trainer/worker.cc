@@ -28,8 +28,10 @@
 #include "trainer/checkpoint/audit.h"
 #include "trainer/checkpoint/checkpointer.h"
 #include "trainer/data.h"
+#include "trainer/init_from.h"
 #include "trainer/memory_estimate.h"
 #include "trainer/metrics.h"
+#include "trainer/metrics_stream.h"
 #include "trainer/output.h"
 #include "trainer/preemption.h"
 #include "trainer/restart_history.h"
@@ -267,6 +269,21 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
     hooks.after_step = [&](int64_t step) {
       last_completed_step = step;
       return attempt_log ? attempt_log->RecordStep(step) : absl::OkStatus();
+    };
+  }
+  if (!options.init_parameters.empty()) {
+    hooks.initialize_parameters = [&](Strategy& strategy) {
+      return InitializeParameters(options.init_parameters, strategy);
+    };
+  }
+  std::unique_ptr<MetricsStream> metrics_stream;
+  if (!options.metrics_jsonl.empty() && env.rank == 0) {
+    absl::StatusOr<std::unique_ptr<MetricsStream>> opened =
+        MetricsStream::Open(options.metrics_jsonl);
+    if (!opened.ok()) return Fail(opened.status());
+    metrics_stream = *std::move(opened);
+    hooks.on_step_record = [&](const StepRecord& record, int run) {
+      return metrics_stream->Append(record, run);
     };
   }
   if (!options.dump_parameters.empty()) {

@@ -19,6 +19,7 @@
 #include "common/faults/fault_spec.h"
 #include "common/launch/timeouts.h"
 #include "trainer/checkpoint/plan.h"
+#include "common/hf/gpt2_tensors.h"
 #include "trainer/strategy.h"
 #include "trainer/strategy/ddp.h"
 #include "trainer/train_result.pb.h"
@@ -52,6 +53,11 @@ struct WorkerOptions {
   // --checkpoint_dir and friends, planned (trainer/checkpoint/plan.h);
   // nothing when its options name no directory.
   checkpoint::CheckpointPlan checkpoint;
+  // --init_from, read and checked (trainer/init_from.h); empty: the seeded
+  // initialisation.
+  hf::OurParameters init_parameters;
+  // --metrics_jsonl (resolved): rank 0 appends a line per step; empty: none.
+  std::string metrics_jsonl;
   // For the RunContext.
   int argc = 0;
   char** argv = nullptr;
