@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "ATen/ops/from_blob.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/base/status.h"
 #include "common/hf/gpt2.h"
@@ -78,21 +80,45 @@ absl::StatusOr<std::vector<std::string>> ExportSafetensors(const std::string& di
         dir, ": the manifest carries no readable configuration (n_head is not in the tensors)"));
   }
   const bool bf16 = options.dtype == "bf16";
+  const hf::Gpt2Shape shape = {config.vocab_size(), config.seq_len(), config.d_model(),
+                               config.n_layers(), config.n_heads()};
+  std::map<std::string, const checkpoint::TensorEntry*> entries;  // by our name
+  for (const checkpoint::TensorEntry& entry : manifest.tensors()) {
+    if (absl::StartsWith(entry.name(), kModel)) {
+      entries[entry.name().substr(kModel.size())] = &entry;
+    }
+  }
+  // GPT-2's order (not the manifest's, which follows a strategy's layout):
+  // the same model gives the same file whoever saved it, and import writes
+  // it back in this order.
   hf::OurParameters parameters;
   std::vector<std::string> names;
-  for (const checkpoint::TensorEntry& entry : manifest.tensors()) {
-    if (!absl::StartsWith(entry.name(), kModel)) continue;
+  for (const auto& [ours, expected] : hf::Gpt2ParameterShapes(shape)) {
+    auto found = entries.find(ours);
+    if (found == entries.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(dir, ": model/", ours, " is missing: not a checkpoint of our GPT"));
+    }
+    const checkpoint::TensorEntry& entry = *found->second;
+    const std::vector<int64_t> global(entry.global_shape().begin(), entry.global_shape().end());
+    if (global != expected) {
+      return absl::FailedPreconditionError(absl::StrCat(dir, ": model/", ours, " has shape [",
+                                                        absl::StrJoin(global, ","),
+                                                        "], the "
+                                                        "configuration says [",
+                                                        absl::StrJoin(expected, ","), "]"));
+    }
     ASSIGN_OR_RETURN(const at::ScalarType type, ScalarTypeOf(entry.dtype()));
     ASSIGN_OR_RETURN(std::string bytes, checkpoint::ReadGlobalTensor(dir, manifest, entry));
-    const std::vector<int64_t> shape(entry.global_shape().begin(), entry.global_shape().end());
-    const std::string ours = entry.name().substr(kModel.size());
     // A copy that owns its storage (`bytes` goes out of scope).
     parameters.emplace_back(
-        ours, at::from_blob(bytes.data(), shape, at::TensorOptions().dtype(type)).clone());
+        ours, at::from_blob(bytes.data(), global, at::TensorOptions().dtype(type)).clone());
     names.push_back(hf::Gpt2Name(ours));
+    entries.erase(found);
   }
-  if (parameters.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(dir, ": no model/ tensors to export"));
+  if (!entries.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, ": model/", entries.begin()->first, " is not a parameter of our GPT"));
   }
   ASSIGN_OR_RETURN(const std::string file, hf::EncodeGpt2Safetensors(parameters, bf16));
   const hf::Gpt2Config gpt2 =

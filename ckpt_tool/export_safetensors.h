@@ -22,7 +22,9 @@ namespace mtb::ckpt_tool {
 //                      configuration
 // Both files are written into a staging directory beside `out` that is
 // renamed to `out` last, and never over an existing path: kAlreadyExists
-// when `out` exists (then or at the rename). Returns the tensor names
+// when `out` exists (then or at the rename). Tensors are written in
+// GPT-2's parameter order (hf::Gpt2ParameterShapes), whatever the saving
+// strategy's layout, and must be exactly those. Returns the tensor names
 // written, in order. Equal checkpoints give equal bytes.
 absl::StatusOr<std::vector<std::string>> ExportSafetensors(const std::string& dir,
                                                            const std::string& out,

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "ckpt_tool/export_safetensors.h"
+#include "common/base/status.h"
 #include "common/collective/test_util.h"
 #include "common/hf/gpt2_tensors.h"
 #include "common/nn/layers.h"
@@ -113,7 +114,7 @@ TEST(InitFrom, ExportImportExportIsByteIdenticalThroughEveryStrategysPieces) {
     const std::string exported = FileBytes(dir + "/model.safetensors");
     for (const auto& [strategy, world_size] :
          std::vector<std::pair<std::string, int>>{{"single", 1}, {"ddp", 2}, {"fsdp", 2}}) {
-      const TrainConfig config = ResumeConfig(strategy, 1);
+      const TrainConfig config = ResumeConfig(strategy, 3);
       absl::StatusOr<hf::OurParameters> imported = ReadInitFrom(dir, config);
       ASSERT_TRUE(imported.ok()) << imported.status();
       const Initialized held = RunWithInit(config, world_size, &*imported);
@@ -128,7 +129,7 @@ TEST(InitFrom, ExportImportExportIsByteIdenticalThroughEveryStrategysPieces) {
 TEST(InitFrom, TheFirstStepTrainsTheImportedModel) {
   at::set_num_threads(1);
   const std::string dir = ExportedModel("fp32");
-  TrainConfig config = ResumeConfig("single", 1);
+  TrainConfig config = ResumeConfig("single", 3);
   config.set_dropout(0);  // the loss below is the model's, without masks
   absl::StatusOr<hf::OurParameters> imported = ReadInitFrom(dir, config);
   ASSERT_TRUE(imported.ok()) << imported.status();
@@ -160,7 +161,7 @@ TEST(InitFrom, TheFirstStepTrainsTheImportedModel) {
 
 TEST(InitFrom, AConfigMismatchIsRefusedNamingEveryField) {
   const std::string dir = ExportedModel("fp32");
-  TrainConfig config = ResumeConfig("single", 1);
+  TrainConfig config = ResumeConfig("single", 3);
   const int d_model = config.d_model();
   const int n_heads = config.n_heads();
   config.set_d_model(2 * d_model);
@@ -178,7 +179,7 @@ TEST(InitFrom, AConfigMismatchIsRefusedNamingEveryField) {
 
 TEST(InitFrom, GptTwosTanhGeluIsRefusedAndAFileWithoutConfigIsReadByShapes) {
   const std::string dir = ExportedModel("fp32");
-  const TrainConfig config = ResumeConfig("single", 1);
+  const TrainConfig config = ResumeConfig("single", 3);
   const std::string config_json = FileBytes(dir + "/config.json");
   ASSERT_TRUE(WriteFileAtomically(dir + "/config.json",
                                   absl::StrReplaceAll(config_json, {{"\"gelu\"", "\"gelu_new\""}}))

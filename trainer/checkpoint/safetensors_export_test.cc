@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "torch/csrc/jit/serialization/pickle.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/compare.h"
 #include "trainer/checkpoint/resume_test_util.h"
 #include "trainer/data.h"
 #include "trainer/model.h"
