@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The trainer binary with --init_from and --metrics_jsonl, as users run it:
-# a 2-rank run saves a checkpoint, ckpt_tool exports it to safetensors, a new
+# a 1-rank run saves a checkpoint, ckpt_tool exports it to safetensors, a new
 # 2-rank run starts from that directory and streams one JSON line per step;
 # a mismatched model is refused (exit 2) naming the fields before any rank
 # starts, and so is a missing one.
@@ -8,7 +8,7 @@ set -euo pipefail
 source trainer/cli_test_lib.sh
 ckpt_tool="$(pwd)/ckpt_tool/ckpt_tool"
 
-"$trainer" "${tiny[@]}" --nproc=2 --checkpoint_dir="$out/ckpt" --save_every=3 \
+"$trainer" "${tiny[@]}" --nproc=1 --checkpoint_dir="$out/ckpt" --save_every=3 \
   --nomarkdown --out="$out/first.json" > "$out/first.log" 2>&1 ||
   { cat "$out/first.log" >&2; fail "training the model to export failed"; }
 "$ckpt_tool" export "$out/ckpt" --format=safetensors --out="$out/hf" > "$out/export.log" 2>&1 ||

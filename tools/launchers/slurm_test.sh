@@ -13,7 +13,9 @@ set -euo pipefail
 trainer="$(pwd)/trainer/trainer"
 comm_bench="$(pwd)/comm_bench/comm_bench"
 doctor="$(pwd)/doctor/doctor"
-work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/slurm.XXXXXX")"
+# Short and under /tmp: munged's socket path must fit in 108 bytes, which
+# Bazel's test directories do not.
+work="$(mktemp -d /tmp/mtb-slurm.XXXXXX)"
 out="$work/out"
 mkdir -p "$out" "$work/state" "$work/spool" "$work/munge"
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -33,6 +35,10 @@ stop_daemons() {
   for pid_file in "$work/slurmd.pid" "$work/slurmctld.pid" "$work/munge/munged.pid"; do
     [[ -s "$pid_file" ]] && kill "$(cat "$pid_file")" 2> /dev/null || true
   done
+  # The daemons' files are ours alone; the results are kept for the log.
+  cp -r "$out" "${TEST_UNDECLARED_OUTPUTS_DIR:-$work}/" 2> /dev/null || true
+  sleep 0.5
+  rm -rf "$work"
 }
 trap stop_daemons EXIT
 
