@@ -102,4 +102,29 @@ absl::Status InitializeParameters(const hf::OurParameters& parameters, Strategy&
   return strategy.FinishCheckpointLoad();
 }
 
+namespace {
+
+class InitFromComponent : public RunComponent {
+ public:
+  explicit InitFromComponent(const hf::OurParameters* parameters) : parameters_(parameters) {}
+  absl::Status OnRunStart(RunState& state) override {
+    if (!state.resumed_from.empty()) {
+      if (state.rank.rank == 0) {
+        LOG(INFO) << "--init_from: not applied: the run resumed from " << state.resumed_from;
+      }
+      return absl::OkStatus();
+    }
+    return InitializeParameters(*parameters_, *state.strategy);
+  }
+
+ private:
+  const hf::OurParameters* parameters_;
+};
+
+}  // namespace
+
+std::unique_ptr<RunComponent> MakeInitFromComponent(const hf::OurParameters* parameters) {
+  return std::make_unique<InitFromComponent>(parameters);
+}
+
 }  // namespace mtb

@@ -5,10 +5,12 @@
 #ifndef MTB_TRAINER_INIT_FROM_H_
 #define MTB_TRAINER_INIT_FROM_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/hf/gpt2_tensors.h"
+#include "trainer/run/run_component.h"
 #include "trainer/strategy.h"
 #include "trainer/train_result.pb.h"
 
@@ -31,6 +33,12 @@ absl::StatusOr<hf::OurParameters> ReadInitFrom(const std::string& path, const Tr
 // FinishCheckpointLoad: every rank calls it after Setup, before the first
 // step.
 absl::Status InitializeParameters(const hf::OurParameters& parameters, Strategy& strategy);
+
+// The run component (trainer/run/run_component.h) that calls
+// InitializeParameters at the run's start unless it resumed from a checkpoint
+// (whose model wins); `parameters` must outlive it. One run: main refuses
+// --init_from with --repeat > 1.
+std::unique_ptr<RunComponent> MakeInitFromComponent(const hf::OurParameters* parameters);
 
 }  // namespace mtb
 

@@ -9,6 +9,7 @@
 #include "trainer/init_from.h"
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -51,60 +52,65 @@ std::string ExportedModel(const std::string& dtype) {
   return dir;
 }
 
-// Runs one step of `config` on `world_size` rank threads (one rank of
-// "single": this thread) with `parameters` as the initialisation, and
-// returns the model the ranks held right after it was written in, assembled
-// from every rank's pieces, and the first step's loss.
-struct Initialized {
-  hf::OurParameters model;
-  double first_loss = 0;
-};
-Initialized RunWithInit(const TrainConfig& config, int world_size,
-                        const hf::OurParameters* parameters) {
+std::vector<std::pair<std::string, std::vector<int64_t>>> ShapesOf(const TrainConfig& config) {
+  return hf::Gpt2ParameterShapes({config.vocab_size(), config.seq_len(), config.d_model(),
+                                  config.n_layers(), config.n_heads()});
+}
+
+// Runs `body(communicator, rank)` on `world_size` rank threads (one rank of
+// "single": this thread, no communicator).
+void OnRanks(int world_size, const std::function<void(collective::Communicator*, int)>& body) {
+  if (world_size == 1) {
+    body(nullptr, 0);
+    return;
+  }
+  const absl::Status threads = collective::RunRanksAsThreads(
+      world_size, [&](collective::Communicator& c) { body(&c, c.rank()); });
+  EXPECT_TRUE(threads.ok()) << threads;
+}
+
+// The model `config`'s strategy holds on `world_size` rank threads right
+// after InitializeParameters wrote `parameters` into it, assembled from every
+// rank's pieces.
+hf::OurParameters HeldAfterInit(const TrainConfig& config, int world_size,
+                                const hf::OurParameters& parameters) {
   std::map<std::string, at::Tensor> full;  // by our name, filled from pieces
-  for (const auto& [name, shape] :
-       hf::Gpt2ParameterShapes({config.vocab_size(), config.seq_len(), config.d_model(),
-                                config.n_layers(), config.n_heads()})) {
+  for (const auto& [name, shape] : ShapesOf(config)) {
     full[name] = at::full(shape, std::nanf(""), at::kFloat);
   }
   std::mutex mutex;
-  Initialized out;
   const auto data = MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
-  auto body = [&](collective::Communicator* communicator, int rank) {
+  OnRanks(world_size, [&](collective::Communicator* communicator, int rank) {
     std::unique_ptr<Strategy> strategy = checkpoint::MakeTestStrategy(config, communicator);
-    RunHooks hooks;
-    if (parameters != nullptr) {
-      hooks.initialize_parameters = [&](Strategy& s) {
-        RETURN_IF_ERROR(InitializeParameters(*parameters, s));
-        const std::lock_guard<std::mutex> lock(mutex);
-        for (const StatePiece& piece : s.CheckpointPiecesToSave()) {
-          if (!absl::StartsWith(piece.name, "model/")) continue;
-          full[piece.name.substr(6)]
-              .view({-1})
-              .slice(0, piece.offset, piece.offset + piece.values.numel())
-              .copy_(piece.values);
-        }
-        return absl::OkStatus();
-      };
+    absl::StatusOr<std::unique_ptr<Trainer>> trainer =
+        Trainer::Create(config, RankInfo{rank, world_size}, strategy.get(), data.get());
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    ASSERT_TRUE(InitializeParameters(parameters, *strategy).ok());
+    const std::lock_guard<std::mutex> lock(mutex);
+    for (const StatePiece& piece : strategy->CheckpointPiecesToSave()) {
+      if (!absl::StartsWith(piece.name, "model/")) continue;
+      full[piece.name.substr(6)]
+          .view({-1})
+          .slice(0, piece.offset, piece.offset + piece.values.numel())
+          .copy_(piece.values);
     }
-    absl::StatusOr<TrainResult> result =
-        RunTraining(config, RankInfo{rank, world_size}, *strategy, *data, hooks);
-    ASSERT_TRUE(result.ok()) << "rank " << rank << ": " << result.status();
-    if (rank == 0) out.first_loss = result->runs(0).steps(0).loss();
-  };
-  if (world_size == 1) {
-    body(nullptr, 0);
-  } else {
-    const absl::Status threads = collective::RunRanksAsThreads(
-        world_size, [&](collective::Communicator& c) { body(&c, c.rank()); });
-    EXPECT_TRUE(threads.ok()) << threads;
-  }
-  for (const auto& [name, shape] :
-       hf::Gpt2ParameterShapes({config.vocab_size(), config.seq_len(), config.d_model(),
-                                config.n_layers(), config.n_heads()})) {
-    out.model.emplace_back(name, full[name]);
-  }
-  return out;
+  });
+  hf::OurParameters held;
+  for (const auto& [name, shape] : ShapesOf(config)) held.emplace_back(name, full[name]);
+  return held;
+}
+
+// The first step's loss of `config` on one rank, started from `parameters`
+// through RunHooks::init_parameters (nullptr: the seeded initialisation).
+double FirstLoss(const TrainConfig& config, const hf::OurParameters* parameters) {
+  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
+  std::unique_ptr<Strategy> strategy = checkpoint::MakeTestStrategy(config, nullptr);
+  RunHooks hooks;
+  hooks.init_parameters = parameters;
+  absl::StatusOr<TrainResult> result =
+      RunTraining(config, RankInfo{0, 1}, *strategy, *data, hooks);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? result->runs(0).steps(0).loss() : 0;
 }
 
 TEST(InitFrom, ExportImportExportIsByteIdenticalThroughEveryStrategysPieces) {
@@ -117,8 +123,8 @@ TEST(InitFrom, ExportImportExportIsByteIdenticalThroughEveryStrategysPieces) {
       const TrainConfig config = ResumeConfig(strategy, 3);
       absl::StatusOr<hf::OurParameters> imported = ReadInitFrom(dir, config);
       ASSERT_TRUE(imported.ok()) << imported.status();
-      const Initialized held = RunWithInit(config, world_size, &*imported);
-      absl::StatusOr<std::string> again = hf::EncodeGpt2Safetensors(held.model, dtype == "bf16");
+      const hf::OurParameters held = HeldAfterInit(config, world_size, *imported);
+      absl::StatusOr<std::string> again = hf::EncodeGpt2Safetensors(held, dtype == "bf16");
       ASSERT_TRUE(again.ok()) << again.status();
       EXPECT_TRUE(*again == exported) << dtype << " through " << strategy << " on " << world_size
                                       << " rank(s): the re-export differs";
@@ -151,8 +157,8 @@ TEST(InitFrom, TheFirstStepTrainsTheImportedModel) {
     expected = nn::CrossEntropy(model.Forward(batch.inputs, ForwardOptions{}), batch.targets)
                    .item<double>();
   }
-  const double with_init = RunWithInit(config, 1, &*imported).first_loss;
-  const double seeded = RunWithInit(config, 1, nullptr).first_loss;
+  const double with_init = FirstLoss(config, &*imported);
+  const double seeded = FirstLoss(config, nullptr);
   // The same fp32 forward on one thread; the trainer's mean may sum the
   // per-token losses in another order: a few ulps of the loss.
   EXPECT_NEAR(with_init, expected, 1e-6 * expected);

@@ -65,4 +65,23 @@ absl::Status MetricsStream::Append(const StepRecord& record, int run) {
   return absl::OkStatus();
 }
 
+namespace {
+
+class MetricsStreamComponent : public RunComponent {
+ public:
+  explicit MetricsStreamComponent(MetricsStream* stream) : stream_(stream) {}
+  absl::Status AfterStep(RunState& state, StepRecord& record) override {
+    return stream_->Append(record, state.repeat);
+  }
+
+ private:
+  MetricsStream* stream_;
+};
+
+}  // namespace
+
+std::unique_ptr<RunComponent> MakeMetricsStreamComponent(MetricsStream* stream) {
+  return std::make_unique<MetricsStreamComponent>(stream);
+}
+
 }  // namespace mtb

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "trainer/run/run_component.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -35,6 +36,10 @@ class MetricsStream {
   std::string path_;
   int fd_;
 };
+
+// The run component (trainer/run/run_component.h) that appends each
+// completed step's line to `stream` (rank 0's; it must outlive it).
+std::unique_ptr<RunComponent> MakeMetricsStreamComponent(MetricsStream* stream);
 
 }  // namespace mtb
 
