@@ -107,8 +107,7 @@ double FirstLoss(const TrainConfig& config, const hf::OurParameters* parameters)
   std::unique_ptr<Strategy> strategy = checkpoint::MakeTestStrategy(config, nullptr);
   RunHooks hooks;
   hooks.init_parameters = parameters;
-  absl::StatusOr<TrainResult> result =
-      RunTraining(config, RankInfo{0, 1}, *strategy, *data, hooks);
+  absl::StatusOr<TrainResult> result = RunTraining(config, RankInfo{0, 1}, *strategy, *data, hooks);
   EXPECT_TRUE(result.ok()) << result.status();
   return result.ok() ? result->runs(0).steps(0).loss() : 0;
 }
