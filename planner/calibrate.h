@@ -21,8 +21,7 @@ namespace mtb::planner {
 
 // Message sizes (S, bytes) where one fit ends and the next begins: latency
 // dominates below 64 KiB, bandwidth above 1 MiB.
-inline constexpr int64_t kFitRangeBounds[] = {int64_t{64} << 10,
-                                              int64_t{1} << 20};
+inline constexpr int64_t kFitRangeBounds[] = {int64_t{64} << 10, int64_t{1} << 20};
 
 // Least-squares fits t(S) = latency x steps + wire(S) / bandwidth of every
 // all_reduce, all_gather and reduce_scatter row (out-of-place rows when the
@@ -30,8 +29,7 @@ inline constexpr int64_t kFitRangeBounds[] = {int64_t{64} << 10,
 // negative intercept is clamped to 0 (the bandwidth then fits through the
 // origin). `scope`: "intra" for one host. `file` names the source.
 std::vector<CollectiveFit> FitCommBench(const comm_bench::CommBenchResult& result,
-                                        const std::string& file,
-                                        const std::string& scope);
+                                        const std::string& file, const std::string& scope);
 
 // The forward + backward model FLOP/s of one rank of a trainer result (timed
 // steps of every run: flops_per_token x tokens per rank / (step_ms -
@@ -41,13 +39,12 @@ std::vector<CollectiveFit> FitCommBench(const comm_bench::CommBenchResult& resul
 // backward hold no waiting; kInvalidArgument for a multi-rank result of
 // another strategy (they communicate inside forward and backward), or one
 // without timed steps.
-absl::StatusOr<ComputeRate> RateFromTrainResult(const TrainResult& result,
-                                                const std::string& file);
+absl::StatusOr<ComputeRate> RateFromTrainResult(const TrainResult& result, const std::string& file);
 // AdamW's streaming bandwidth in GB/s: kOptimizerBytesPerParameter x P /
 // optimizer_ms (the same steps) of a one-rank result (kInvalidArgument
 // otherwise: its optimizer_ms would include the gradient all-reduces).
-absl::StatusOr<Sourced> OptimizerBandwidthFromTrainResult(
-    const TrainResult& result, const std::string& file);
+absl::StatusOr<Sourced> OptimizerBandwidthFromTrainResult(const TrainResult& result,
+                                                          const std::string& file);
 
 struct CalibrateOptions {
   std::string name;

@@ -37,8 +37,7 @@ TEST(Calibrate, FitRecoversLatencyAndBandwidthOfAnExactSweep) {
   EXPECT_EQ(fits[0].max_bytes(), 0);
   EXPECT_NEAR(fits[0].latency_us().value(), 20, 1e-6);
   EXPECT_NEAR(fits[0].bandwidth_gbps().value(), 2, 1e-9);
-  EXPECT_NE(fits[0].bandwidth_gbps().source().find("measured: s.json @ abc123"),
-            std::string::npos);
+  EXPECT_NE(fits[0].bandwidth_gbps().source().find("measured: s.json @ abc123"), std::string::npos);
 }
 
 TEST(Calibrate, SizesSplitIntoRangesAndOneSizeIsNoFit) {
@@ -81,8 +80,7 @@ TEST(Calibrate, ComputeRateIsModelFlopsOverTheNonOptimizerTime) {
   const absl::StatusOr<Sourced> bandwidth =
       OptimizerBandwidthFromTrainResult(OneRankRun(1), "t.json");
   ASSERT_TRUE(bandwidth.ok());
-  EXPECT_NEAR(bandwidth->value(), kOptimizerBytesPerParameter * 1e6 / 0.020 / 1e9,
-              1e-9);
+  EXPECT_NEAR(bandwidth->value(), kOptimizerBytesPerParameter * 1e6 / 0.020 / 1e9, 1e-9);
 }
 
 TEST(Calibrate, TwoRankDdpRunGivesThePerRankRateAtTwoRanksPerNode) {
@@ -102,8 +100,7 @@ TEST(Calibrate, MultiRankRunOfAnotherStrategyIsInvalidArgument) {
   result.mutable_config()->set_strategy("zero2");
   const absl::Status status = RateFromTrainResult(result, "t.json").status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("--trainer=t.json ran zero2 on 2 ranks"),
-            std::string::npos)
+  EXPECT_NE(status.message().find("--trainer=t.json ran zero2 on 2 ranks"), std::string::npos)
       << status;
 }
 

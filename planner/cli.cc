@@ -25,19 +25,18 @@ namespace {
 absl::StatusOr<ModelSpec> ResolveModel(const CliOptions& o) {
   if (!o.model.empty()) return NamedModel(o.model);
   if (o.shape.d_model == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "give --model (", NamedModelChoices(),
-        ") or the shape: --vocab_size, --d_model, --n_layers, --n_heads, "
-        "--seq_len"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("give --model (", NamedModelChoices(),
+                     ") or the shape: --vocab_size, --d_model, --n_layers, --n_heads, "
+                     "--seq_len"));
   }
-  return ModelFromShape("custom", o.shape.vocab_size, o.shape.d_model,
-                        o.shape.n_layers, o.shape.n_heads, o.shape.seq_len);
+  return ModelFromShape("custom", o.shape.vocab_size, o.shape.d_model, o.shape.n_layers,
+                        o.shape.n_heads, o.shape.seq_len);
 }
 
 absl::StatusOr<Cluster> NeedCluster(const CliOptions& o) {
   if (o.cluster.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("planner ", o.command, " needs --cluster=FILE"));
+    return absl::InvalidArgumentError(absl::StrCat("planner ", o.command, " needs --cluster=FILE"));
   }
   return ReadClusterFile(ResolveUserPath(o.cluster));
 }
@@ -50,23 +49,21 @@ std::string LoadAverage() {
 }
 
 // Writes the JSON and its Markdown companion; returns the summary.
-absl::StatusOr<std::string> Write(const google::protobuf::Message& result,
-                                  const std::string& out,
+absl::StatusOr<std::string> Write(const google::protobuf::Message& result, const std::string& out,
                                   const std::string& markdown) {
   RETURN_IF_ERROR(WriteJsonFile(result, out));
   ASSIGN_OR_RETURN(std::string kept,
                    WriteCompanionFile(ReplaceExtension(out, "md"), out, markdown));
-  return absl::StrCat(markdown, kept.empty() ? "" : absl::StrCat("\n", kept),
-                      "\nresult: ", out, "\n");
+  return absl::StrCat(markdown, kept.empty() ? "" : absl::StrCat("\n", kept), "\nresult: ", out,
+                      "\n");
 }
 
 }  // namespace
 
-absl::StatusOr<std::string> RunPlannerCommand(const CliOptions& o, int argc,
-                                              char** argv) {
-  const std::string out =
-      o.out.empty() ? DefaultResultPath(absl::StrCat("planner_", o.command), "json")
-                    : ResolveUserPath(o.out);
+absl::StatusOr<std::string> RunPlannerCommand(const CliOptions& o, int argc, char** argv) {
+  const std::string out = o.out.empty()
+                              ? DefaultResultPath(absl::StrCat("planner_", o.command), "json")
+                              : ResolveUserPath(o.out);
   if (o.command == "predict" || o.command == "search") {
     ASSIGN_OR_RETURN(const Cluster cluster, NeedCluster(o));
     ASSIGN_OR_RETURN(const ModelSpec model, ResolveModel(o));
@@ -87,8 +84,8 @@ absl::StatusOr<std::string> RunPlannerCommand(const CliOptions& o, int argc,
         const int64_t per_step = static_cast<int64_t>(layout.dp()) * layout.micro_batch();
         if (o.global_batch % per_step != 0) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "--global_batch=", o.global_batch, " is not divisible by --dp=",
-              layout.dp(), " x --micro_batch=", layout.micro_batch()));
+              "--global_batch=", o.global_batch, " is not divisible by --dp=", layout.dp(),
+              " x --micro_batch=", layout.micro_batch()));
         }
         layout.set_micro_batches(static_cast<int>(o.global_batch / per_step));
       }
@@ -128,14 +125,13 @@ absl::StatusOr<std::string> RunPlannerCommand(const CliOptions& o, int argc,
   if (o.command == "validate") {
     ASSIGN_OR_RETURN(const Cluster cluster, NeedCluster(o));
     if (o.matrix.empty()) {
-      return absl::InvalidArgumentError("planner validate needs --matrix=FILE "
-                                        "(a strategy-matrix result)");
+      return absl::InvalidArgumentError(
+          "planner validate needs --matrix=FILE "
+          "(a strategy-matrix result)");
     }
     StrategyMatrixResult matrix;
-    if (absl::Status read = ReadJsonFile(ResolveUserPath(o.matrix), &matrix);
-        !read.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--matrix=", o.matrix, ": ", read.message()));
+    if (absl::Status read = ReadJsonFile(ResolveUserPath(o.matrix), &matrix); !read.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--matrix=", o.matrix, ": ", read.message()));
     }
     RETURN_IF_ERROR(CheckOutputWritable("out", out));
     ASSIGN_OR_RETURN(ValidationResult result, Validate(matrix, cluster));
@@ -151,14 +147,11 @@ absl::StatusOr<std::string> RunPlannerCommand(const CliOptions& o, int argc,
   if (o.command == "reproduce") {
     ASSIGN_OR_RETURN(const Cluster cluster, NeedCluster(o));
     if (o.table.empty()) {
-      return absl::InvalidArgumentError(
-          "planner reproduce needs --table=FILE (a PublishedTable)");
+      return absl::InvalidArgumentError("planner reproduce needs --table=FILE (a PublishedTable)");
     }
     PublishedTable table;
-    if (absl::Status read = ReadJsonFile(ResolveUserPath(o.table), &table);
-        !read.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--table=", o.table, ": ", read.message()));
+    if (absl::Status read = ReadJsonFile(ResolveUserPath(o.table), &table); !read.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--table=", o.table, ": ", read.message()));
     }
     RETURN_IF_ERROR(CheckOutputWritable("out", out));
     ASSIGN_OR_RETURN(ReproductionResult result, Reproduce(table, cluster));

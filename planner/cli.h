@@ -19,7 +19,7 @@ struct ModelShapeFlags {
 struct CliOptions {
   std::string command;  // predict, search, calibrate, validate, reproduce
   std::string cluster;
-  std::string model;    // a named model, or "" for `shape`
+  std::string model;  // a named model, or "" for `shape`
   ModelShapeFlags shape;
   int64_t global_batch = 0;
   Layout layout;
@@ -35,8 +35,7 @@ struct CliOptions {
 
 // Runs `options.command`; returns the Markdown summary and the result's
 // path. kInvalidArgument (exit 2) for bad input, before anything is written.
-absl::StatusOr<std::string> RunPlannerCommand(const CliOptions& options,
-                                              int argc, char** argv);
+absl::StatusOr<std::string> RunPlannerCommand(const CliOptions& options, int argc, char** argv);
 
 }  // namespace mtb::planner
 

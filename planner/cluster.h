@@ -33,20 +33,17 @@ int TotalDevices(const Cluster& cluster);
 // ranks_per_node. `measured_ranks_per_node` (when not null) gets the row's
 // (1 for a row that does not say). kInvalidArgument naming the precision
 // when no row has it.
-absl::StatusOr<double> FlopsRate(const Cluster& cluster,
-                                 const std::string& precision, int d_model,
-                                 int ranks_per_node = 1,
-                                 int* measured_ranks_per_node = nullptr);
+absl::StatusOr<double> FlopsRate(const Cluster& cluster, const std::string& precision, int d_model,
+                                 int ranks_per_node = 1, int* measured_ranks_per_node = nullptr);
 // The peak at `precision` (cluster.peak), the compute rate when none.
-absl::StatusOr<double> PeakFlopsRate(const Cluster& cluster,
-                                const std::string& precision);
+absl::StatusOr<double> PeakFlopsRate(const Cluster& cluster, const std::string& precision);
 
 // The fit for `op` on `scope` ("intra" or "inter") covering `bytes`: the
 // fits of that collective and scope (else of any collective on that scope),
 // the range holding `bytes`, else the nearest. kInvalidArgument when the
 // scope has no fit at all.
-absl::StatusOr<LinkCost> LinkFor(const Cluster& cluster, Collective op,
-                                 const std::string& scope, int64_t bytes);
+absl::StatusOr<LinkCost> LinkFor(const Cluster& cluster, Collective op, const std::string& scope,
+                                 int64_t bytes);
 
 }  // namespace mtb::planner
 

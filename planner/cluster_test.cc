@@ -16,14 +16,12 @@ TEST(Cluster, HandClusterFileReadsAndLooksUpRatesAndLinks) {
   EXPECT_EQ(TotalDevices(*cluster), 8);
   EXPECT_EQ(*FlopsRate(*cluster, "bf16", 768), 2e10);
   EXPECT_EQ(*PeakFlopsRate(*cluster, "fp32"), 2e10);
-  absl::StatusOr<LinkCost> inter =
-      LinkFor(*cluster, Collective::kAllReduce, "inter", 1 << 20);
+  absl::StatusOr<LinkCost> inter = LinkFor(*cluster, Collective::kAllReduce, "inter", 1 << 20);
   ASSERT_TRUE(inter.ok());
   EXPECT_DOUBLE_EQ(inter->latency_s, 50e-6);
   EXPECT_DOUBLE_EQ(inter->bandwidth_bytes_per_s, 0.5e9);
   // No send_recv fit inside a node: the scope's other fits stand in.
-  absl::StatusOr<LinkCost> intra_send =
-      LinkFor(*cluster, Collective::kSendRecv, "intra", 1 << 20);
+  absl::StatusOr<LinkCost> intra_send = LinkFor(*cluster, Collective::kSendRecv, "intra", 1 << 20);
   ASSERT_TRUE(intra_send.ok());
   EXPECT_DOUBLE_EQ(intra_send->bandwidth_bytes_per_s, 1e9);
 }
@@ -46,12 +44,8 @@ TEST(Cluster, NearestWidthAndSizeRangeWin) {
   large->set_min_bytes(1 << 20);
   cluster.mutable_collectives(0)->set_max_bytes((1 << 20) - 1);
   large->mutable_bandwidth_gbps()->set_value(4);
-  EXPECT_EQ(LinkFor(cluster, Collective::kAllReduce, "intra", 4 << 20)
-                ->bandwidth_bytes_per_s,
-            4e9);
-  EXPECT_EQ(LinkFor(cluster, Collective::kAllReduce, "intra", 1024)
-                ->bandwidth_bytes_per_s,
-            1e9);
+  EXPECT_EQ(LinkFor(cluster, Collective::kAllReduce, "intra", 4 << 20)->bandwidth_bytes_per_s, 4e9);
+  EXPECT_EQ(LinkFor(cluster, Collective::kAllReduce, "intra", 1024)->bandwidth_bytes_per_s, 1e9);
 }
 
 TEST(Cluster, MissingFieldIsInvalidArgumentNamingIt) {
@@ -59,8 +53,7 @@ TEST(Cluster, MissingFieldIsInvalidArgumentNamingIt) {
   cluster.clear_devices_per_node();
   const absl::Status status = ValidateCluster(cluster, "c.json");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("c.json: devices_per_node is missing"),
-            std::string::npos)
+  EXPECT_NE(status.message().find("c.json: devices_per_node is missing"), std::string::npos)
       << status;
 }
 
@@ -77,21 +70,17 @@ TEST(Cluster, NumberWithoutSourceIsInvalidArgument) {
 TEST(Cluster, NoFitForAScopeIsInvalidArgument) {
   Cluster cluster = *ReadClusterFile(kHandCluster);
   cluster.clear_collectives();
-  const absl::StatusOr<LinkCost> link =
-      LinkFor(cluster, Collective::kAllReduce, "inter", 1);
+  const absl::StatusOr<LinkCost> link = LinkFor(cluster, Collective::kAllReduce, "inter", 1);
   EXPECT_EQ(link.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(link.status().message().find("no collective fit with scope inter"),
-            std::string::npos);
+  EXPECT_NE(link.status().message().find("no collective fit with scope inter"), std::string::npos);
 }
 
 TEST(Cluster, FileWithAnUnknownFieldIsInvalidArgumentNamingThePath) {
-  const std::string path =
-      std::string(getenv("TEST_TMPDIR")) + "/bad_cluster.json";
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/bad_cluster.json";
   std::ofstream(path) << "{\"schema_version\": 1, \"gpus\": 8}";
   const absl::StatusOr<Cluster> cluster = ReadClusterFile(path);
   EXPECT_EQ(cluster.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(cluster.status().message().find("--cluster=" + path),
-            std::string::npos)
+  EXPECT_NE(cluster.status().message().find("--cluster=" + path), std::string::npos)
       << cluster.status();
 }
 

@@ -50,13 +50,11 @@ int64_t WireBytes(Collective op, int64_t bytes, int n) {
   return 0;
 }
 
-double CollectiveSeconds(Collective op, int64_t bytes, int n,
-                         const LinkCost& link) {
+double CollectiveSeconds(Collective op, int64_t bytes, int n, const LinkCost& link) {
   if (n <= 1 || bytes <= 0) return 0;
   CHECK_GT(link.bandwidth_bytes_per_s, 0) << "a link without bandwidth";
   return link.latency_s * AlgorithmSteps(op, n) +
-         static_cast<double>(WireBytes(op, bytes, n)) /
-             link.bandwidth_bytes_per_s;
+         static_cast<double>(WireBytes(op, bytes, n)) / link.bandwidth_bytes_per_s;
 }
 
 double PipelineBubbleFraction(int stages, int micro_batches, int chunks) {
@@ -79,8 +77,7 @@ int64_t ActivationBytes(int64_t micro_batch, int64_t seq_len, int64_t d_model,
   return micro_batch * seq_len * d_model * bytes_per_element;
 }
 
-double ExposedAfterQueue(const std::vector<QueuedTransfer>& transfers,
-                         double compute_s) {
+double ExposedAfterQueue(const std::vector<QueuedTransfer>& transfers, double compute_s) {
   double end = 0;
   for (const QueuedTransfer& transfer : transfers) {
     end = std::max(end, transfer.ready_s) + transfer.cost_s;
@@ -88,8 +85,8 @@ double ExposedAfterQueue(const std::vector<QueuedTransfer>& transfers,
   return std::max(0.0, end - compute_s);
 }
 
-double ExposedGathers(const std::vector<double>& gather_s,
-                      const std::vector<double>& compute_s, bool prefetch) {
+double ExposedGathers(const std::vector<double>& gather_s, const std::vector<double>& compute_s,
+                      bool prefetch) {
   CHECK_EQ(gather_s.size(), compute_s.size());
   double exposed = 0;
   for (size_t i = 0; i < gather_s.size(); ++i) {

@@ -38,7 +38,7 @@ enum class Collective { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
 std::string CollectiveName(Collective op);
 
 struct LinkCost {
-  double latency_s = 0;            // alpha, per algorithm step
+  double latency_s = 0;              // alpha, per algorithm step
   double bandwidth_bytes_per_s = 0;  // beta, bus bandwidth
 };
 
@@ -50,8 +50,7 @@ int AlgorithmSteps(Collective op, int n);
 int64_t WireBytes(Collective op, int64_t bytes, int n);
 
 // alpha steps + wire bytes / beta; 0 for n = 1 (nothing to move).
-double CollectiveSeconds(Collective op, int64_t bytes, int n,
-                         const LinkCost& link);
+double CollectiveSeconds(Collective op, int64_t bytes, int n, const LinkCost& link);
 
 // (p-1) / (v m + p - 1): the share of a 1F1B step the pipeline idles.
 double PipelineBubbleFraction(int stages, int micro_batches, int chunks);
@@ -76,16 +75,15 @@ struct QueuedTransfer {
 // overlaps: max(0, end of the queue - compute_s). DDP's buckets behind
 // backward and ZeRO-2's (and ZeRO-1's, FSDP's) reduce-scatter per bucket or
 // unit use it.
-double ExposedAfterQueue(const std::vector<QueuedTransfer>& transfers,
-                         double compute_s);
+double ExposedAfterQueue(const std::vector<QueuedTransfer>& transfers, double compute_s);
 
 // FSDP's parameter gathers: unit i's gather (gather_s[i]) must finish before
 // its computation (compute_s[i]). Without prefetch each gather is issued when
 // its unit starts, so all of it is exposed; with prefetch unit i+1's gather
 // is issued when unit i starts and hides behind its computation. Returns the
 // exposed seconds.
-double ExposedGathers(const std::vector<double>& gather_s,
-                      const std::vector<double>& compute_s, bool prefetch);
+double ExposedGathers(const std::vector<double>& gather_s, const std::vector<double>& compute_s,
+                      bool prefetch);
 
 }  // namespace mtb::planner
 

@@ -11,8 +11,7 @@ TEST(CostModel, RingAllReduceIsTwoNMinusOneLatenciesPlusItsBusBytes) {
   // 4 ranks, 1 MB, 10 us per step, 10 GB/s: 6 steps and 2 * 3/4 MB.
   const LinkCost link{10e-6, 10e9};
   const double expected = 10e-6 * 6 + (2.0 * 3 / 4 * 1e6) / 10e9;
-  EXPECT_DOUBLE_EQ(CollectiveSeconds(Collective::kAllReduce, 1000000, 4, link),
-                   expected);
+  EXPECT_DOUBLE_EQ(CollectiveSeconds(Collective::kAllReduce, 1000000, 4, link), expected);
   EXPECT_EQ(AlgorithmSteps(Collective::kAllReduce, 4), 6);
   EXPECT_EQ(WireBytes(Collective::kAllReduce, 1000000, 4), 1500000);
 }
@@ -20,17 +19,14 @@ TEST(CostModel, RingAllReduceIsTwoNMinusOneLatenciesPlusItsBusBytes) {
 TEST(CostModel, GatherAndScatterMoveHalfAnAllReduce) {
   const LinkCost link{5e-6, 1e9};
   // 3 ranks, 3000 bytes: 2 steps, 2000 bytes each.
-  EXPECT_DOUBLE_EQ(CollectiveSeconds(Collective::kAllGather, 3000, 3, link),
-                   2 * 5e-6 + 2000 / 1e9);
+  EXPECT_DOUBLE_EQ(CollectiveSeconds(Collective::kAllGather, 3000, 3, link), 2 * 5e-6 + 2000 / 1e9);
   EXPECT_DOUBLE_EQ(CollectiveSeconds(Collective::kReduceScatter, 3000, 3, link),
                    2 * 5e-6 + 2000 / 1e9);
-  EXPECT_DOUBLE_EQ(CollectiveSeconds(Collective::kSendRecv, 3000, 2, link),
-                   5e-6 + 3000 / 1e9);
+  EXPECT_DOUBLE_EQ(CollectiveSeconds(Collective::kSendRecv, 3000, 2, link), 5e-6 + 3000 / 1e9);
 }
 
 TEST(CostModel, OneRankMovesNothing) {
-  EXPECT_EQ(CollectiveSeconds(Collective::kAllReduce, 1 << 20, 1, {1e-3, 1e9}),
-            0);
+  EXPECT_EQ(CollectiveSeconds(Collective::kAllReduce, 1 << 20, 1, {1e-3, 1e9}), 0);
 }
 
 TEST(CostModel, OneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {

@@ -35,8 +35,7 @@ TEST(Validate, MatrixWithoutOurStrategiesIsInvalidArgument) {
   StrategyMatrixRow* row = matrix.add_rows();
   row->set_model("tiny");
   row->set_strategy("pytorch_ddp");
-  const absl::Status status =
-      Validate(matrix, Read("planner/testdata/hand_cluster.json")).status();
+  const absl::Status status = Validate(matrix, Read("planner/testdata/hand_cluster.json")).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("no row of ddp"), std::string::npos);
 }

@@ -27,13 +27,16 @@ ABSL_FLAG(int32_t, d_model, 0, "model shape, as the trainer's flag");
 ABSL_FLAG(int32_t, n_layers, 0, "model shape, as the trainer's flag");
 ABSL_FLAG(int32_t, n_heads, 0, "model shape, as the trainer's flag");
 ABSL_FLAG(int32_t, seq_len, 0, "model shape, as the trainer's flag");
-ABSL_FLAG(int64_t, global_batch, 0, "samples per optimizer step (search; predict: sets micro_batches)");
+ABSL_FLAG(int64_t, global_batch, 0,
+          "samples per optimizer step (search; predict: sets micro_batches)");
 ABSL_FLAG(int32_t, dp, 1, "predict: data-parallel ranks");
 ABSL_FLAG(int32_t, tp, 1, "predict: tensor-parallel ranks");
 ABSL_FLAG(int32_t, pp, 1, "predict: pipeline stages");
 ABSL_FLAG(std::string, strategy, "ddp", "predict: ddp, zero1, zero2, fsdp");
-ABSL_FLAG(int32_t, micro_batch, 1, "predict: samples per rank per micro-batch (the trainer's --batch_size)");
-ABSL_FLAG(int32_t, micro_batches, 1, "predict: micro-batches per step (the trainer's --grad_accum)");
+ABSL_FLAG(int32_t, micro_batch, 1,
+          "predict: samples per rank per micro-batch (the trainer's --batch_size)");
+ABSL_FLAG(int32_t, micro_batches, 1,
+          "predict: micro-batches per step (the trainer's --grad_accum)");
 ABSL_FLAG(bool, activation_checkpointing, false, "predict: recompute activations");
 ABSL_FLAG(std::string, precision, "fp32", "fp32 or bf16");
 ABSL_FLAG(bool, fsdp_prefetch, false, "predict, fsdp: the next unit's gather in flight");
@@ -60,10 +63,10 @@ std::vector<std::string> List(const std::string& value) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> args = mtb::ParseCommandLineOrExit(
-      argc, argv,
-      "predicts training layouts' step time and memory on a cluster:\n"
-      "  planner predict|search|calibrate|validate|reproduce [flags]");
+  const std::vector<std::string> args =
+      mtb::ParseCommandLineOrExit(argc, argv,
+                                  "predicts training layouts' step time and memory on a cluster:\n"
+                                  "  planner predict|search|calibrate|validate|reproduce [flags]");
   if (args.size() != 2) {
     std::cerr << "planner: give one command: predict, search, calibrate, "
                  "validate or reproduce\n";

@@ -24,8 +24,7 @@ TrainConfig TrainerConfigFor(const ModelSpec& model, const Layout& layout) {
   config.set_grad_sync(AutoGradSync(kind.ok() ? *kind : StrategyKind::kDdp));
   if (layout.strategy() == "fsdp") {
     config.set_fsdp_prefetch(layout.fsdp_prefetch());
-    config.set_fsdp_keep_gathered_until_backward(
-        !layout.fsdp_reshard_after_forward());
+    config.set_fsdp_keep_gathered_until_backward(!layout.fsdp_reshard_after_forward());
   }
   config.set_ddp_launch_after_backward(layout.ddp_launch_after_backward());
   return config;
@@ -34,17 +33,15 @@ TrainConfig TrainerConfigFor(const ModelSpec& model, const Layout& layout) {
 int64_t RankParameters(const ModelSpec& model, const Layout& layout) {
   const TrainConfig config = TrainerConfigFor(model, layout);
   const int64_t root = GptRootUnitCount(config);
-  const int64_t blocks =
-      GptBlockUnitCount(config) * (model.n_layers() / std::max(1, layout.pp()));
+  const int64_t blocks = GptBlockUnitCount(config) * (model.n_layers() / std::max(1, layout.pp()));
   return (root + blocks) / std::max(1, layout.tp());
 }
 
-MemoryPrediction PredictMemory(const ModelSpec& model, const Layout& layout,
-                               int64_t capacity) {
+MemoryPrediction PredictMemory(const ModelSpec& model, const Layout& layout, int64_t capacity) {
   const TrainConfig config = TrainerConfigFor(model, layout);
   const absl::StatusOr<StrategyKind> kind = ParseStrategy(layout.strategy());
-  const MemoryEstimate estimate = EstimateRankMemoryFor(
-      config, layout.dp(), kind.ok() ? *kind : StrategyKind::kDdp);
+  const MemoryEstimate estimate =
+      EstimateRankMemoryFor(config, layout.dp(), kind.ok() ? *kind : StrategyKind::kDdp);
   MemoryPrediction memory;
   if (layout.tp() == 1 && layout.pp() == 1) {
     memory.set_parameters(estimate.parameters());
@@ -64,10 +61,8 @@ MemoryPrediction PredictMemory(const ModelSpec& model, const Layout& layout,
     memory.set_optimizer_state(scaled(estimate.optimizer_state()));
     memory.set_collective_staging(scaled(estimate.collective_staging()));
     const double tp = layout.tp();
-    const double tp_share =
-        layout.sequence_parallel() ? 1.0 / tp : (4.0 + 12.0 / tp) / 16.0;
-    const double per_stage = static_cast<double>(estimate.activations()) /
-                             layout.pp() * tp_share;
+    const double tp_share = layout.sequence_parallel() ? 1.0 / tp : (4.0 + 12.0 / tp) / 16.0;
+    const double per_stage = static_cast<double>(estimate.activations()) / layout.pp() * tp_share;
     const int in_flight = std::min(layout.micro_batches(), layout.pp());
     const double first_stage = per_stage * in_flight;
     const double logits = static_cast<double>(estimate.logits()) / tp;
@@ -82,9 +77,8 @@ MemoryPrediction PredictMemory(const ModelSpec& model, const Layout& layout,
       memory.set_logits(static_cast<int64_t>(logits));
     }
   }
-  memory.set_total(memory.parameters() + memory.gradients() +
-                   memory.optimizer_state() + memory.activations() +
-                   memory.logits() + memory.collective_staging());
+  memory.set_total(memory.parameters() + memory.gradients() + memory.optimizer_state() +
+                   memory.activations() + memory.logits() + memory.collective_staging());
   memory.set_capacity(capacity);
   memory.set_fits(memory.total() <= capacity);
   return memory;

@@ -29,8 +29,7 @@ int64_t RankParameters(const ModelSpec& model, const Layout& layout);
 // (1F1B), divided by tp with sequence parallelism (without it the LayerNorm
 // values, 4 of the block's 16 B T d, stay whole); logits by tp (a
 // vocabulary-parallel head) on the last stage. `capacity` is the device's.
-MemoryPrediction PredictMemory(const ModelSpec& model, const Layout& layout,
-                               int64_t capacity);
+MemoryPrediction PredictMemory(const ModelSpec& model, const Layout& layout, int64_t capacity);
 
 }  // namespace mtb::planner
 

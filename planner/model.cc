@@ -32,9 +32,8 @@ const std::vector<NamedShape>& NamedShapes() {
 
 }  // namespace
 
-absl::StatusOr<ModelSpec> ModelFromShape(const std::string& name, int vocab_size,
-                                         int d_model, int n_layers, int n_heads,
-                                         int seq_len) {
+absl::StatusOr<ModelSpec> ModelFromShape(const std::string& name, int vocab_size, int d_model,
+                                         int n_layers, int n_heads, int seq_len) {
   for (const auto& [flag, value] :
        std::vector<std::pair<const char*, int>>{{"vocab_size", vocab_size},
                                                 {"d_model", d_model},
@@ -42,14 +41,12 @@ absl::StatusOr<ModelSpec> ModelFromShape(const std::string& name, int vocab_size
                                                 {"n_heads", n_heads},
                                                 {"seq_len", seq_len}}) {
     if (value <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, "=", value, " must be positive"));
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, " must be positive"));
     }
   }
   if (d_model % n_heads != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--d_model=", d_model, " must be divisible by --n_heads=",
-                     n_heads));
+        absl::StrCat("--d_model=", d_model, " must be divisible by --n_heads=", n_heads));
   }
   ModelSpec model;
   model.set_name(name);
@@ -66,22 +63,21 @@ absl::StatusOr<ModelSpec> ModelFromShape(const std::string& name, int vocab_size
   config.set_seq_len(seq_len);
   model.set_parameters(GptParameterCount(config));
   const double t_d = static_cast<double>(seq_len) * d_model;
-  model.set_flops_per_token(
-      6.0 * (static_cast<double>(model.parameters()) - t_d) +
-      12.0 * n_layers * t_d);
+  model.set_flops_per_token(6.0 * (static_cast<double>(model.parameters()) - t_d) +
+                            12.0 * n_layers * t_d);
   return model;
 }
 
 absl::StatusOr<ModelSpec> NamedModel(const std::string& name) {
   for (const NamedShape& shape : NamedShapes()) {
     if (name == shape.name) {
-      return ModelFromShape(name, shape.vocab_size, shape.d_model,
-                            shape.n_layers, shape.n_heads, shape.seq_len);
+      return ModelFromShape(name, shape.vocab_size, shape.d_model, shape.n_layers, shape.n_heads,
+                            shape.seq_len);
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--model=", name, " is not a named model: use ", NamedModelChoices(),
-      ", or give --vocab_size, --d_model, --n_layers, --n_heads, --seq_len"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--model=", name, " is not a named model: use ", NamedModelChoices(),
+                   ", or give --vocab_size, --d_model, --n_layers, --n_heads, --seq_len"));
 }
 
 std::string NamedModelChoices() {

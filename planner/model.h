@@ -15,9 +15,8 @@ namespace mtb::planner {
 // flops_per_token (the trainer's 6 (P - T d) + 12 L T d, GptModel::
 // FlopsPerToken). kInvalidArgument naming the field for a shape the trainer
 // refuses (non-positive, d_model not divisible by n_heads).
-absl::StatusOr<ModelSpec> ModelFromShape(const std::string& name, int vocab_size,
-                                         int d_model, int n_layers, int n_heads,
-                                         int seq_len);
+absl::StatusOr<ModelSpec> ModelFromShape(const std::string& name, int vocab_size, int d_model,
+                                         int n_layers, int n_heads, int seq_len);
 
 // "gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b" (Radford et al. 2019,
 // vocab 50257, context 1024), "gpt3-2.7b", "gpt3-6.7b", "gpt3-13b",

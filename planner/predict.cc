@@ -28,8 +28,8 @@ namespace {
 constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;
 
 struct Unit {
-  int64_t bytes = 0;      // its gradient (or parameters) on this rank
-  double ready_s = 0;     // when backward has produced its gradient
+  int64_t bytes = 0;   // its gradient (or parameters) on this rank
+  double ready_s = 0;  // when backward has produced its gradient
 };
 
 // Buckets as the trainer's bucket engine packs them: the first holds 1 MB,
@@ -60,14 +60,12 @@ std::vector<Unit> PackBuckets(const std::vector<Unit>& units, int64_t cap) {
 // are numbered tp fastest, then dp, then pp (Megatron-LM's order), nodes
 // filled in order.
 std::string Scope(int stride, int size, const Cluster& cluster, int world) {
-  if (cluster.oversubscribed_ranks_share_devices() &&
-      cluster.nodes().value() == 1) {
+  if (cluster.oversubscribed_ranks_share_devices() && cluster.nodes().value() == 1) {
     return "intra";
   }
   (void)world;
-  return static_cast<double>(stride) * size <= cluster.devices_per_node().value()
-             ? "intra"
-             : "inter";
+  return static_cast<double>(stride) * size <= cluster.devices_per_node().value() ? "intra"
+                                                                                  : "inter";
 }
 
 std::string Percent(double part, double whole) {
@@ -92,16 +90,15 @@ Layout DefaultLayout() {
   return layout;
 }
 
-absl::Status ValidateLayout(const ModelSpec& model, const Layout& layout,
-                            const Cluster& cluster) {
-  for (const auto& [name, value] : std::vector<std::pair<const char*, int>>{
-           {"dp", layout.dp()},
-           {"tp", layout.tp()},
-           {"pp", layout.pp()},
-           {"micro_batch", layout.micro_batch()},
-           {"micro_batches", layout.micro_batches()},
-           {"pipeline_chunks", layout.pipeline_chunks()},
-           {"gradient_bytes", layout.gradient_bytes()}}) {
+absl::Status ValidateLayout(const ModelSpec& model, const Layout& layout, const Cluster& cluster) {
+  for (const auto& [name, value] :
+       std::vector<std::pair<const char*, int>>{{"dp", layout.dp()},
+                                                {"tp", layout.tp()},
+                                                {"pp", layout.pp()},
+                                                {"micro_batch", layout.micro_batch()},
+                                                {"micro_batches", layout.micro_batches()},
+                                                {"pipeline_chunks", layout.pipeline_chunks()},
+                                                {"gradient_bytes", layout.gradient_bytes()}}) {
     if (value < 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("layout ", name, " is ", value, ": must be >= 1"));
@@ -110,38 +107,36 @@ absl::Status ValidateLayout(const ModelSpec& model, const Layout& layout,
   ASSIGN_OR_RETURN(const StrategyKind kind, ParseStrategy(layout.strategy()));
   const int world = layout.dp() * layout.tp() * layout.pp();
   if (kind == StrategyKind::kSingle && world != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--strategy=single runs one rank, but dp ", layout.dp(), " x tp ",
-        layout.tp(), " x pp ", layout.pp(), " = ", world));
+    return absl::InvalidArgumentError(absl::StrCat("--strategy=single runs one rank, but dp ",
+                                                   layout.dp(), " x tp ", layout.tp(), " x pp ",
+                                                   layout.pp(), " = ", world));
   }
-  if (!cluster.oversubscribed_ranks_share_devices() &&
-      world > TotalDevices(cluster)) {
+  if (!cluster.oversubscribed_ranks_share_devices() && world > TotalDevices(cluster)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "layout dp ", layout.dp(), " x tp ", layout.tp(), " x pp ",
-        layout.pp(), " = ", world, " ranks exceeds the cluster's ",
-        TotalDevices(cluster), " devices (nodes ", cluster.nodes().value(),
-        " x devices_per_node ", cluster.devices_per_node().value(), ")"));
+        "layout dp ", layout.dp(), " x tp ", layout.tp(), " x pp ", layout.pp(), " = ", world,
+        " ranks exceeds the cluster's ", TotalDevices(cluster), " devices (nodes ",
+        cluster.nodes().value(), " x devices_per_node ", cluster.devices_per_node().value(), ")"));
   }
   const int stage_chunks = layout.pp() * layout.pipeline_chunks();
   if (model.n_layers() % stage_chunks != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--n_layers=", model.n_layers(), " is not divisible by pp ",
-        layout.pp(), " x pipeline_chunks ", layout.pipeline_chunks(), " = ",
-        stage_chunks, ": every stage holds whole blocks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--n_layers=", model.n_layers(), " is not divisible by pp ", layout.pp(),
+                     " x pipeline_chunks ", layout.pipeline_chunks(), " = ", stage_chunks,
+                     ": every stage holds whole blocks"));
   }
   if (model.n_heads() % layout.tp() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--n_heads=", model.n_heads(), " is not divisible by tp ", layout.tp(),
-        ": tensor parallelism splits attention by heads"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--n_heads=", model.n_heads(), " is not divisible by tp ", layout.tp(),
+                     ": tensor parallelism splits attention by heads"));
   }
   if ((4 * model.d_model()) % layout.tp() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the MLP width 4 x --d_model=", model.d_model(), " = ",
-        4 * model.d_model(), " is not divisible by tp ", layout.tp()));
+    return absl::InvalidArgumentError(absl::StrCat("the MLP width 4 x --d_model=", model.d_model(),
+                                                   " = ", 4 * model.d_model(),
+                                                   " is not divisible by tp ", layout.tp()));
   }
   if (layout.precision() != "fp32" && layout.precision() != "bf16") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--precision=", layout.precision(), ": use fp32 or bf16"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--precision=", layout.precision(), ": use fp32 or bf16"));
   }
   return absl::OkStatus();
 }
@@ -158,18 +153,15 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
   const int lp = model.n_layers() / pp;
   // Ranks beyond a node's devices share them (CPU hosts: cores): a rate
   // measured with r ranks on the node already includes max(1, r / devices).
-  const int ranks_per_node = static_cast<int>(
-      std::ceil(static_cast<double>(world) / cluster.nodes().value()));
+  const int ranks_per_node =
+      static_cast<int>(std::ceil(static_cast<double>(world) / cluster.nodes().value()));
   int measured_ranks_per_node = 1;
-  ASSIGN_OR_RETURN(const double rate,
-                   FlopsRate(cluster, layout.precision(), model.d_model(),
-                             ranks_per_node, &measured_ranks_per_node));
+  ASSIGN_OR_RETURN(const double rate, FlopsRate(cluster, layout.precision(), model.d_model(),
+                                                ranks_per_node, &measured_ranks_per_node));
   ASSIGN_OR_RETURN(const double peak, PeakFlopsRate(cluster, layout.precision()));
   const double devices = cluster.devices_per_node().value();
   auto oversubscription = [&](int ranks) {
-    return cluster.oversubscribed_ranks_share_devices()
-               ? std::max(1.0, ranks / devices)
-               : 1.0;
+    return cluster.oversubscribed_ranks_share_devices() ? std::max(1.0, ranks / devices) : 1.0;
   };
   const double slowdown =
       oversubscription(ranks_per_node) / oversubscription(measured_ranks_per_node);
@@ -183,39 +175,33 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
   const double t_b = (2.0 + (layout.activation_checkpointing() ? 1.0 : 0.0)) * t_f;
   // The head's share (2 V d per token of the forward's) on the last stage.
   const double head_share =
-      pp == 1 ? 2.0 * model.vocab_size() * d / (model.flops_per_token() / 3.0)
-              : 0.0;
+      pp == 1 ? 2.0 * model.vocab_size() * d / (model.flops_per_token() / 3.0) : 0.0;
   const double block_f = t_f * (1 - head_share) / lp;
   const double block_b = t_b * (1 - head_share) / lp;
 
   StepBreakdown step;
   step.set_forward_s(m * t_f);
   step.set_backward_s(m * t_b);
-  step.set_bubble_s(static_cast<double>(pp - 1) / layout.pipeline_chunks() *
-                    (t_f + t_b));
+  step.set_bubble_s(static_cast<double>(pp - 1) / layout.pipeline_chunks() * (t_f + t_b));
 
   // Tensor parallelism: exposed collectives of b T d activations.
   const int64_t act_bytes_per_element = layout.precision() == "bf16" ? 2 : 4;
   const int64_t activation = ActivationBytes(b, t, d, act_bytes_per_element);
   if (tp > 1) {
     const std::string scope = Scope(1, tp, cluster, world);
-    const int collectives =
-        TensorParallelCollectivesPerBlock(layout.activation_checkpointing());
+    const int collectives = TensorParallelCollectivesPerBlock(layout.activation_checkpointing());
     double per_block = 0;
     if (layout.sequence_parallel()) {
       ASSIGN_OR_RETURN(LinkCost gather,
                        LinkFor(cluster, Collective::kAllGather, scope, activation));
-      ASSIGN_OR_RETURN(LinkCost scatter, LinkFor(cluster, Collective::kReduceScatter,
-                                                 scope, activation));
-      per_block = collectives *
-                  (CollectiveSeconds(Collective::kAllGather, activation, tp, gather) +
-                   CollectiveSeconds(Collective::kReduceScatter, activation, tp,
-                                     scatter));
+      ASSIGN_OR_RETURN(LinkCost scatter,
+                       LinkFor(cluster, Collective::kReduceScatter, scope, activation));
+      per_block =
+          collectives * (CollectiveSeconds(Collective::kAllGather, activation, tp, gather) +
+                         CollectiveSeconds(Collective::kReduceScatter, activation, tp, scatter));
     } else {
-      ASSIGN_OR_RETURN(LinkCost link,
-                       LinkFor(cluster, Collective::kAllReduce, scope, activation));
-      per_block = collectives *
-                  CollectiveSeconds(Collective::kAllReduce, activation, tp, link);
+      ASSIGN_OR_RETURN(LinkCost link, LinkFor(cluster, Collective::kAllReduce, scope, activation));
+      per_block = collectives * CollectiveSeconds(Collective::kAllReduce, activation, tp, link);
     }
     step.set_tp_comm_s(m * lp * per_block);
   }
@@ -225,8 +211,7 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
   if (pp > 1) {
     const std::string scope = Scope(tp * dp, pp, cluster, world);
     const int64_t send_bytes = activation / tp;
-    ASSIGN_OR_RETURN(LinkCost link,
-                     LinkFor(cluster, Collective::kSendRecv, scope, send_bytes));
+    ASSIGN_OR_RETURN(LinkCost link, LinkFor(cluster, Collective::kSendRecv, scope, send_bytes));
     step.set_pp_comm_s(2.0 * (m + pp - 1) *
                        CollectiveSeconds(Collective::kSendRecv, send_bytes, 2, link));
   }
@@ -261,8 +246,7 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
       std::vector<QueuedTransfer> scatters;
       double micro_comm = 0;
       for (int k = 0; k < lp; ++k) {
-        ASSIGN_OR_RETURN(double gather,
-                         cost(Collective::kAllGather, block_params * element));
+        ASSIGN_OR_RETURN(double gather, cost(Collective::kAllGather, block_params * element));
         gather_f.push_back(gather);
         compute_f.push_back(block_f);
         if (reshard) {
@@ -272,34 +256,27 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
         micro_comm += gather * (reshard ? 2 : 1);
       }
       for (const Unit& unit : units) {
-        ASSIGN_OR_RETURN(double scatter,
-                         cost(Collective::kReduceScatter, unit.bytes));
+        ASSIGN_OR_RETURN(double scatter, cost(Collective::kReduceScatter, unit.bytes));
         scatters.push_back({unit.ready_s, scatter});
         micro_comm += scatter;
       }
-      ASSIGN_OR_RETURN(double root_gather,
-                       cost(Collective::kAllGather, root_params * element));
-      const double micro_exposed =
-          ExposedGathers(gather_f, compute_f, layout.fsdp_prefetch()) +
-          ExposedGathers(gather_b, compute_b, layout.fsdp_prefetch()) +
-          ExposedAfterQueue(scatters, t_b);
+      ASSIGN_OR_RETURN(double root_gather, cost(Collective::kAllGather, root_params * element));
+      const double micro_exposed = ExposedGathers(gather_f, compute_f, layout.fsdp_prefetch()) +
+                                   ExposedGathers(gather_b, compute_b, layout.fsdp_prefetch()) +
+                                   ExposedAfterQueue(scatters, t_b);
       dp_comm = root_gather + m * micro_comm;
       dp_exposed = root_gather + m * micro_exposed;
     } else {
-      const bool all_reduce =
-          kind == StrategyKind::kDdp || kind == StrategyKind::kSingle;
-      const Collective op =
-          all_reduce ? Collective::kAllReduce : Collective::kReduceScatter;
+      const bool all_reduce = kind == StrategyKind::kDdp || kind == StrategyKind::kSingle;
+      const Collective op = all_reduce ? Collective::kAllReduce : Collective::kReduceScatter;
       const int64_t cap = static_cast<int64_t>(layout.bucket_cap_mb() * (1 << 20));
       std::vector<QueuedTransfer> queue;
       double sync_comm = 0;
       for (const Unit& bucket : PackBuckets(units, std::max<int64_t>(1, cap))) {
         ASSIGN_OR_RETURN(double seconds, cost(op, bucket.bytes));
         // Launched after the backward: everything waits for its end.
-        queue.push_back({layout.ddp_launch_after_backward() && all_reduce
-                             ? t_b
-                             : bucket.ready_s,
-                         seconds});
+        queue.push_back(
+            {layout.ddp_launch_after_backward() && all_reduce ? t_b : bucket.ready_s, seconds});
         sync_comm += seconds;
       }
       dp_comm = syncs * sync_comm;
@@ -308,8 +285,7 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
         optimizer_params = std::ceil(optimizer_params / dp);
         // The updated parameters gathered bucket by bucket after the step.
         for (const Unit& bucket : PackBuckets(units, std::max<int64_t>(1, cap))) {
-          ASSIGN_OR_RETURN(double gather,
-                           cost(Collective::kAllGather, bucket.bytes));
+          ASSIGN_OR_RETURN(double gather, cost(Collective::kAllGather, bucket.bytes));
           dp_comm += gather;
           dp_exposed += gather;
         }
@@ -319,11 +295,10 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
   step.set_dp_comm_s(dp_comm);
   step.set_dp_exposed_s(dp_exposed);
   step.set_optimizer_s(kOptimizerBytesPerParameter * optimizer_params /
-                       (cluster.memory_bandwidth_gbps().value() * 1e9) *
-                       optimizer_slowdown);
+                       (cluster.memory_bandwidth_gbps().value() * 1e9) * optimizer_slowdown);
   step.set_exposed_comm_s(step.tp_comm_s() + step.pp_comm_s() + dp_exposed);
-  step.set_step_s(step.forward_s() + step.backward_s() + step.bubble_s() +
-                  step.optimizer_s() + step.exposed_comm_s());
+  step.set_step_s(step.forward_s() + step.backward_s() + step.bubble_s() + step.optimizer_s() +
+                  step.exposed_comm_s());
 
   Prediction prediction;
   *prediction.mutable_layout() = layout;
@@ -332,11 +307,11 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
   *prediction.mutable_step() = step;
   const double tokens = static_cast<double>(prediction.global_batch()) * t;
   prediction.set_tokens_per_second(tokens / step.step_s());
-  prediction.set_model_flops_per_device(model.flops_per_token() *
-                                        prediction.tokens_per_second() / world);
+  prediction.set_model_flops_per_device(model.flops_per_token() * prediction.tokens_per_second() /
+                                        world);
   prediction.set_mfu(prediction.model_flops_per_device() / peak);
-  *prediction.mutable_memory() = PredictMemory(
-      model, layout, static_cast<int64_t>(cluster.device_memory_bytes().value()));
+  *prediction.mutable_memory() =
+      PredictMemory(model, layout, static_cast<int64_t>(cluster.device_memory_bytes().value()));
 
   // The bottleneck: the largest term of the step.
   const double total = step.step_s();
@@ -346,17 +321,16 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
       {step.tp_comm_s(), "tensor-parallel activation collectives"},
       {step.pp_comm_s(), "pipeline point-to-point transfers"},
       {dp_exposed, absl::StrCat("data-parallel ",
-                                kind == StrategyKind::kFsdp ? "gathers and reduce-scatters"
+                                kind == StrategyKind::kFsdp  ? "gathers and reduce-scatters"
                                 : kind == StrategyKind::kDdp ? "all-reduce"
-                                : "reduce-scatter and gather",
+                                                             : "reduce-scatter and gather",
                                 " not hidden")},
       {step.optimizer_s(), "optimizer step (memory bandwidth)"},
   };
   std::sort(terms.begin(), terms.end(),
             [](const auto& x, const auto& y) { return x.first > y.first; });
   std::string bottleneck =
-      absl::StrCat(terms[0].second, ": ", Percent(terms[0].first, total),
-                   " of the step");
+      absl::StrCat(terms[0].second, ": ", Percent(terms[0].first, total), " of the step");
   if (!prediction.memory().fits()) {
     bottleneck = absl::StrCat("does not fit: ", bottleneck);
   }

@@ -30,8 +30,7 @@ Layout DefaultLayout();
 // that cannot run: a degree below 1, an unknown strategy, more ranks than the
 // cluster has devices (unless its ranks share devices), n_layers not
 // divisible by pp x pipeline_chunks, n_heads or 4 d_model not divisible by tp.
-absl::Status ValidateLayout(const ModelSpec& model, const Layout& layout,
-                            const Cluster& cluster);
+absl::Status ValidateLayout(const ModelSpec& model, const Layout& layout, const Cluster& cluster);
 
 // ValidateLayout, then the prediction. The cluster must have passed
 // ValidateCluster.

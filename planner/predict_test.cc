@@ -37,8 +37,7 @@ TEST(Model, TinyHasTheStrategyMatrixParameterCountAndFlops) {
 }
 
 TEST(Predict, OneRankIsComputePlusTheOptimizerByHand) {
-  const absl::StatusOr<Prediction> p =
-      Predict(Tiny(), TinyLayout("ddp", 1), HandCluster());
+  const absl::StatusOr<Prediction> p = Predict(Tiny(), TinyLayout("ddp", 1), HandCluster());
   ASSERT_TRUE(p.ok()) << p.status();
   const double t_f = 2970624.0 / 3 * 8 * 64 / 1e10;
   const double optimizer = 32.0 * 470528 / 10e9;
@@ -66,14 +65,12 @@ TEST(Predict, DdpOverlapHidesAllButTheLastBucket) {
   // bytes. The first bucket (1 MB) fills with blocks 7 and 6, ready a quarter
   // into the backward; the second (5592064 bytes) only at its end.
   const ModelSpec model = *ModelFromShape("tiny8", 512, 128, 8, 4, 64);
-  const absl::StatusOr<Prediction> p =
-      Predict(model, TinyLayout("ddp", 2), HandCluster());
+  const absl::StatusOr<Prediction> p = Predict(model, TinyLayout("ddp", 2), HandCluster());
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_NEAR(p->step().dp_exposed_s(), (5592064 + 2 * 10e3) / 1e9, 1e-12);
   EXPECT_NEAR(p->step().dp_comm_s(), (6640640 + 4 * 10e3) / 1e9, 1e-12);
   // The tiny model's two blocks finish with the backward: nothing hides.
-  const absl::StatusOr<Prediction> two =
-      Predict(Tiny(), TinyLayout("ddp", 2), HandCluster());
+  const absl::StatusOr<Prediction> two = Predict(Tiny(), TinyLayout("ddp", 2), HandCluster());
   EXPECT_NEAR(two->step().dp_exposed_s(), two->step().dp_comm_s(), 1e-12);
 }
 
@@ -94,21 +91,18 @@ TEST(Predict, LayoutThatDoesNotDivideTheModelIsInvalidArgument) {
   layout.set_pp(3);
   absl::Status status = Predict(Tiny(), layout, HandCluster()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("--n_layers=2 is not divisible by pp 3"),
-            std::string::npos)
+  EXPECT_NE(status.message().find("--n_layers=2 is not divisible by pp 3"), std::string::npos)
       << status;
   layout.set_pp(1);
   layout.set_tp(8);
   status = Predict(Tiny(), layout, HandCluster()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("--n_heads=4 is not divisible by tp 8"),
-            std::string::npos)
+  EXPECT_NE(status.message().find("--n_heads=4 is not divisible by tp 8"), std::string::npos)
       << status;
   layout.set_tp(1);
   layout.set_dp(16);
   status = Predict(Tiny(), layout, HandCluster()).status();
-  EXPECT_NE(status.message().find("16 ranks exceeds the cluster's 8 devices"),
-            std::string::npos)
+  EXPECT_NE(status.message().find("16 ranks exceeds the cluster's 8 devices"), std::string::npos)
       << status;
 }
 
@@ -117,8 +111,7 @@ TEST(Memory, PlannerAndEstimateMemoryAgreeForEveryStrategy) {
     const Layout layout = TinyLayout(strategy, 2);
     const MemoryPrediction planned = PredictMemory(Tiny(), layout, 1 << 30);
     TrainConfig config = TrainerConfigFor(Tiny(), layout);
-    const MemoryEstimate estimate =
-        EstimateRankMemoryFor(config, 2, *ParseStrategy(strategy));
+    const MemoryEstimate estimate = EstimateRankMemoryFor(config, 2, *ParseStrategy(strategy));
     EXPECT_EQ(planned.total(), estimate.total()) << strategy;
     EXPECT_EQ(planned.activations(), estimate.activations()) << strategy;
     // What --estimate_memory prints for this strategy's row.
@@ -127,8 +120,7 @@ TEST(Memory, PlannerAndEstimateMemoryAgreeForEveryStrategy) {
     const size_t row = table.find(std::string("| ") + strategy + " (");
     ASSERT_NE(row, std::string::npos) << table;
     const std::string line = table.substr(row, table.find('\n', row) - row);
-    EXPECT_NE(line.find(FormatByteAmount(static_cast<double>(planned.total())) +
-                        " |"),
+    EXPECT_NE(line.find(FormatByteAmount(static_cast<double>(planned.total())) + " |"),
               std::string::npos)
         << strategy << ": " << line;
   }
@@ -149,8 +141,7 @@ TEST(Memory, ZeroThreeAtFourRanksByHand) {
   EXPECT_EQ(m.logits(), 3 * 8 * 64 * 512 * 4);
   // And it shrinks as 16 P / N: 8 ranks hold less state than 4.
   layout.set_dp(8);
-  EXPECT_LT(PredictMemory(Tiny(), layout, 1 << 30).optimizer_state(),
-            m.optimizer_state());
+  EXPECT_LT(PredictMemory(Tiny(), layout, 1 << 30).optimizer_state(), m.optimizer_state());
 }
 
 TEST(Memory, TensorAndPipelineShareScaleTheState) {
@@ -163,13 +154,10 @@ TEST(Memory, TensorAndPipelineShareScaleTheState) {
   layout.set_sequence_parallel(true);
   const MemoryPrediction quarter = PredictMemory(model, layout, 0);
   // Root / 2 + (L / 2) blocks / 2 of P.
-  const double share = static_cast<double>(RankParameters(model, layout)) /
-                       model.parameters();
-  EXPECT_NEAR(static_cast<double>(quarter.optimizer_state()),
-              whole.optimizer_state() * share, 1.0);
+  const double share = static_cast<double>(RankParameters(model, layout)) / model.parameters();
+  EXPECT_NEAR(static_cast<double>(quarter.optimizer_state()), whole.optimizer_state() * share, 1.0);
   // First stage: 2 micro-batches in flight of half the blocks, split by tp.
-  EXPECT_NEAR(static_cast<double>(quarter.activations()),
-              whole.activations() / 2.0 * 2 / 2, 1.0);
+  EXPECT_NEAR(static_cast<double>(quarter.activations()), whole.activations() / 2.0 * 2 / 2, 1.0);
   EXPECT_FALSE(quarter.fits());
 }
 
@@ -179,8 +167,7 @@ TEST(Search, ModelThatFitsNowhereIsInvalidArgument) {
   options.global_batch = 8;
   const absl::Status status = Search(options, HandCluster()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("fits no layout of 8 ranks"), std::string::npos)
-      << status;
+  EXPECT_NE(status.message().find("fits no layout of 8 ranks"), std::string::npos) << status;
 }
 
 TEST(Search, RanksFittingLayoutsByTokensPerSecond) {
@@ -190,8 +177,7 @@ TEST(Search, RanksFittingLayoutsByTokensPerSecond) {
   const absl::StatusOr<PlannerResult> result = Search(options, HandCluster());
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_GE(result->predictions_size(), 2);
-  EXPECT_GE(result->predictions(0).tokens_per_second(),
-            result->predictions(1).tokens_per_second());
+  EXPECT_GE(result->predictions(0).tokens_per_second(), result->predictions(1).tokens_per_second());
   EXPECT_TRUE(result->predictions(0).memory().fits());
   EXPECT_GT(result->layouts_considered(), result->predictions_size());
 }

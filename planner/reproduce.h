@@ -21,8 +21,7 @@ double MegatronIterationFlops(const ModelSpec& model, int64_t global_batch);
 // for a table without rows, an unknown flops_formula (only
 // "megatron_2021"), or a row whose layout does not divide its model or does
 // not fit the cluster.
-absl::StatusOr<ReproductionResult> Reproduce(const PublishedTable& table,
-                                             const Cluster& cluster);
+absl::StatusOr<ReproductionResult> Reproduce(const PublishedTable& table, const Cluster& cluster);
 
 }  // namespace mtb::planner
 

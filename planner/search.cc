@@ -11,13 +11,11 @@
 
 namespace mtb::planner {
 
-absl::StatusOr<PlannerResult> Search(const SearchOptions& options,
-                                     const Cluster& cluster) {
-  const int world =
-      options.world_size > 0 ? options.world_size : TotalDevices(cluster);
+absl::StatusOr<PlannerResult> Search(const SearchOptions& options, const Cluster& cluster) {
+  const int world = options.world_size > 0 ? options.world_size : TotalDevices(cluster);
   if (options.global_batch < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--global_batch=", options.global_batch, " must be positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--global_batch=", options.global_batch, " must be positive"));
   }
   PlannerResult result;
   result.set_command("search");
@@ -33,8 +31,7 @@ absl::StatusOr<PlannerResult> Search(const SearchOptions& options,
     for (int pp = 1; pp <= world / tp; ++pp) {
       if ((world / tp) % pp != 0) continue;
       const int dp = world / tp / pp;
-      for (int64_t micro_batch = 1; micro_batch <= options.global_batch;
-           micro_batch *= 2) {
+      for (int64_t micro_batch = 1; micro_batch <= options.global_batch; micro_batch *= 2) {
         if (options.global_batch % (dp * micro_batch) != 0) continue;
         const int64_t m = options.global_batch / (dp * micro_batch);
         for (const char* strategy : {"ddp", "zero1", "zero2", "fsdp"}) {
@@ -53,8 +50,7 @@ absl::StatusOr<PlannerResult> Search(const SearchOptions& options,
             layout.set_gradient_bytes(options.gradient_bytes);
             if (!ValidateLayout(options.model, layout, cluster).ok()) continue;
             ++considered;
-            ASSIGN_OR_RETURN(Prediction prediction,
-                             Predict(options.model, layout, cluster));
+            ASSIGN_OR_RETURN(Prediction prediction, Predict(options.model, layout, cluster));
             smallest = std::min(smallest, prediction.memory().total());
             if (prediction.memory().fits()) {
               fitting.push_back(std::move(prediction));
@@ -65,24 +61,22 @@ absl::StatusOr<PlannerResult> Search(const SearchOptions& options,
     }
   }
   if (considered == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "no layout of ", world, " ranks divides --global_batch=",
-        options.global_batch, " and the model (n_layers ",
-        options.model.n_layers(), ", n_heads ", options.model.n_heads(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("no layout of ", world, " ranks divides --global_batch=", options.global_batch,
+                     " and the model (n_layers ", options.model.n_layers(), ", n_heads ",
+                     options.model.n_heads(), ")"));
   }
   if (fitting.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model ", options.model.name(), " (", options.model.parameters(),
-        " parameters) fits no layout of ", world, " ranks on ", cluster.name(),
-        ": the smallest of ", considered, " layouts needs ",
-        FormatByteAmount(static_cast<double>(smallest)),
-        " per rank, a device holds ",
-        FormatByteAmount(cluster.device_memory_bytes().value())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", options.model.name(), " (", options.model.parameters(),
+                     " parameters) fits no layout of ", world, " ranks on ", cluster.name(),
+                     ": the smallest of ", considered, " layouts needs ",
+                     FormatByteAmount(static_cast<double>(smallest)), " per rank, a device holds ",
+                     FormatByteAmount(cluster.device_memory_bytes().value())));
   }
-  std::stable_sort(fitting.begin(), fitting.end(),
-                   [](const Prediction& a, const Prediction& b) {
-                     return a.tokens_per_second() > b.tokens_per_second();
-                   });
+  std::stable_sort(fitting.begin(), fitting.end(), [](const Prediction& a, const Prediction& b) {
+    return a.tokens_per_second() > b.tokens_per_second();
+  });
   for (const Prediction& prediction : fitting) {
     if (!prediction.trainer_command().empty()) {
       *result.mutable_best_trainer_layout() = prediction;

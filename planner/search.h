@@ -18,8 +18,8 @@ struct SearchOptions {
   ModelSpec model;
   int64_t global_batch = 0;  // samples per optimizer step
   std::string precision = "fp32";
-  int world_size = 0;        // 0: every device of the cluster
-  int top = 5;               // predictions kept, best first
+  int world_size = 0;  // 0: every device of the cluster
+  int top = 5;         // predictions kept, best first
   // Bytes per gradient element the data-parallel collectives move.
   int gradient_bytes = 4;
 };
@@ -27,8 +27,7 @@ struct SearchOptions {
 // kInvalidArgument naming the rule for a global batch no layout divides,
 // or for a model that fits nowhere ("... fits no layout: the smallest needs
 // X per rank, the devices hold Y").
-absl::StatusOr<PlannerResult> Search(const SearchOptions& options,
-                                     const Cluster& cluster);
+absl::StatusOr<PlannerResult> Search(const SearchOptions& options, const Cluster& cluster);
 
 }  // namespace mtb::planner
 

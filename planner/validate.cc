@@ -40,8 +40,7 @@ double Median(std::vector<double> values) {
 
 }  // namespace
 
-double KendallTau(const std::vector<std::string>& a,
-                  const std::vector<std::string>& b) {
+double KendallTau(const std::vector<std::string>& a, const std::vector<std::string>& b) {
   std::map<std::string, int> position;
   for (size_t i = 0; i < b.size(); ++i) position[b[i]] = static_cast<int>(i);
   int concordant = 0, discordant = 0;
@@ -75,14 +74,13 @@ absl::StatusOr<ValidationResult> Validate(const StrategyMatrixResult& matrix,
       if (candidate.name == row.model()) shape = &candidate;
     }
     if (shape == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the strategy matrix has a row of model \"", row.model(),
-          "\", which trainer/bench/strategy_matrix.h does not define"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the strategy matrix has a row of model \"", row.model(),
+                       "\", which trainer/bench/strategy_matrix.h does not define"));
     }
     ASSIGN_OR_RETURN(const ModelSpec model,
-                     ModelFromShape(shape->name, shape->vocab_size, shape->d_model,
-                                    shape->n_layers, shape->n_heads,
-                                    shape->seq_len));
+                     ModelFromShape(shape->name, shape->vocab_size, shape->d_model, shape->n_layers,
+                                    shape->n_heads, shape->seq_len));
     layout.set_dp(row.world_size());
     layout.set_micro_batch(kStrategyMatrixBatch);
     layout.set_precision(row.precision());
@@ -122,8 +120,7 @@ absl::StatusOr<ValidationResult> Validate(const StrategyMatrixResult& matrix,
   for (auto& [group, cells] : groups) {
     if (cells.size() < 2) continue;
     RankingCheck* check = result.add_rankings();
-    std::tie(*check->mutable_model(), *check->mutable_precision(),
-             std::ignore) = group;
+    std::tie(*check->mutable_model(), *check->mutable_precision(), std::ignore) = group;
     check->set_world_size(std::get<2>(group));
     std::vector<const ValidationCell*> measured = cells, predicted = cells;
     std::stable_sort(measured.begin(), measured.end(), [](auto* x, auto* y) {
@@ -146,14 +143,14 @@ absl::StatusOr<ValidationResult> Validate(const StrategyMatrixResult& matrix,
     result.set_min_memory_ratio(min_ratio);
     result.set_max_memory_ratio(max_ratio);
   }
-  result.add_notes(absl::StrCat(
-      skipped, " rows skipped (PyTorch peers and --reduction=exact variants: "
-      "not modelled)"));
-  result.add_notes(absl::StrCat(
-      estimate_mismatches, " of ", result.cells_size(),
-      " cells where the planner's memory differs from the matrix's "
-      "memory_estimate_bytes (trainer/memory_estimate.h; 0 means one code "
-      "path)"));
+  result.add_notes(absl::StrCat(skipped,
+                                " rows skipped (PyTorch peers and --reduction=exact variants: "
+                                "not modelled)"));
+  result.add_notes(
+      absl::StrCat(estimate_mismatches, " of ", result.cells_size(),
+                   " cells where the planner's memory differs from the matrix's "
+                   "memory_estimate_bytes (trainer/memory_estimate.h; 0 means one code "
+                   "path)"));
   return result;
 }
 

@@ -21,8 +21,7 @@ absl::StatusOr<ValidationResult> Validate(const StrategyMatrixResult& matrix,
                                           const Cluster& cluster);
 
 // Kendall's tau between two orders of the same names (1: identical).
-double KendallTau(const std::vector<std::string>& a,
-                  const std::vector<std::string>& b);
+double KendallTau(const std::vector<std::string>& a, const std::vector<std::string>& b);
 
 }  // namespace mtb::planner
 
