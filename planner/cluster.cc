@@ -164,7 +164,7 @@ absl::StatusOr<double> PeakFlopsRate(const Cluster& cluster, const std::string& 
 }
 
 absl::StatusOr<LinkCost> LinkFor(const Cluster& cluster, Collective op, const std::string& scope,
-                                 int64_t bytes) {
+                                 int64_t bytes, int world_size) {
   const std::string name = CollectiveName(op);
   for (bool same_collective : {true, false}) {
     const CollectiveFit* best = nullptr;
@@ -176,7 +176,11 @@ absl::StatusOr<LinkCost> LinkFor(const Cluster& cluster, Collective op, const st
       const double hi = fit.max_bytes() == 0 ? std::numeric_limits<double>::infinity()
                                              : static_cast<double>(fit.max_bytes());
       const double s = static_cast<double>(std::max<int64_t>(1, bytes));
-      const double distance = s < lo ? std::log(lo / s) : (s > hi ? std::log(s / hi) : 0.0);
+      const double distance =
+          (s < lo ? std::log(lo / s) : (s > hi ? std::log(s / hi) : 0.0)) +
+          (fit.world_size() > 0 && world_size > 0
+               ? std::abs(std::log(static_cast<double>(fit.world_size()) / world_size))
+               : 0.0);
       if (best == nullptr || distance < best_distance) {
         best = &fit;
         best_distance = distance;

@@ -38,12 +38,14 @@ absl::StatusOr<double> FlopsRate(const Cluster& cluster, const std::string& prec
 // The peak at `precision` (cluster.peak), the compute rate when none.
 absl::StatusOr<double> PeakFlopsRate(const Cluster& cluster, const std::string& precision);
 
-// The fit for `op` on `scope` ("intra" or "inter") covering `bytes`: the
-// fits of that collective and scope (else of any collective on that scope),
-// the range holding `bytes`, else the nearest. kInvalidArgument when the
+// The fit for `op` on `scope` ("intra" or "inter") covering `bytes` for a
+// group of `world_size` ranks: the fits of that collective and scope (else
+// of any collective on that scope), the one nearest in message size (0
+// inside its range) plus in world size (log distance; a fit measured at 0
+// ranks, or a `world_size` of 0, matches any). kInvalidArgument when the
 // scope has no fit at all.
 absl::StatusOr<LinkCost> LinkFor(const Cluster& cluster, Collective op, const std::string& scope,
-                                 int64_t bytes);
+                                 int64_t bytes, int world_size = 0);
 
 }  // namespace mtb::planner
 

@@ -46,6 +46,16 @@ TEST(Cluster, NearestWidthAndSizeRangeWin) {
   large->mutable_bandwidth_gbps()->set_value(4);
   EXPECT_EQ(LinkFor(cluster, Collective::kAllReduce, "intra", 4 << 20)->bandwidth_bytes_per_s, 4e9);
   EXPECT_EQ(LinkFor(cluster, Collective::kAllReduce, "intra", 1024)->bandwidth_bytes_per_s, 1e9);
+  // A fit measured at the group's size wins over one at another size.
+  large->set_world_size(2);
+  CollectiveFit* at_four = cluster.add_collectives();
+  *at_four = *large;
+  at_four->set_world_size(4);
+  at_four->mutable_bandwidth_gbps()->set_value(0.25);
+  EXPECT_EQ(LinkFor(cluster, Collective::kAllReduce, "intra", 4 << 20, 4)->bandwidth_bytes_per_s,
+            0.25e9);
+  EXPECT_EQ(LinkFor(cluster, Collective::kAllReduce, "intra", 4 << 20, 2)->bandwidth_bytes_per_s,
+            4e9);
 }
 
 TEST(Cluster, MissingFieldIsInvalidArgumentNamingIt) {

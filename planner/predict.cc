@@ -193,14 +193,15 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
     double per_block = 0;
     if (layout.sequence_parallel()) {
       ASSIGN_OR_RETURN(LinkCost gather,
-                       LinkFor(cluster, Collective::kAllGather, scope, activation));
+                       LinkFor(cluster, Collective::kAllGather, scope, activation, tp));
       ASSIGN_OR_RETURN(LinkCost scatter,
-                       LinkFor(cluster, Collective::kReduceScatter, scope, activation));
+                       LinkFor(cluster, Collective::kReduceScatter, scope, activation, tp));
       per_block =
           collectives * (CollectiveSeconds(Collective::kAllGather, activation, tp, gather) +
                          CollectiveSeconds(Collective::kReduceScatter, activation, tp, scatter));
     } else {
-      ASSIGN_OR_RETURN(LinkCost link, LinkFor(cluster, Collective::kAllReduce, scope, activation));
+      ASSIGN_OR_RETURN(LinkCost link,
+                       LinkFor(cluster, Collective::kAllReduce, scope, activation, tp));
       per_block = collectives * CollectiveSeconds(Collective::kAllReduce, activation, tp, link);
     }
     step.set_tp_comm_s(m * lp * per_block);
@@ -211,7 +212,7 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
   if (pp > 1) {
     const std::string scope = Scope(tp * dp, pp, cluster, world);
     const int64_t send_bytes = activation / tp;
-    ASSIGN_OR_RETURN(LinkCost link, LinkFor(cluster, Collective::kSendRecv, scope, send_bytes));
+    ASSIGN_OR_RETURN(LinkCost link, LinkFor(cluster, Collective::kSendRecv, scope, send_bytes, 2));
     step.set_pp_comm_s(2.0 * (m + pp - 1) *
                        CollectiveSeconds(Collective::kSendRecv, send_bytes, 2, link));
   }
@@ -234,7 +235,7 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
     }
     units.push_back({root_params * element, t_b});
     auto cost = [&](Collective op, int64_t bytes) -> absl::StatusOr<double> {
-      ASSIGN_OR_RETURN(LinkCost link, LinkFor(cluster, op, scope, bytes));
+      ASSIGN_OR_RETURN(LinkCost link, LinkFor(cluster, op, scope, bytes, dp));
       return CollectiveSeconds(op, bytes, dp, link);
     };
     const bool every = config.grad_sync() == "every";
