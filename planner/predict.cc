@@ -165,8 +165,13 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
   };
   const double slowdown =
       oversubscription(ranks_per_node) / oversubscription(measured_ranks_per_node);
-  // The optimizer's bandwidth is measured with one rank on the node.
-  const double optimizer_slowdown = oversubscription(ranks_per_node);
+  // The optimizer's bandwidth is measured with one rank on the node; with
+  // more it slows down as much as compute does (the rates at one rank and at
+  // this many, each per its own oversubscription).
+  int solo_ranks = 1;
+  ASSIGN_OR_RETURN(const double solo_rate,
+                   FlopsRate(cluster, layout.precision(), model.d_model(), 1, &solo_ranks));
+  const double optimizer_slowdown = solo_rate * oversubscription(solo_ranks) / (rate / slowdown);
 
   // Compute: a third of the model FLOPs forward, two thirds backward.
   const double forward_flops =
