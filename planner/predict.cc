@@ -59,11 +59,10 @@ std::vector<Unit> PackBuckets(const std::vector<Unit>& units, int64_t cap) {
 // Which link a group of `size` ranks with rank stride `stride` uses: ranks
 // are numbered tp fastest, then dp, then pp (Megatron-LM's order), nodes
 // filled in order.
-std::string Scope(int stride, int size, const Cluster& cluster, int world) {
+std::string Scope(int stride, int size, const Cluster& cluster) {
   if (cluster.oversubscribed_ranks_share_devices() && cluster.nodes().value() == 1) {
     return "intra";
   }
-  (void)world;
   return static_cast<double>(stride) * size <= cluster.devices_per_node().value() ? "intra"
                                                                                   : "inter";
 }
@@ -193,7 +192,7 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
   const int64_t act_bytes_per_element = layout.precision() == "bf16" ? 2 : 4;
   const int64_t activation = ActivationBytes(b, t, d, act_bytes_per_element);
   if (tp > 1) {
-    const std::string scope = Scope(1, tp, cluster, world);
+    const std::string scope = Scope(1, tp, cluster);
     const int collectives = TensorParallelCollectivesPerBlock(layout.activation_checkpointing());
     double per_block = 0;
     if (layout.sequence_parallel()) {
@@ -215,7 +214,7 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
   // stage boundary, (m + p - 1) slots; with tp each rank sends its tp-th
   // (Megatron-LM's scatter/gather across the tensor-parallel group).
   if (pp > 1) {
-    const std::string scope = Scope(tp * dp, pp, cluster, world);
+    const std::string scope = Scope(tp * dp, pp, cluster);
     const int64_t send_bytes = activation / tp;
     ASSIGN_OR_RETURN(LinkCost link, LinkFor(cluster, Collective::kSendRecv, scope, send_bytes, 2));
     step.set_pp_comm_s(2.0 * (m + pp - 1) *
@@ -231,7 +230,7 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
   double dp_comm = 0, dp_exposed = 0;
   double optimizer_params = static_cast<double>(rank_params);
   if (dp > 1) {
-    const std::string scope = Scope(tp, dp, cluster, world);
+    const std::string scope = Scope(tp, dp, cluster);
     // Gradients in the order backward produces them: the blocks from the
     // last, then the root (the tied embedding's gradient completes last).
     std::vector<Unit> units;
