@@ -7,6 +7,7 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/collective/communicator_internal.h"
 #include "common/collective/flight_dumps.h"
 #include "common/collective/store_impl.h"
@@ -106,13 +107,80 @@ absl::StatusOr<AllReduceAlgorithm> ParseAllReduceAlgorithm(absl::string_view nam
                    "'; expected auto, ring, bcube or reduce_scatter_all_gather"));
 }
 
+absl::string_view TransportName(Transport transport) {
+  switch (transport) {
+    case Transport::kAuto:
+      return "auto";
+    case Transport::kShm:
+      return "shm";
+    case Transport::kTcp:
+      return "tcp";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Transport> ParseTransport(absl::string_view name) {
+  for (Transport transport : {Transport::kAuto, Transport::kShm, Transport::kTcp}) {
+    if (TransportName(transport) == name) return transport;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown transport '", name, "'; expected auto, shm or tcp"));
+}
+
+namespace {
+
+// Every rank's host identity, through the store (collective).
+absl::StatusOr<std::vector<std::string>> ExchangeHostIdentities(
+    Store store, const CommunicatorOptions& options) {
+  const std::string mine =
+      options.host_id.empty() ? HostIdentity() : options.host_id;
+  RETURN_IF_ERROR(store.Set(absl::StrCat("host/", options.rank), mine));
+  std::vector<std::string> hosts;
+  for (int p = 0; p < options.world_size; ++p) {
+    ASSIGN_OR_RETURN(std::string host,
+                     store.Get(absl::StrCat("host/", p), options.timeout));
+    hosts.push_back(std::move(host));
+  }
+  return hosts;
+}
+
+// The shared-memory group when `options.transport` and the hosts call for
+// one, else null.
+absl::StatusOr<std::unique_ptr<ShmGroup>> MaybeCreateShm(
+    const Store& store, const CommunicatorOptions& options) {
+  if (options.transport == Transport::kTcp) return nullptr;
+  ASSIGN_OR_RETURN(std::vector<std::string> hosts,
+                   ExchangeHostIdentities(store.WithPrefix("transport"), options));
+  for (int p = 1; p < options.world_size; ++p) {
+    if (hosts[p] == hosts[0]) continue;
+    if (options.transport == Transport::kAuto) return nullptr;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transport shm needs every rank on one host: rank 0 is on '", hosts[0],
+        "', rank ", p, " on '", hosts[p], "' (use --transport=auto or tcp)"));
+  }
+  ShmGroupOptions shm_options;
+  shm_options.local_rank = options.rank;
+  shm_options.local_size = options.world_size;
+  shm_options.slot_bytes = options.shm_slot_bytes;
+  shm_options.connect_timeout = options.timeout;
+  ASSIGN_OR_RETURN(std::unique_ptr<ShmGroup> shm,
+                   ShmGroup::Create(store.WithPrefix("shm"), shm_options));
+  if (options.testonly_shm_misassign_slices) {
+    shm->SetTestOnlyFault(ShmTestOnlyFault::kMisassignSlices);
+  }
+  return shm;
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------------------
 // Communicator::Impl: settings and the issue protocol.
 
 Communicator::Impl::Impl(std::shared_ptr<CommState> state, Store store,
                          GlooDevices devices,
                          c10::intrusive_ptr<GlooProcessGroup> group,
-                         const CommunicatorOptions& options)
+                         const CommunicatorOptions& options,
+                         std::unique_ptr<ShmGroup> shm)
     : state_(std::move(state)),
       store_(std::move(store)),
       devices_(std::move(devices)),
@@ -122,11 +190,20 @@ Communicator::Impl::Impl(std::shared_ptr<CommState> state, Store store,
       reduce_scatter_chunk_bytes_(options.reduce_scatter_chunk_bytes),
       reduce_scatter_depth_(options.reduce_scatter_depth),
       all_gather_algorithm_(options.all_gather_algorithm),
-      all_reduce_algorithm_(options.all_reduce_algorithm) {}
+      all_reduce_algorithm_(options.all_reduce_algorithm),
+      shm_(std::move(shm)) {
+  if (shm_) shm_worker_ = std::make_unique<SerialWorker>();
+}
 
 Communicator::Impl::~Impl() {
   heartbeat.reset();  // its last line says the rank is done
   UnregisterFromSignalDumps(state_->recorder.get());
+  if (shm_) {
+    // An abandoned rank's queued collectives fail at once instead of
+    // waiting for peers that will not come.
+    if (state_->abandoned()) shm_->Abort();
+    shm_worker_.reset();
+  }
   if (!state_->abandoned()) return;
   // A reference that is never dropped: the group, its worker threads and
   // their work live until the process exits.
@@ -283,6 +360,19 @@ CollectiveHandle Communicator::Impl::Launch(
   return CollectiveHandle(std::move(pending));
 }
 
+CollectiveHandle Communicator::Impl::LaunchShm(
+    CollectiveRecord record, std::function<void(ShmGroup&, absl::Time)> body,
+    std::function<void()> finish) {
+  return Launch(std::move(record), [&] {
+    ShmGroup* shm = shm_.get();  // outlives the worker (member order)
+    const absl::Duration timeout = timeout_;
+    return Launched{shm_worker_->Run([shm, timeout, body = std::move(body)] {
+                      body(*shm, absl::Now() + timeout);
+                    }),
+                    std::move(finish)};
+  });
+}
+
 CollectiveHandle Communicator::Impl::RunNow(CollectiveRecord record,
                                             const std::function<void()>& run) {
   record = state_->log.Issue(std::move(record));
@@ -318,6 +408,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
                      "positive, got ",
                      options.reduce_scatter_chunk_bytes));
   }
+  if (options.shm_slot_bytes < 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Communicator: shm_slot_bytes must be at least 4096, got ", options.shm_slot_bytes));
+  }
   if (options.reduce_scatter_depth <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("Communicator: reduce_scatter_depth must be positive, got ",
@@ -330,6 +424,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
       c10::intrusive_ptr<GlooProcessGroup> group,
       CreateGlooProcessGroup(store.impl()->store, options.rank,
                              options.world_size, options.timeout, devices));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShmGroup> shm, MaybeCreateShm(store, options));
   auto state = std::make_shared<CommState>(options.rank, options.world_size,
                                            options.keep_records,
                                            options.flight_recorder_entries);
@@ -338,7 +433,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   identity.world_size = options.world_size;
   state->recorder->SetIdentity(identity);
   return std::unique_ptr<Communicator>(new Communicator(std::make_unique<Impl>(
-      std::move(state), store, std::move(devices), std::move(group), options)));
+      std::move(state), store, std::move(devices), std::move(group), options,
+      std::move(shm))));
 }
 
 Communicator::Communicator(std::unique_ptr<Impl> impl)
@@ -351,6 +447,7 @@ void Communicator::Abandon(const absl::Status& why) {
 
 int Communicator::rank() const { return impl_->rank(); }
 int Communicator::world_size() const { return impl_->world_size(); }
+absl::string_view Communicator::transport() const { return impl_->transport(); }
 absl::Duration Communicator::timeout() const { return impl_->timeout(); }
 const std::string& Communicator::device_description() const {
   return impl_->device_description();

@@ -115,6 +115,21 @@ absl::string_view AllReduceAlgorithmName(AllReduceAlgorithm algorithm);
 // "auto", "ring", "bcube", "reduce_scatter_all_gather" (flag values).
 absl::StatusOr<AllReduceAlgorithm> ParseAllReduceAlgorithm(absl::string_view name);
 
+// Which wire the collectives use (docs/collective.md, "Shared memory").
+// Every rank of a communicator must pass the same one.
+enum class Transport {
+  // Shared memory when every rank shares this rank's host identity
+  // (hostname, boot id, network namespace), else Gloo over TCP.
+  kAuto,
+  // Shared memory; Create fails when the ranks are on more than one host.
+  kShm,
+  // Gloo over TCP for everything (the transport before shared memory).
+  kTcp,
+};
+absl::string_view TransportName(Transport transport);
+// "auto", "shm", "tcp" (flag values).
+absl::StatusOr<Transport> ParseTransport(absl::string_view name);
+
 // Point-to-point tags from this value up belong to the communicator's own
 // send/recv collectives (kChunked, kDirect); Send and Recv refuse them.
 inline constexpr int kFirstReservedTag = 1 << 30;
@@ -139,6 +154,16 @@ struct CommunicatorOptions {
   int reduce_scatter_depth = 2;
   AllGatherAlgorithm all_gather_algorithm = AllGatherAlgorithm::kAuto;
   AllReduceAlgorithm all_reduce_algorithm = AllReduceAlgorithm::kAuto;
+  Transport transport = Transport::kAuto;
+  // This rank's host identity; empty: HostIdentity() (shm_transport.h). Tests
+  // set it to put thread ranks on different "hosts".
+  std::string host_id;
+  // Shared memory: data bytes of one slot of one rank (two slots per rank;
+  // larger messages are streamed through them). >= 4 KiB.
+  int64_t shm_slot_bytes = int64_t{1} << 20;
+  // Test only: the shared-memory algorithms assign slices and blocks to the
+  // wrong rank on this rank, to show that the tests catch it.
+  bool testonly_shm_misassign_slices = false;
   // Keep every CollectiveRecord (log().Records()); false keeps totals only.
   bool keep_records = true;
   // The flight recorder's ring: the last this many collectives.
@@ -206,6 +231,9 @@ class Communicator {
   int rank() const;
   int world_size() const;
   absl::string_view backend() const { return "gloo"; }
+  // What the collectives run on: "shm" (every rank on this host, shared
+  // memory; send and recv still go through Gloo) or "tcp" (Gloo).
+  absl::string_view transport() const;
   absl::Duration timeout() const;
   // Where Gloo bound ("hostname 127.0.0.1", "GLOO_SOCKET_IFNAME=eth0", ...).
   const std::string& device_description() const;
