@@ -116,8 +116,9 @@ absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
     flight.MarkSteady();
     return communicator->SetTimeout(options.timeouts.collective_timeout);
   };
-  ASSIGN_OR_RETURN(CommBenchResult result,
-                   RunSweep(*backend, options.sweep, listener, hooks));
+  SweepOptions sweep = options.sweep;
+  sweep.transport = transport;
+  ASSIGN_OR_RETURN(CommBenchResult result, RunSweep(*backend, sweep, listener, hooks));
   if (recorder != nullptr) {
     communicator->log().RemoveObserver(observer);
     RETURN_IF_ERROR(recorder->WriteTo(ResolveUserPath(options.flags.trace_dir)));
