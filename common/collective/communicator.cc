@@ -107,26 +107,6 @@ absl::StatusOr<AllReduceAlgorithm> ParseAllReduceAlgorithm(absl::string_view nam
                    "'; expected auto, ring, bcube or reduce_scatter_all_gather"));
 }
 
-absl::string_view TransportName(Transport transport) {
-  switch (transport) {
-    case Transport::kAuto:
-      return "auto";
-    case Transport::kShm:
-      return "shm";
-    case Transport::kTcp:
-      return "tcp";
-  }
-  return "unknown";
-}
-
-absl::StatusOr<Transport> ParseTransport(absl::string_view name) {
-  for (Transport transport : {Transport::kAuto, Transport::kShm, Transport::kTcp}) {
-    if (TransportName(transport) == name) return transport;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown transport '", name, "'; expected auto, shm or tcp"));
-}
-
 namespace {
 
 // Every rank's host identity, through the store (collective).

@@ -32,6 +32,7 @@
 #include "common/collective/collective_log.h"
 #include "common/collective/flight_recorder.h"
 #include "common/collective/store.h"
+#include "common/collective/transport.h"
 
 namespace mtb::collective {
 
@@ -114,21 +115,6 @@ enum class AllReduceAlgorithm {
 absl::string_view AllReduceAlgorithmName(AllReduceAlgorithm algorithm);
 // "auto", "ring", "bcube", "reduce_scatter_all_gather" (flag values).
 absl::StatusOr<AllReduceAlgorithm> ParseAllReduceAlgorithm(absl::string_view name);
-
-// Which wire the collectives use (docs/collective.md, "Shared memory").
-// Every rank of a communicator must pass the same one.
-enum class Transport {
-  // Shared memory when every rank shares this rank's host identity
-  // (hostname, boot id, network namespace), else Gloo over TCP.
-  kAuto,
-  // Shared memory; Create fails when the ranks are on more than one host.
-  kShm,
-  // Gloo over TCP for everything (the transport before shared memory).
-  kTcp,
-};
-absl::string_view TransportName(Transport transport);
-// "auto", "shm", "tcp" (flag values).
-absl::StatusOr<Transport> ParseTransport(absl::string_view name);
 
 // Point-to-point tags from this value up belong to the communicator's own
 // send/recv collectives (kChunked, kDirect); Send and Recv refuse them.
