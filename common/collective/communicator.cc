@@ -3,6 +3,7 @@
 // (communicator_internal.h has the vocabulary).
 #include "common/collective/communicator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "ATen/ATen.h"
@@ -124,31 +125,47 @@ absl::StatusOr<std::vector<std::string>> ExchangeHostIdentities(
   return hosts;
 }
 
-// The shared-memory group when `options.transport` and the hosts call for
-// one, else null.
-absl::StatusOr<std::unique_ptr<ShmGroup>> MaybeCreateShm(
-    const Store& store, const CommunicatorOptions& options) {
-  if (options.transport == Transport::kTcp) return nullptr;
+// The shared-memory part of a communicator, when `options.transport` and the
+// hosts call for one (ShmSetup::shm null otherwise). Across hosts
+// (hierarchical): a group per host, and a Gloo group of one leader per host
+// (each host's lowest rank; hosts numbered by their lowest rank).
+absl::StatusOr<ShmSetup> MaybeCreateShm(const Store& store, const CommunicatorOptions& options,
+                                        const GlooDevices& devices) {
+  ShmSetup setup;
+  if (options.transport == Transport::kTcp) return setup;
   ASSIGN_OR_RETURN(std::vector<std::string> hosts,
                    ExchangeHostIdentities(store.WithPrefix("transport"), options));
-  for (int p = 1; p < options.world_size; ++p) {
-    if (hosts[p] == hosts[0]) continue;
-    if (options.transport == Transport::kAuto) return nullptr;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "transport shm needs every rank on one host: rank 0 is on '", hosts[0],
-        "', rank ", p, " on '", hosts[p], "' (use --transport=auto or tcp)"));
+  std::vector<std::string> distinct;  // in order of each host's lowest rank
+  for (const std::string& host : hosts) {
+    if (std::find(distinct.begin(), distinct.end(), host) == distinct.end()) {
+      distinct.push_back(host);
+    }
   }
+  const std::string& mine = hosts[options.rank];
+  const int host_index =
+      static_cast<int>(std::find(distinct.begin(), distinct.end(), mine) - distinct.begin());
   ShmGroupOptions shm_options;
-  shm_options.local_rank = options.rank;
-  shm_options.local_size = options.world_size;
+  for (int p = 0; p < options.world_size; ++p) {
+    if (hosts[p] != mine) continue;
+    if (p == options.rank) shm_options.local_rank = static_cast<int>(setup.local_ranks.size());
+    setup.local_ranks.push_back(p);
+  }
+  shm_options.local_size = static_cast<int>(setup.local_ranks.size());
+  shm_options.global_ranks = setup.local_ranks;
   shm_options.slot_bytes = options.shm_slot_bytes;
   shm_options.connect_timeout = options.timeout;
-  ASSIGN_OR_RETURN(std::unique_ptr<ShmGroup> shm,
-                   ShmGroup::Create(store.WithPrefix("shm"), shm_options));
+  ASSIGN_OR_RETURN(setup.shm, ShmGroup::Create(store.WithPrefix(absl::StrCat("shm_", host_index)),
+                                               shm_options));
   if (options.testonly_shm_misassign_slices) {
-    shm->SetTestOnlyFault(ShmTestOnlyFault::kMisassignSlices);
+    setup.shm->SetTestOnlyFault(ShmTestOnlyFault::kMisassignSlices);
   }
-  return shm;
+  setup.hosts = static_cast<int>(distinct.size());
+  if (setup.hosts > 1 && shm_options.local_rank == 0) {
+    ASSIGN_OR_RETURN(setup.leaders,
+                     CreateGlooProcessGroup(store.WithPrefix("leaders").impl()->store, host_index,
+                                            setup.hosts, options.timeout, devices));
+  }
+  return setup;
 }
 
 }  // namespace
@@ -159,8 +176,7 @@ absl::StatusOr<std::unique_ptr<ShmGroup>> MaybeCreateShm(
 Communicator::Impl::Impl(std::shared_ptr<CommState> state, Store store,
                          GlooDevices devices,
                          c10::intrusive_ptr<GlooProcessGroup> group,
-                         const CommunicatorOptions& options,
-                         std::unique_ptr<ShmGroup> shm)
+                         const CommunicatorOptions& options, ShmSetup shm)
     : state_(std::move(state)),
       store_(std::move(store)),
       devices_(std::move(devices)),
@@ -171,7 +187,10 @@ Communicator::Impl::Impl(std::shared_ptr<CommState> state, Store store,
       reduce_scatter_depth_(options.reduce_scatter_depth),
       all_gather_algorithm_(options.all_gather_algorithm),
       all_reduce_algorithm_(options.all_reduce_algorithm),
-      shm_(std::move(shm)) {
+      hosts_(shm.hosts),
+      shm_ranks_(std::move(shm.local_ranks)),
+      leaders_(std::move(shm.leaders)),
+      shm_(std::move(shm.shm)) {
   if (shm_) shm_worker_ = std::make_unique<SerialWorker>();
 }
 
@@ -185,6 +204,7 @@ Communicator::Impl::~Impl() {
     shm_worker_.reset();
   }
   if (!state_->abandoned()) return;
+  if (leaders_) (void)c10::intrusive_ptr<GlooProcessGroup>(leaders_).release();
   // A reference that is never dropped: the group, its worker threads and
   // their work live until the process exits.
   c10::intrusive_ptr<GlooProcessGroup> leaked = group_;
@@ -220,6 +240,7 @@ absl::Status Communicator::Impl::SetTimeout(absl::Duration timeout) {
                      " collective(s) still in flight; Wait() for them first"));
   }
   group_->SetTimeout(ToChronoMs(timeout));
+  if (leaders_) leaders_->SetTimeout(ToChronoMs(timeout));
   timeout_ = timeout;
   if (halving_doubling_context_) {
     // Its pairs keep the timeout they were built with: rebuild at next use.
@@ -404,7 +425,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
       c10::intrusive_ptr<GlooProcessGroup> group,
       CreateGlooProcessGroup(store.impl()->store, options.rank,
                              options.world_size, options.timeout, devices));
-  ASSIGN_OR_RETURN(std::unique_ptr<ShmGroup> shm, MaybeCreateShm(store, options));
+  ASSIGN_OR_RETURN(ShmSetup shm, MaybeCreateShm(store, options, devices));
   auto state = std::make_shared<CommState>(options.rank, options.world_size,
                                            options.keep_records,
                                            options.flight_recorder_entries);

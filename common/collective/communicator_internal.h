@@ -56,6 +56,16 @@ class TemporaryRegistry {
       ABSL_GUARDED_BY(mutex_);
 };
 
+// What Communicator::Create set up for shared memory (communicator.cc).
+struct ShmSetup {
+  std::unique_ptr<ShmGroup> shm;  // null: Gloo only
+  std::vector<int> local_ranks;   // global ranks on this host, ascending
+  int hosts = 1;
+  // Hierarchical (hosts > 1), on each host's lowest rank only: the Gloo
+  // group of those ranks, host index = rank in it.
+  c10::intrusive_ptr<GlooProcessGroup> leaders;
+};
+
 // State shared by a communicator and its pending collectives (which may
 // outlive it).
 struct CommState {
@@ -147,7 +157,7 @@ class Communicator::Impl {
  public:
   Impl(std::shared_ptr<CommState> state, Store store, GlooDevices devices,
        c10::intrusive_ptr<GlooProcessGroup> group,
-       const CommunicatorOptions& options, std::unique_ptr<ShmGroup> shm);
+       const CommunicatorOptions& options, ShmSetup shm);
   // Abandoned: leaks the process group instead of destroying it, since
   // ProcessGroupGloo's destructor waits for its queued work (which may be a
   // collective the peers never issue) until the timeout.
@@ -157,7 +167,14 @@ class Communicator::Impl {
   int world_size() const { return state_->world_size; }
   CommState& state() { return *state_; }
   const std::string& device_description() const { return devices_.description; }
-  absl::string_view transport() const { return shm_ ? "shm" : "tcp"; }
+  absl::string_view transport() const {
+    return !shm_ ? "tcp" : (hierarchical() ? "shm+tcp" : "shm");
+  }
+  // Shared memory within hosts, Gloo among their leaders.
+  bool hierarchical() const { return shm_ != nullptr && hosts_ > 1; }
+  // Shared memory for ops without a hierarchical path (every rank on one
+  // host).
+  bool flat_shm() const { return shm_ != nullptr && hosts_ == 1; }
   const Store& store() const { return store_; }
   absl::Duration timeout() const;
   absl::Status SetTimeout(absl::Duration timeout);
@@ -205,7 +222,8 @@ class Communicator::Impl {
                                     const at::Tensor& result, ReduceOp op,
                                     std::function<void()> finish)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mutex_);
-  // outputs[p] receives rank p's input.
+  // outputs[p] receives rank p's input (hierarchical: through a uint8
+  // all-reduce of the zero-filled output, bit-exact for any dtype).
   CollectiveHandle ShmAllGather(CollectiveRecord record, const at::Tensor& input,
                                 std::vector<at::Tensor> outputs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mutex_);
@@ -310,7 +328,12 @@ class Communicator::Impl {
       ABSL_GUARDED_BY(issue_mutex_);
   int halving_doubling_generation_ ABSL_GUARDED_BY(issue_mutex_) = 0;
   // Shared memory (null: Gloo for everything) and the thread that runs its
-  // collectives in issue order; the worker goes first.
+  // collectives in issue order; the worker goes first. Hierarchical: hosts_
+  // > 1, shm_ is this host's group, leaders_ the leaders' Gloo group (on
+  // leaders).
+  const int hosts_;
+  const std::vector<int> shm_ranks_;
+  const c10::intrusive_ptr<GlooProcessGroup> leaders_;
   std::unique_ptr<ShmGroup> shm_;
   std::unique_ptr<SerialWorker> shm_worker_;
 

@@ -63,7 +63,7 @@ CollectiveHandle Communicator::Impl::Broadcast(const at::Tensor& tensor,
   record.peer = root;
   SetTraffic(record,
              BroadcastTraffic(tensor.nbytes(), world_size(), rank(), root));
-  if (shm_) return ShmBroadcast(std::move(record), tensor, root);
+  if (flat_shm()) return ShmBroadcast(std::move(record), tensor, root);
   record.algorithm = "gloo_broadcast";
   return Launch(std::move(record), [&] {
     std::vector<at::Tensor> tensors{bits};
@@ -246,7 +246,7 @@ CollectiveHandle Communicator::Impl::AllToAll(const at::Tensor& input,
   const at::Tensor bits_output = BitsView(output);
   CollectiveRecord record = NewRecord(kind, input, bits_input, input);
   SetTraffic(record, AllToAllTraffic(input.nbytes(), world_size()));
-  if (shm_) {
+  if (flat_shm()) {
     const std::vector<int64_t> equal(world_size(), input.size(0) / world_size());
     return ShmAllToAll(std::move(record), RowBlocks(input, equal), RowBlocks(output, equal));
   }
@@ -292,7 +292,7 @@ CollectiveHandle Communicator::Impl::AllToAllV(
   SetTraffic(record,
              AllToAllVTraffic(ToVector(send_counts), ToVector(recv_counts),
                               RowNumel(input) * input.element_size(), rank()));
-  if (shm_) {
+  if (flat_shm()) {
     return ShmAllToAll(std::move(record), RowBlocks(input, ToVector(send_counts)),
                        RowBlocks(output, ToVector(recv_counts)));
   }
@@ -312,7 +312,7 @@ CollectiveHandle Communicator::Impl::Barrier() {
   if (absl::Status usable = Usable(kind); !usable.ok()) return Refuse(usable);
   CollectiveRecord record;
   record.op = kind;
-  if (shm_) return ShmBarrier(std::move(record));
+  if (flat_shm()) return ShmBarrier(std::move(record));
   record.algorithm = "gloo_barrier";
   return Launch(std::move(record), [&] {
     return Launched{group_->barrier(), nullptr};

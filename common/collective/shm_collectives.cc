@@ -4,6 +4,7 @@
 // tensor) to the ShmGroup on the serial worker. The record's algorithm starts
 // with "shm_", and its byte counts keep the model of traffic.h (what each
 // rank contributes and receives), whatever the transport.
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,34 @@ ShmReduceOp ToShmOp(ReduceOp op) {
   return ShmReduceOp::kSum;
 }
 
+c10d::ReduceOp ToGlooOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax:
+      return c10d::ReduceOp(c10d::ReduceOp::MAX);
+    case ReduceOp::kMin:
+      return c10d::ReduceOp(c10d::ReduceOp::MIN);
+    default:
+      return c10d::ReduceOp(c10d::ReduceOp::SUM);
+  }
+}
+
+// Hierarchical all-reduce of `flat`: within the host through shared memory,
+// among the hosts' leaders through Gloo (`leaders` null on the others), then
+// from each leader to its host through shared memory. Every rank of the host
+// runs the same steps, so the host's step numbering stays aligned.
+void HierarchicalAllReduce(ShmGroup& shm, GlooProcessGroup* leaders, const at::Tensor& flat,
+                           ReduceOp op, absl::Time deadline) {
+  shm.AllReduce(flat.data_ptr(), flat.numel(), ToShmDtype(flat.scalar_type()), ToShmOp(op),
+                deadline);
+  if (leaders != nullptr) {
+    std::vector<at::Tensor> tensors{flat};
+    c10d::AllreduceOptions options;
+    options.reduceOp = ToGlooOp(op);
+    leaders->allreduce(tensors, options)->wait();
+  }
+  shm.Broadcast(flat.data_ptr(), static_cast<int64_t>(flat.nbytes()), 0, deadline);
+}
+
 }  // namespace
 
 CollectiveHandle Communicator::Impl::ShmAllReduce(CollectiveRecord record,
@@ -60,6 +89,16 @@ CollectiveHandle Communicator::Impl::ShmAllReduce(CollectiveRecord record,
   const ShmDtype dtype = ToShmDtype(flat.scalar_type());
   record.algorithm = shm_->NaiveAllReduce(flat.nbytes()) ? "shm_allreduce_naive"
                                                          : "shm_allreduce_sliced";
+  if (hierarchical()) {
+    record.algorithm = absl::StrCat("hierarchical(", record.algorithm,
+                                    "+gloo_allreduce(leaders)+shm_broadcast)");
+    return LaunchShm(
+        std::move(record),
+        [flat, op, leaders = leaders_](ShmGroup& shm, absl::Time deadline) {
+          HierarchicalAllReduce(shm, leaders.get(), flat, op, deadline);
+        },
+        std::move(finish));
+  }
   const ShmReduceOp shm_op = ToShmOp(op);
   return LaunchShm(
       std::move(record),
@@ -74,6 +113,23 @@ CollectiveHandle Communicator::Impl::ShmReduceScatter(
     const at::Tensor& result, ReduceOp op, std::function<void()> finish) {
   const ShmDtype dtype = ToShmDtype(flat_input.scalar_type());
   record.algorithm = "shm_reduce_scatter_sliced";
+  if (hierarchical()) {
+    // The whole input all-reduced hierarchically, then this rank's block.
+    record.algorithm = "hierarchical(all_reduce of the input)+own block";
+    at::Tensor whole = flat_input.clone();
+    state_->temporaries.Track(whole);
+    int64_t offset = 0;
+    for (int p = 0; p < rank(); ++p) offset += block_elements[p];
+    const int64_t mine = block_elements[rank()];
+    return LaunchShm(
+        std::move(record),
+        [whole, offset, mine, result, op, leaders = leaders_](ShmGroup& shm,
+                                                               absl::Time deadline) {
+          HierarchicalAllReduce(shm, leaders.get(), whole, op, deadline);
+          result.copy_(whole.narrow(0, offset, mine));
+        },
+        std::move(finish));
+  }
   const ShmReduceOp shm_op = ToShmOp(op);
   return LaunchShm(
       std::move(record),
@@ -95,6 +151,32 @@ CollectiveHandle Communicator::Impl::ShmAllGather(CollectiveRecord record,
                                                   std::vector<at::Tensor> outputs) {
   record.transport_dtype = record.dtype;
   record.algorithm = "shm_allgather_direct_read";
+  if (hierarchical()) {
+    // Bit-exact for any dtype: every byte is one rank's plus zeros.
+    record.algorithm = "hierarchical(uint8 all_reduce of the zero-filled output)";
+    int64_t total = 0, offset = 0;
+    for (int p = 0; p < static_cast<int>(outputs.size()); ++p) {
+      if (p == rank()) offset = total;
+      total += static_cast<int64_t>(outputs[p].nbytes());
+    }
+    at::Tensor bytes = at::zeros({total}, at::kByte);
+    state_->temporaries.Track(bytes);
+    return LaunchShm(
+        std::move(record),
+        [bytes, offset, input, outputs = std::move(outputs), leaders = leaders_](
+            ShmGroup& shm, absl::Time deadline) {
+          std::memcpy(static_cast<char*>(bytes.data_ptr()) + offset, input.data_ptr(),
+                      input.nbytes());
+          HierarchicalAllReduce(shm, leaders.get(), bytes, ReduceOp::kSum, deadline);
+          int64_t at = 0;
+          for (const at::Tensor& output : outputs) {
+            std::memcpy(output.data_ptr(), static_cast<const char*>(bytes.data_ptr()) + at,
+                        output.nbytes());
+            at += static_cast<int64_t>(output.nbytes());
+          }
+        },
+        nullptr);
+  }
   return LaunchShm(
       std::move(record),
       [input, outputs = std::move(outputs)](ShmGroup& shm, absl::Time deadline) {

@@ -246,10 +246,9 @@ TEST(ShmCollectives, HungPeerIsDeadlineExceededNamingIt) {
                   .ok());
 }
 
-TEST(ShmCollectives, AutoPicksTcpWhenRanksAreOnDifferentHosts) {
+TEST(ShmCollectives, TcpTransportKeepsGlooWhateverTheHosts) {
   ThreadRanksOptions options;
-  options.transport = Transport::kAuto;
-  options.host_id = [](int rank) { return absl::StrCat("host", rank % 2); };
+  options.transport = Transport::kTcp;
   ASSERT_TRUE(RunRanksAsThreads(
                   2,
                   [](Communicator& comm) {
@@ -260,21 +259,77 @@ TEST(ShmCollectives, AutoPicksTcpWhenRanksAreOnDifferentHosts) {
                   },
                   options)
                   .ok());
-  options.host_id = [](int) { return std::string("one-host"); };
+}
+
+// Ranks on different "hosts" (host identities overridden; hosts interleaved
+// so a host's ranks are not contiguous): all_reduce, reduce_scatter(v) and
+// all_gather(v) go through shared memory within each host and Gloo among the
+// hosts' leaders, exactly; the other ops keep Gloo.
+struct HostCase {
+  int world_size;
+  int hosts;
+  at::ScalarType dtype;
+};
+
+class ShmHierarchical : public ::testing::TestWithParam<HostCase> {};
+
+TEST_P(ShmHierarchical, IsExactAndSaysSo) {
+  const int n = GetParam().world_size;
+  const at::ScalarType dtype = GetParam().dtype;
+  ThreadRanksOptions options = ShmOptions();
+  options.transport = Transport::kAuto;
+  const int hosts = GetParam().hosts;
+  options.host_id = [hosts](int rank) { return absl::StrCat("host", rank % hosts); };
   ASSERT_TRUE(RunRanksAsThreads(
-                  2, [](Communicator& comm) { EXPECT_EQ(comm.transport(), "shm"); }, options)
+                  n,
+                  [&](Communicator& comm) {
+                    const int r = comm.rank();
+                    EXPECT_EQ(comm.transport(), "shm+tcp");
+                    for (int64_t numel : {int64_t{1001}, int64_t{70001}}) {
+                      at::Tensor tensor = Pattern(numel, r, dtype);
+                      ASSERT_TRUE(comm.AllReduce(tensor).ok());
+                      ExpectEqual(tensor, PatternSum(numel, n, dtype));
+                      EXPECT_TRUE(absl::StartsWith(LastAlgorithm(comm), "hierarchical(shm_allreduce_"))
+                          << LastAlgorithm(comm);
+                    }
+                    const int64_t k = 1537;
+                    at::Tensor rs_out = at::empty({k}, Pattern(1, 0, dtype).options());
+                    ASSERT_TRUE(comm.ReduceScatter(Pattern(n * k, r, dtype), rs_out).ok());
+                    ExpectEqual(rs_out, PatternSum(n * k, n, dtype).narrow(0, r * k, k));
+                    EXPECT_TRUE(absl::StartsWith(LastAlgorithm(comm), "hierarchical("));
+                    std::vector<int64_t> counts;
+                    for (int p = 0; p < n; ++p) counts.push_back(p == 1 ? 0 : 300 * p + 7);
+                    int64_t total = 0;
+                    for (int64_t c : counts) total += c;
+                    at::Tensor agv_out = at::empty({total, 3}, rs_out.options());
+                    ASSERT_TRUE(comm.AllGatherV(Pattern(counts[r] * 3, r, dtype).view({counts[r], 3}),
+                                                agv_out, counts)
+                                    .ok());
+                    EXPECT_TRUE(absl::StartsWith(LastAlgorithm(comm), "hierarchical("));
+                    int64_t row = 0;
+                    for (int p = 0; p < n; ++p) {
+                      ExpectEqual(agv_out.narrow(0, row, counts[p]).reshape({-1}),
+                                  Pattern(counts[p] * 3, p, dtype));
+                      row += counts[p];
+                    }
+                    at::Tensor broadcast = Pattern(900, r, dtype);
+                    ASSERT_TRUE(comm.Broadcast(broadcast, n - 1).ok());
+                    ExpectEqual(broadcast, Pattern(900, n - 1, dtype));
+                    EXPECT_TRUE(absl::StartsWith(LastAlgorithm(comm), "gloo_"));
+                    ASSERT_TRUE(comm.Barrier().ok());
+                  },
+                  options)
                   .ok());
 }
 
-TEST(ShmCollectives, ForcedShmAcrossHostsIsInvalidArgument) {
-  ThreadRanksOptions options = ShmOptions();
-  options.timeout = absl::Seconds(20);
-  options.host_id = [](int rank) { return absl::StrCat("host", rank); };
-  const absl::Status status = RunRanksAsThreads(2, [](Communicator&) {}, options);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_TRUE(absl::StrContains(status.message(), "transport shm needs every rank on one host"))
-      << status;
-}
+INSTANTIATE_TEST_SUITE_P(
+    Hosts, ShmHierarchical,
+    ::testing::Values(HostCase{4, 2, at::kFloat}, HostCase{3, 2, at::kBFloat16},
+                      HostCase{3, 3, at::kLong}),
+    [](const ::testing::TestParamInfo<HostCase>& info) {
+      return absl::StrCat(info.param.world_size, "RanksOn", info.param.hosts, "Hosts",
+                          std::string(c10::toString(info.param.dtype)));
+    });
 
 TEST(ShmCollectives, ParseTransportNamesTheChoices) {
   EXPECT_EQ(*ParseTransport("shm"), Transport::kShm);
