@@ -59,9 +59,12 @@ int main(int argc, char** argv) {
   using mtb::comm_bench::CommBenchCeiling;
   const int nproc = absl::GetFlag(FLAGS_nproc);
   if (nproc < 2) return Usage("nproc", std::to_string(nproc), "expected at least 2 ranks");
-  absl::StatusOr<int64_t> min_bytes = mtb::ParseByteSize("--minbytes", absl::GetFlag(FLAGS_minbytes));
-  absl::StatusOr<int64_t> max_bytes = mtb::ParseByteSize("--maxbytes", absl::GetFlag(FLAGS_maxbytes));
-  absl::StatusOr<int64_t> tcp_bytes = mtb::ParseByteSize("--tcp_bytes", absl::GetFlag(FLAGS_tcp_bytes));
+  absl::StatusOr<int64_t> min_bytes =
+      mtb::ParseByteSize("--minbytes", absl::GetFlag(FLAGS_minbytes));
+  absl::StatusOr<int64_t> max_bytes =
+      mtb::ParseByteSize("--maxbytes", absl::GetFlag(FLAGS_maxbytes));
+  absl::StatusOr<int64_t> tcp_bytes =
+      mtb::ParseByteSize("--tcp_bytes", absl::GetFlag(FLAGS_tcp_bytes));
   if (!min_bytes.ok() || *min_bytes < 4096) {
     return Usage("minbytes", absl::GetFlag(FLAGS_minbytes), "expected a size of at least 4K");
   }
@@ -87,8 +90,9 @@ int main(int argc, char** argv) {
     const std::string shape = mtb::comm_bench::ShmCeilingShapeOf(std::string(op));
     if (shape.empty()) {
       return Usage("ops", absl::GetFlag(FLAGS_ops),
-                   absl::StrCat("'", op, "' has no ceiling shape; expected all_reduce, "
-                                         "all_gather, reduce_scatter, broadcast, all_to_all(v)"));
+                   absl::StrCat("'", op,
+                                "' has no ceiling shape; expected all_reduce, "
+                                "all_gather, reduce_scatter, broadcast, all_to_all(v)"));
     }
     shm.ops.push_back(shape);
   }
@@ -113,8 +117,7 @@ int main(int argc, char** argv) {
 
   std::printf("# ceiling: %d processes; shared memory through %lld-byte slots, loopback TCP\n",
               nproc, static_cast<long long>(shm.slot_bytes));
-  std::printf("# %-15s %12s %12s %17s  %s\n", "op", "size (B)", "busbw GB/s", "min..max",
-              "shape");
+  std::printf("# %-15s %12s %12s %17s  %s\n", "op", "size (B)", "busbw GB/s", "min..max", "shape");
   for (const auto& point : *points) {
     std::printf("  %-15s %12lld %12.2f %8.2f..%-8.2f  shm: %s\n", point.op().c_str(),
                 static_cast<long long>(point.bytes()), point.gbps(), point.min_gbps(),

@@ -88,8 +88,8 @@ void RunOp(const Work& w, const std::string& op, int64_t bytes, int64_t& step) {
       }
       const int64_t part = chunk / n;
       for (int p = 0; p < n; ++p) inputs[p] = w.Slot(p, step) + w.me * part * 4;
-      ShmReduce(w.Slot(w.me, step) + w.me * part * 4, inputs.data(), n, part,
-                ShmDtype::kFloat32, ShmReduceOp::kSum);
+      ShmReduce(w.Slot(w.me, step) + w.me * part * 4, inputs.data(), n, part, ShmDtype::kFloat32,
+                ShmReduceOp::kSum);
       for (int p = 0; p < n; ++p) {
         std::memcpy(w.out + (offset + p * part) * 4, w.Slot(p, step) + p * part * 4, part * 4);
       }
@@ -133,7 +133,8 @@ void RunOp(const Work& w, const std::string& op, int64_t bytes, int64_t& step) {
         if (p != w.me) std::memcpy(w.Slot(w.me, step) + p * sub, w.in + p * block + offset, length);
       }
       for (int q = 0; q < n; ++q) {
-        if (q != w.me) std::memcpy(w.out + q * block + offset, w.Slot(q, step) + w.me * sub, length);
+        if (q != w.me)
+          std::memcpy(w.out + q * block + offset, w.Slot(q, step) + w.me * sub, length);
       }
     }
   }
@@ -143,7 +144,8 @@ void RunOp(const Work& w, const std::string& op, int64_t bytes, int64_t& step) {
 
 std::string ShmCeilingShapeOf(const std::string& op) {
   if (op == "all_to_allv") return "all_to_all";
-  for (const char* known : {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"}) {
+  for (const char* known :
+       {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"}) {
     if (op == known) return op;
   }
   return "";

@@ -426,6 +426,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
       CreateGlooProcessGroup(store.impl()->store, options.rank,
                              options.world_size, options.timeout, devices));
   ASSIGN_OR_RETURN(ShmSetup shm, MaybeCreateShm(store, options, devices));
+  LOG(INFO) << "rank " << options.rank << ": collectives over "
+            << (shm.shm == nullptr ? std::string("gloo (tcp)")
+                                   : absl::StrCat(shm.shm->Describe(),
+                                                  shm.hosts > 1
+                                                      ? absl::StrCat(" within each of ", shm.hosts,
+                                                                     " hosts, gloo among leaders")
+                                                      : ""));
   auto state = std::make_shared<CommState>(options.rank, options.world_size,
                                            options.keep_records,
                                            options.flight_recorder_entries);

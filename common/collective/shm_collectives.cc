@@ -83,15 +83,14 @@ void HierarchicalAllReduce(ShmGroup& shm, GlooProcessGroup* leaders, const at::T
 
 }  // namespace
 
-CollectiveHandle Communicator::Impl::ShmAllReduce(CollectiveRecord record,
-                                                  const at::Tensor& flat, ReduceOp op,
-                                                  std::function<void()> finish) {
+CollectiveHandle Communicator::Impl::ShmAllReduce(CollectiveRecord record, const at::Tensor& flat,
+                                                  ReduceOp op, std::function<void()> finish) {
   const ShmDtype dtype = ToShmDtype(flat.scalar_type());
-  record.algorithm = shm_->NaiveAllReduce(flat.nbytes()) ? "shm_allreduce_naive"
-                                                         : "shm_allreduce_sliced";
+  record.algorithm =
+      shm_->NaiveAllReduce(flat.nbytes()) ? "shm_allreduce_naive" : "shm_allreduce_sliced";
   if (hierarchical()) {
-    record.algorithm = absl::StrCat("hierarchical(", record.algorithm,
-                                    "+gloo_allreduce(leaders)+shm_broadcast)");
+    record.algorithm =
+        absl::StrCat("hierarchical(", record.algorithm, "+gloo_allreduce(leaders)+shm_broadcast)");
     return LaunchShm(
         std::move(record),
         [flat, op, leaders = leaders_](ShmGroup& shm, absl::Time deadline) {
@@ -108,9 +107,11 @@ CollectiveHandle Communicator::Impl::ShmAllReduce(CollectiveRecord record,
       std::move(finish));
 }
 
-CollectiveHandle Communicator::Impl::ShmReduceScatter(
-    CollectiveRecord record, const at::Tensor& flat_input, std::vector<int64_t> block_elements,
-    const at::Tensor& result, ReduceOp op, std::function<void()> finish) {
+CollectiveHandle Communicator::Impl::ShmReduceScatter(CollectiveRecord record,
+                                                      const at::Tensor& flat_input,
+                                                      std::vector<int64_t> block_elements,
+                                                      const at::Tensor& result, ReduceOp op,
+                                                      std::function<void()> finish) {
   const ShmDtype dtype = ToShmDtype(flat_input.scalar_type());
   record.algorithm = "shm_reduce_scatter_sliced";
   if (hierarchical()) {
@@ -123,8 +124,7 @@ CollectiveHandle Communicator::Impl::ShmReduceScatter(
     const int64_t mine = block_elements[rank()];
     return LaunchShm(
         std::move(record),
-        [whole, offset, mine, result, op, leaders = leaders_](ShmGroup& shm,
-                                                               absl::Time deadline) {
+        [whole, offset, mine, result, op, leaders = leaders_](ShmGroup& shm, absl::Time deadline) {
           HierarchicalAllReduce(shm, leaders.get(), whole, op, deadline);
           result.copy_(whole.narrow(0, offset, mine));
         },
@@ -146,8 +146,7 @@ CollectiveHandle Communicator::Impl::ShmReduceScatter(
       std::move(finish));
 }
 
-CollectiveHandle Communicator::Impl::ShmAllGather(CollectiveRecord record,
-                                                  const at::Tensor& input,
+CollectiveHandle Communicator::Impl::ShmAllGather(CollectiveRecord record, const at::Tensor& input,
                                                   std::vector<at::Tensor> outputs) {
   record.transport_dtype = record.dtype;
   record.algorithm = "shm_allgather_direct_read";
@@ -191,8 +190,8 @@ CollectiveHandle Communicator::Impl::ShmAllGather(CollectiveRecord record,
       nullptr);
 }
 
-CollectiveHandle Communicator::Impl::ShmBroadcast(CollectiveRecord record,
-                                                  const at::Tensor& tensor, int root) {
+CollectiveHandle Communicator::Impl::ShmBroadcast(CollectiveRecord record, const at::Tensor& tensor,
+                                                  int root) {
   record.transport_dtype = record.dtype;
   record.algorithm = "shm_broadcast";
   return LaunchShm(
@@ -232,8 +231,8 @@ CollectiveHandle Communicator::Impl::ShmAllToAll(CollectiveRecord record,
 CollectiveHandle Communicator::Impl::ShmBarrier(CollectiveRecord record) {
   record.algorithm = "shm_barrier";
   return LaunchShm(
-      std::move(record),
-      [](ShmGroup& shm, absl::Time deadline) { shm.Barrier(deadline); }, nullptr);
+      std::move(record), [](ShmGroup& shm, absl::Time deadline) { shm.Barrier(deadline); },
+      nullptr);
 }
 
 }  // namespace mtb::collective

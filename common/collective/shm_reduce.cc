@@ -26,8 +26,9 @@ inline T Combine(T a, T b) {
 }
 
 template <typename T, ShmReduceOp kOp>
-__attribute__((target_clones("avx2", "default"))) void ReduceTyped(
-    T* out, const void* const* inputs, int n_inputs, int64_t count) {
+__attribute__((target_clones("avx2", "default"))) void ReduceTyped(T* out,
+                                                                   const void* const* inputs,
+                                                                   int n_inputs, int64_t count) {
   alignas(64) T acc[kBlock];
   for (int64_t begin = 0; begin < count; begin += kBlock) {
     const int64_t n = std::min(kBlock, count - begin);
@@ -42,8 +43,8 @@ __attribute__((target_clones("avx2", "default"))) void ReduceTyped(
 }
 
 template <typename T>
-void ReduceForOp(void* out, const void* const* inputs, int n_inputs,
-                 int64_t count, ShmReduceOp op) {
+void ReduceForOp(void* out, const void* const* inputs, int n_inputs, int64_t count,
+                 ShmReduceOp op) {
   T* typed = static_cast<T*>(out);
   switch (op) {
     case ShmReduceOp::kSum:
@@ -90,8 +91,8 @@ inline uint16_t FloatToHalf(float value) {
   if (magnitude >= 0x7f800000u) {  // inf or nan
     return sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u : 0u);
   }
-  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;  // rounds past 65504
-  if (magnitude < 0x38800000u) {                         // subnormal or zero
+  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;    // rounds past 65504
+  if (magnitude < 0x38800000u) {                          // subnormal or zero
     const float scaled = std::fabs(value) * 16777216.0f;  // 2^24
     return sign | static_cast<uint16_t>(std::nearbyint(scaled));
   }
@@ -153,8 +154,8 @@ absl::string_view ShmDtypeName(ShmDtype dtype) {
   return "unknown";
 }
 
-void ShmReduce(void* out, const void* const* inputs, int n_inputs, int64_t count,
-               ShmDtype dtype, ShmReduceOp op) {
+void ShmReduce(void* out, const void* const* inputs, int n_inputs, int64_t count, ShmDtype dtype,
+               ShmReduceOp op) {
   CHECK_GE(n_inputs, 1);
   switch (dtype) {
     case ShmDtype::kFloat32:

@@ -23,8 +23,8 @@ absl::string_view ShmDtypeName(ShmDtype dtype);
 // [0, count): rank order, so every rank that reduces the same inputs gets the
 // same bits. `out` may be one of the inputs (each element is read from every
 // input before it is written). n_inputs >= 1.
-void ShmReduce(void* out, const void* const* inputs, int n_inputs, int64_t count,
-               ShmDtype dtype, ShmReduceOp op);
+void ShmReduce(void* out, const void* const* inputs, int n_inputs, int64_t count, ShmDtype dtype,
+               ShmReduceOp op);
 
 }  // namespace mtb::collective
 

@@ -8,13 +8,13 @@
 #include "common/collective/shm_transport.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -129,8 +129,8 @@ bool PollReadable(int fd, absl::Time deadline) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) return false;
     pollfd entry{fd, POLLIN, 0};
-    const int ready =
-        poll(&entry, 1, static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1000)));
+    const int ready = poll(
+        &entry, 1, static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1000)));
     if (ready > 0) return true;
     if (ready < 0 && errno != EINTR) return false;
   }
@@ -165,10 +165,10 @@ absl::StatusOr<int> CreateAndShare(Store store, const ShmGroupOptions& options,
     const absl::Time deadline = absl::Now() + options.connect_timeout;
     for (int served = 1; served < options.local_size; ++served) {
       if (!PollReadable(listener.get(), deadline)) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "shm: timed out after ", absl::FormatDuration(options.connect_timeout),
-            " waiting for the host's ranks to connect (", served - 1, " of ",
-            options.local_size - 1, " did)"));
+        return absl::DeadlineExceededError(
+            absl::StrCat("shm: timed out after ", absl::FormatDuration(options.connect_timeout),
+                         " waiting for the host's ranks to connect (", served - 1, " of ",
+                         options.local_size - 1, " did)"));
       }
       Fd peer(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
       if (peer.get() < 0) return absl::InternalError(ErrnoText("shm: accept"));
@@ -194,9 +194,9 @@ absl::StatusOr<int> ReceiveShared(Store store, const ShmGroupOptions& options) {
   socklen_t length = 0;
   sockaddr_un address = AbstractAddress(*name, &length);
   if (connect(connection.get(), reinterpret_cast<sockaddr*>(&address), length) != 0) {
-    return absl::UnavailableError(ErrnoText(absl::StrCat(
-        "shm: connect to local rank 0's socket '", *name,
-        "' (ranks that share a host identity must share a network namespace)")));
+    return absl::UnavailableError(ErrnoText(
+        absl::StrCat("shm: connect to local rank 0's socket '", *name,
+                     "' (ranks that share a host identity must share a network namespace)")));
   }
   if (!PollReadable(connection.get(), absl::Now() + options.connect_timeout)) {
     return absl::DeadlineExceededError("shm: timed out waiting for the segment");
@@ -211,12 +211,12 @@ std::string HostIdentity() {
   gethostname(hostname, sizeof(hostname) - 1);
   char net[128] = {};
   const ssize_t n = readlink("/proc/self/ns/net", net, sizeof(net) - 1);
-  return absl::StrCat(hostname, "/", ReadFirstLine("/proc/sys/kernel/random/boot_id"),
-                      "/", n > 0 ? std::string(net, n) : std::string("net:?"));
+  return absl::StrCat(hostname, "/", ReadFirstLine("/proc/sys/kernel/random/boot_id"), "/",
+                      n > 0 ? std::string(net, n) : std::string("net:?"));
 }
 
-absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(
-    const Store& store, const ShmGroupOptions& options) {
+absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(const Store& store,
+                                                           const ShmGroupOptions& options) {
   ShmGroupOptions resolved = options;
   resolved.slot_bytes = std::max<int64_t>(kMinSlotBytes, options.slot_bytes / 64 * 64);
   if (resolved.global_ranks.empty()) {
@@ -224,21 +224,18 @@ absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(
   }
   const int64_t control_bytes = resolved.local_size * static_cast<int64_t>(sizeof(Control));
   const int64_t slot_stride = kSlotHeaderBytes + resolved.slot_bytes;
-  const int64_t segment_bytes =
-      control_bytes + resolved.local_size * resolved.slots * slot_stride;
-  absl::StatusOr<int> fd = resolved.local_rank == 0
-                               ? CreateAndShare(store, resolved, segment_bytes)
-                               : ReceiveShared(store, resolved);
+  const int64_t segment_bytes = control_bytes + resolved.local_size * resolved.slots * slot_stride;
+  absl::StatusOr<int> fd = resolved.local_rank == 0 ? CreateAndShare(store, resolved, segment_bytes)
+                                                    : ReceiveShared(store, resolved);
   if (!fd.ok()) return fd.status();
   Fd memory(*fd);
   struct stat info {};
   if (fstat(memory.get(), &info) != 0 || info.st_size != segment_bytes) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "shm: the segment has ", info.st_size, " bytes, expected ", segment_bytes,
-        " (every rank of a host needs the same shm slot size)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("shm: the segment has ", info.st_size, " bytes, expected ", segment_bytes,
+                     " (every rank of a host needs the same shm slot size)"));
   }
-  void* base =
-      mmap(nullptr, segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memory.get(), 0);
+  void* base = mmap(nullptr, segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memory.get(), 0);
   if (base == MAP_FAILED) return absl::ResourceExhaustedError(ErrnoText("shm: mmap"));
   std::unique_ptr<ShmGroup> group(new ShmGroup(resolved, base, segment_bytes));
   group->control_bytes_ = control_bytes;
@@ -253,8 +250,8 @@ ShmGroup::ShmGroup(ShmGroupOptions options, void* base, int64_t segment_bytes)
 ShmGroup::~ShmGroup() { munmap(base_, segment_bytes_); }
 
 std::string ShmGroup::Describe() const {
-  return absl::StrCat("shm (", options_.local_size, " ranks, ", options_.slots,
-                      " slots x ", options_.slot_bytes >> 10, " KiB per rank)");
+  return absl::StrCat("shm (", options_.local_size, " ranks, ", options_.slots, " slots x ",
+                      options_.slot_bytes >> 10, " KiB per rank)");
 }
 
 void ShmGroup::Abort() { aborted_.store(true); }
@@ -339,17 +336,17 @@ void ShmGroup::WaitOne(int peer, Phase phase, uint64_t step, absl::Time deadline
     }
     if (now >= next_liveness_check) {
       if (PeerGone(peer)) {
-        throw std::runtime_error(absl::StrCat(
-            "shm: Connection closed: rank ", options_.global_ranks[peer], " (pid ",
-            theirs.pid.load(), ") exited while this rank waited for it (step ", step, ", ",
-            phase_name, ")"));
+        throw std::runtime_error(
+            absl::StrCat("shm: Connection closed: rank ", options_.global_ranks[peer], " (pid ",
+                         theirs.pid.load(), ") exited while this rank waited for it (step ", step,
+                         ", ", phase_name, ")"));
       }
       next_liveness_check = now + absl::Milliseconds(10);
     }
     if (now >= deadline) {
-      throw std::runtime_error(absl::StrCat(
-          "shm: timed out waiting for rank ", options_.global_ranks[peer], " (pid ",
-          theirs.pid.load(), ") at step ", step, " (", phase_name, ")"));
+      throw std::runtime_error(
+          absl::StrCat("shm: timed out waiting for rank ", options_.global_ranks[peer], " (pid ",
+                       theirs.pid.load(), ") at step ", step, " (", phase_name, ")"));
     }
     absl::SleepFor(std::min(nap, deadline - now));
     nap = std::min(nap * 2, absl::Milliseconds(1));
@@ -378,7 +375,7 @@ int64_t Clamp(int64_t total, int64_t offset, int64_t chunk) {
 }  // namespace
 
 void ShmGroup::AllReduce(void* data, int64_t count, ShmDtype dtype, ShmReduceOp op,
-                                absl::Time deadline) {
+                         absl::Time deadline) {
   const int n = options_.local_size;
   const int me = options_.local_rank;
   const int64_t element = ShmDtypeSize(dtype);
@@ -441,8 +438,7 @@ void ShmGroup::ReduceScatter(const std::vector<const void*>& inputs,
     WaitPeers(Phase::kCopied, step, deadline);
     const int64_t length = Clamp(block_elements[me], offset, sub_elements);
     for (int q = 0; q < n; ++q) sources[q] = slot(q, step) + owned * sub_elements * element;
-    ShmReduce(static_cast<char*>(output) + offset * element, sources.data(), n, length, dtype,
-              op);
+    ShmReduce(static_cast<char*>(output) + offset * element, sources.data(), n, length, dtype, op);
     Publish(Phase::kDone, step);
   }
 }
@@ -465,8 +461,8 @@ void ShmGroup::AllGather(const void* input, const std::vector<void*>& outputs,
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       const int target = fault_ == ShmTestOnlyFault::kMisassignSlices ? (p + 1) % n : p;
-      const int64_t length = std::min(Clamp(block_bytes[p], offset, chunk),
-                                      Clamp(block_bytes[target], offset, chunk));
+      const int64_t length =
+          std::min(Clamp(block_bytes[p], offset, chunk), Clamp(block_bytes[target], offset, chunk));
       std::memcpy(static_cast<char*>(outputs[target]) + offset, slot(p, step), length);
     }
     Publish(Phase::kDone, step);
@@ -493,8 +489,7 @@ void ShmGroup::Broadcast(void* data, int64_t bytes, int root, absl::Time deadlin
 }
 
 void ShmGroup::AllToAll(const std::vector<const void*>& inputs,
-                        const std::vector<int64_t>& send_bytes,
-                        const std::vector<void*>& outputs,
+                        const std::vector<int64_t>& send_bytes, const std::vector<void*>& outputs,
                         const std::vector<int64_t>& recv_bytes, absl::Time deadline) {
   const int n = options_.local_size;
   const int me = options_.local_rank;

@@ -80,8 +80,8 @@ class ShmGroup {
   // hands it to the others through `store` (a per-group prefix) and an
   // abstract Unix socket whose name is random; only processes of this user
   // receive it (SO_PEERCRED).
-  static absl::StatusOr<std::unique_ptr<ShmGroup>> Create(
-      const Store& store, const ShmGroupOptions& options);
+  static absl::StatusOr<std::unique_ptr<ShmGroup>> Create(const Store& store,
+                                                          const ShmGroupOptions& options);
   ~ShmGroup();
   ShmGroup(const ShmGroup&) = delete;
   ShmGroup& operator=(const ShmGroup&) = delete;
@@ -98,14 +98,13 @@ class ShmGroup {
   // `data`: count elements, replaced by the reduction over the local ranks
   // (rank order, the same bits on every rank), by the algorithm
   // NaiveAllReduce(count * element size) names.
-  void AllReduce(void* data, int64_t count, ShmDtype dtype,
-                        ShmReduceOp op, absl::Time deadline);
+  void AllReduce(void* data, int64_t count, ShmDtype dtype, ShmReduceOp op, absl::Time deadline);
   // inputs[p]: block_elements[p] elements, this rank's contribution to local
   // rank p; output: block_elements[local_rank] elements, the reduction. The
   // output may be inputs[local_rank] itself.
   void ReduceScatter(const std::vector<const void*>& inputs,
-                     const std::vector<int64_t>& block_elements, void* output,
-                     ShmDtype dtype, ShmReduceOp op, absl::Time deadline);
+                     const std::vector<int64_t>& block_elements, void* output, ShmDtype dtype,
+                     ShmReduceOp op, absl::Time deadline);
   // input: block_bytes[local_rank] bytes; outputs[p] receives local rank p's
   // block_bytes[p] bytes. input may be outputs[local_rank].
   void AllGather(const void* input, const std::vector<void*>& outputs,
@@ -114,10 +113,9 @@ class ShmGroup {
   // inputs[p] (send_bytes[p]) goes to local rank p; outputs[p] (recv_bytes[p])
   // receives local rank p's block for this rank. Inputs and outputs do not
   // overlap.
-  void AllToAll(const std::vector<const void*>& inputs,
-                const std::vector<int64_t>& send_bytes,
-                const std::vector<void*>& outputs,
-                const std::vector<int64_t>& recv_bytes, absl::Time deadline);
+  void AllToAll(const std::vector<const void*>& inputs, const std::vector<int64_t>& send_bytes,
+                const std::vector<void*>& outputs, const std::vector<int64_t>& recv_bytes,
+                absl::Time deadline);
   void Barrier(absl::Time deadline);
 
   // Wakes any wait with a failure; every later collective fails at once.

@@ -34,8 +34,6 @@ bool AbslParseFlag(absl::string_view text, Transport* transport, std::string* er
   return true;
 }
 
-std::string AbslUnparseFlag(Transport transport) {
-  return std::string(TransportName(transport));
-}
+std::string AbslUnparseFlag(Transport transport) { return std::string(TransportName(transport)); }
 
 }  // namespace mtb::collective
