@@ -13,16 +13,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm_bench/shm_ceiling.h"
 #include "common/base/stats.h"
 
 namespace mtb::comm_bench {
 namespace {
+
+// How far above its ceiling a row may measure before the ceiling is called
+// invalid: timing noise between two separate measurements.
+constexpr double kCeilingSlack = 1.1;
 
 constexpr int64_t kIoBytes = 4 << 20;
 
@@ -274,11 +280,20 @@ CommBenchCeiling CeilingProto(const Ceiling& ceiling,
 }
 
 void SetMatchingCeiling(const CommBenchCeiling& ceiling, int world_size,
-                        CommBenchRow* row) {
+                        CommBenchRow* row, const std::string& transport) {
   if (world_size < 2) return;
   double gbps = 0;
   std::string shape;
-  if (world_size == 2 && row->op() == "broadcast") {
+  if (transport == "shm") {
+    if (ceiling.shm_processes() != world_size) return;
+    const std::string op = ShmCeilingShapeOf(row->op());
+    for (const CommBenchShmCeilingPoint& point : ceiling.shm()) {
+      // Sizes rounded to the world size still match their nominal point.
+      if (point.op() != op || std::abs(point.bytes() - row->bytes()) > row->bytes() / 20) continue;
+      gbps = point.gbps();
+      shape = absl::StrCat("shm ", op, ": ", point.shape(), ", ", world_size, " processes");
+    }
+  } else if (world_size == 2 && row->op() == "broadcast") {
     gbps = ceiling.tcp_one_way_gbps();
     shape = "tcp_one_way";
   } else if (world_size == 2) {
@@ -296,6 +311,7 @@ void SetMatchingCeiling(const CommBenchCeiling& ceiling, int world_size,
   row->set_ceiling_gbps(gbps);
   row->set_ceiling_shape(shape);
   row->set_busbw_fraction_of_ceiling(row->busbw_gbps() / gbps);
+  row->set_ceiling_invalid(row->busbw_gbps() > kCeilingSlack * gbps);
 }
 
 }  // namespace mtb::comm_bench

@@ -52,8 +52,13 @@ CommBenchCeiling CeilingProto(const Ceiling& ceiling,
 // to n-1 peers at once (tcp peers, measured at ceiling.peers_world_size
 // processes; the shape's name says so when that is not world_size). Sets
 // the row's ceiling fields; leaves them unset at 1 rank or without a figure.
+//
+// With transport "shm" and shared-memory points measured at world_size
+// processes (//comm_bench:ceiling), the row's op and size are compared with
+// the shared-memory point of the same shape and size instead. Either way a
+// busbw above 1.1 x the ceiling sets ceiling_invalid.
 void SetMatchingCeiling(const CommBenchCeiling& ceiling, int world_size,
-                        CommBenchRow* row);
+                        CommBenchRow* row, const std::string& transport = "tcp");
 
 }  // namespace mtb::comm_bench
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "comm_bench/report_files.h"
+#include "comm_bench/shm_ceiling.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -88,6 +89,55 @@ TEST(Ceiling, MeasuresEveryShapeBetweenRealProcesses) {
   const CommBenchCeiling proto = CeilingProto(*ceiling, options);
   EXPECT_EQ(proto.bytes(), 1 << 20);
   EXPECT_DOUBLE_EQ(proto.tcp_both_ways_gbps(), ceiling->tcp_both_ways / 1e9);
+}
+
+TEST(MatchingCeiling, ShmRowsMatchTheirShapeAndSizeAndBeatingBy10PercentIsInvalid) {
+  CommBenchCeiling ceiling = Figures();
+  ceiling.set_shm_processes(2);
+  CommBenchShmCeilingPoint* point = ceiling.add_shm();
+  point->set_op("all_to_all");
+  point->set_bytes(1 << 20);
+  point->set_gbps(10);
+  point->set_shape("copy in (n-1)S/n, copy out (n-1)S/n");
+  CommBenchRow within = Row("all_to_allv", 10.9);
+  within.set_bytes(1 << 20);
+  SetMatchingCeiling(ceiling, 2, &within, "shm");
+  EXPECT_EQ(within.ceiling_gbps(), 10);
+  EXPECT_THAT(within.ceiling_shape(), HasSubstr("shm all_to_all: copy in"));
+  EXPECT_FALSE(within.ceiling_invalid());
+  CommBenchRow beyond = Row("all_to_all", 11.1);
+  beyond.set_bytes(1 << 20);
+  SetMatchingCeiling(ceiling, 2, &beyond, "shm");
+  EXPECT_TRUE(beyond.ceiling_invalid());
+  // A TCP row beating the TCP ceiling is invalid too; another size or world
+  // size has no shm point.
+  CommBenchRow tcp = Row("all_gather", 2.3);
+  SetMatchingCeiling(ceiling, 2, &tcp, "tcp");
+  EXPECT_TRUE(tcp.ceiling_invalid());
+  CommBenchRow other_size = Row("all_to_all", 1);
+  other_size.set_bytes(4 << 20);
+  SetMatchingCeiling(ceiling, 2, &other_size, "shm");
+  EXPECT_EQ(other_size.ceiling_gbps(), 0);
+  CommBenchRow three_ranks = Row("all_to_all", 1);
+  three_ranks.set_bytes(1 << 20);
+  SetMatchingCeiling(ceiling, 3, &three_ranks, "shm");
+  EXPECT_EQ(three_ranks.ceiling_gbps(), 0);
+}
+
+TEST(ShmCeiling, MeasuresEveryShapeBetweenRealProcesses) {
+  ShmCeilingOptions options;
+  options.processes = 2;
+  options.sizes = {1 << 20};
+  options.ops = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"};
+  options.rounds = 2;
+  absl::StatusOr<std::vector<CommBenchShmCeilingPoint>> points = MeasureShmCeiling(options);
+  ASSERT_TRUE(points.ok()) << points.status();
+  ASSERT_EQ(points->size(), 5u);
+  for (const CommBenchShmCeilingPoint& point : *points) {
+    EXPECT_GT(point.gbps(), 0) << point.op();
+    EXPECT_LE(point.min_gbps(), point.gbps());
+    EXPECT_FALSE(point.shape().empty());
+  }
 }
 
 TEST(Ceiling, BadOptionsAreInvalidArgument) {

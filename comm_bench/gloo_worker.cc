@@ -66,6 +66,8 @@ absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
   collective::RendezvousOptions rendezvous =
       RendezvousOptionsFor(options.rank_env, options.timeouts);
   rendezvous.keep_records = false;  // the backend follows the observer
+  // Validated by ResolveOptions.
+  rendezvous.transport = *collective::ParseTransport(options.flags.transport);
   // Without the launcher's --log_dir the flight recorder dumps beside the
   // result.
   if (rendezvous.flight_recorder_dir.empty()) {
@@ -75,10 +77,14 @@ absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<collective::Communicator> communicator,
                    collective::Rendezvous(rendezvous));
   std::unique_ptr<Backend> backend = NewGlooBackend(*communicator);
+  const std::string transport(communicator->transport());
   RETURN_IF_ERROR(CheckSupported(*backend, options.sweep));
 
   std::unique_ptr<TablePrinter> printer;
-  if (backend->rank() == 0) printer = std::make_unique<TablePrinter>(std::cout, "gloo");
+  if (backend->rank() == 0) {
+    printer = std::make_unique<TablePrinter>(
+        std::cout, absl::StrCat("gloo, transport ", communicator->transport()));
+  }
   SweepListener* listener = printer.get();
   std::unique_ptr<trace::TraceRecorder> recorder;
   std::unique_ptr<TracingListener> tracing;
@@ -110,8 +116,9 @@ absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
     flight.MarkSteady();
     return communicator->SetTimeout(options.timeouts.collective_timeout);
   };
-  ASSIGN_OR_RETURN(CommBenchResult result,
-                   RunSweep(*backend, options.sweep, listener, hooks));
+  SweepOptions sweep = options.sweep;
+  sweep.transport = transport;
+  ASSIGN_OR_RETURN(CommBenchResult result, RunSweep(*backend, sweep, listener, hooks));
   if (recorder != nullptr) {
     communicator->log().RemoveObserver(observer);
     RETURN_IF_ERROR(recorder->WriteTo(ResolveUserPath(options.flags.trace_dir)));
@@ -119,6 +126,7 @@ absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
   // Everyone is done with the group before rank 0 (which may host the store)
   // writes files and leaves.
   RETURN_IF_ERROR(communicator->Barrier());
+  result.mutable_options()->set_transport(transport);  // kept by RunGlooWorker
   return result;
 }
 
@@ -135,8 +143,10 @@ int RunGlooWorker(const GlooWorkerOptions& options) {
   context.set_backend("gloo");
   FinishRunContext(&context);
   *result->mutable_context() = context;
+  const std::string transport = result->options().transport();
   *result->mutable_options() = OptionsForResult(
       options.sweep, options.flags, options.rank_env.world_size, "gloo");
+  result->mutable_options()->set_transport(transport);
   const OutputPaths paths = ResolveOutputPaths(options.flags, "comm_bench");
   absl::Status written = WriteOutputs(*result, paths);
   if (!written.ok()) return ReportAndExitCode("comm_bench", written);

@@ -209,7 +209,7 @@ class RowRunner {
     row.set_busbw_factor(op_.BusBandwidthFactor(n));
     row.set_algbw_gbps(algbw);
     row.set_busbw_gbps(algbw * op_.BusBandwidthFactor(n));
-    if (options_.has_ceiling) SetMatchingCeiling(options_.ceiling, n, &row);
+    if (options_.has_ceiling) SetMatchingCeiling(options_.ceiling, n, &row, options_.transport);
     row.set_checked(options_.check);
     row.set_wrong(wrong);
     for (int64_t bytes : shape_.send_bytes_per_rank) row.add_send_bytes_per_rank(bytes);
@@ -370,6 +370,13 @@ absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,
         summary.set_wrong(summary.wrong() + row.wrong());
         if (row.wrong() > 0) summary.set_rows_with_wrong(summary.rows_with_wrong() + 1);
         op_busbw_sum += row.busbw_gbps();
+        if (row.ceiling_invalid()) {
+          failures.push_back(absl::StrCat(
+              name, ": ceiling invalid: busbw ", FormatSignificant(row.busbw_gbps()),
+              " GB/s at ", row.bytes(), " B", in_place ? " in place" : "",
+              " beats its ceiling ", FormatSignificant(row.ceiling_gbps()), " GB/s (",
+              row.ceiling_shape(), ") by more than 10%"));
+        }
         rows.push_back(row);
         *result.add_rows() = row;
       }

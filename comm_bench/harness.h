@@ -42,6 +42,8 @@ struct SweepOptions {
   // fraction of it (SetMatchingCeiling). Ignored when has_ceiling is false.
   CommBenchCeiling ceiling;
   bool has_ceiling = false;
+  // What the collectives run on ("shm" or "tcp"): picks the ceiling's shape.
+  std::string transport = "tcp";
 
   // Testing only: in every check pass of `corrupt_op`, rank `corrupt_rank`
   // subtracts 1 from one element of its copied-back output before comparing, as a

@@ -65,6 +65,9 @@ ABSL_FLAG(std::string, fault, "",
           "size of the first op), phase = the op: kill:rank=R,step=S,phase=OP; "
           "hang:rank=R,step=S[,phase=OP]; slow:rank=R,ms=M[,every=K]; "
           "exit:rank=R,step=S,code=C; several separated by ';'");
+ABSL_FLAG(std::string, transport, "auto",
+          "What the collectives run on: auto (shared memory when every rank is on "
+          "this host, else Gloo over TCP), shm or tcp (docs/collective.md).");
 ABSL_FLAG(std::string, testonly_corrupt, "",
           "Testing only: OP:RANK makes RANK corrupt one element of OP's output "
           "before every check, to prove the check and the exit code.");
@@ -103,6 +106,7 @@ FlagValues ReadFlags() {
   flags.plot = absl::GetFlag(FLAGS_plot);
   flags.ceiling = absl::GetFlag(FLAGS_ceiling);
   flags.testonly_corrupt = absl::GetFlag(FLAGS_testonly_corrupt);
+  flags.transport = absl::GetFlag(FLAGS_transport);
   flags.trace_dir = absl::GetFlag(FLAGS_trace_dir);
   flags.trace_steps = absl::GetFlag(FLAGS_trace_steps);
   flags.fault = absl::GetFlag(FLAGS_fault);
@@ -230,6 +234,9 @@ absl::StatusOr<SweepOptions> ResolveOptions(const FlagValues& flags,
     }
   }
 
+  if (flags.transport != "auto" && flags.transport != "shm" && flags.transport != "tcp") {
+    return Invalid("transport", flags.transport, "expected auto, shm or tcp");
+  }
   if (!flags.testonly_corrupt.empty()) {
     std::vector<std::string> parts = absl::StrSplit(flags.testonly_corrupt, ':');
     int rank = -1;

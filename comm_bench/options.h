@@ -46,6 +46,8 @@ struct FlagValues {
   std::string trace_steps;
   // --fault= (docs/faults.md): step = sweep point, phase = op; "" none.
   std::string fault;
+  // --transport: auto, shm or tcp (common/collective Transport).
+  std::string transport = "auto";
 };
 
 // The values of the flags defined in options.cc (after ParseCommandLine).

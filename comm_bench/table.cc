@@ -103,6 +103,10 @@ void TablePrinter::SizeFinished(const Collective& op,
     line += absl::StrFormat(" |%5s %5s of %s %.2f", percent(out_of_place),
                             percent(in_place), first.ceiling_shape(),
                             first.ceiling_gbps());
+    if ((out_of_place != nullptr && out_of_place->ceiling_invalid()) ||
+        (in_place != nullptr && in_place->ceiling_invalid())) {
+      line += "  CEILING INVALID (beaten by >10%)";
+    }
   }
   if (first.emulated()) line += "  emulated";
   if (first.bottleneck_rank() >= 0) {

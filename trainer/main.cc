@@ -17,6 +17,7 @@
 #include "common/launch/launch.h"
 #include "common/launch/launch_options.h"
 #include "common/base/logging.h"
+#include "common/collective/transport_flag.h"
 #include "common/results/output_path.h"
 #include "common/launch/rank_env.h"
 #include "common/launch/timeouts.h"
@@ -270,6 +271,7 @@ int main(int argc, char** argv) {
   options.trace_last_step = trace_window->last;
   options.sync_fault = *sync_fault;
   options.timeouts = timeouts;
+  options.transport = absl::GetFlag(FLAGS_transport);
   options.notes = notes;
   options.checkpoint = *std::move(checkpoint_plan);
   options.init_parameters = std::move(init_parameters);

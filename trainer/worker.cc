@@ -60,6 +60,7 @@ absl::StatusOr<Joined> JoinGroup(const RankEnv& env, const WorkerOptions& option
   // The trainer reads totals (bytes per step) and the observer, never the
   // records: a long run would otherwise keep every collective's record.
   rendezvous.keep_records = false;
+  rendezvous.transport = options.transport;
   // Without the launcher's --log_dir the flight recorder dumps beside the
   // result.
   if (rendezvous.flight_recorder_dir.empty()) {

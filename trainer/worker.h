@@ -47,6 +47,8 @@ struct WorkerOptions {
   // --connect_timeout, --first_step_timeout, --collective_timeout (set once
   // the first step has completed), --wait_progress_every.
   TimeoutOptions timeouts;
+  // --transport (docs/collective.md, "Shared memory: ranks on one host").
+  collective::Transport transport = collective::Transport::kAuto;
   // What the launcher changed in the user's flags and why
   // (FitDefaultWarmupsToSteps): rank 0 prints each before the run.
   std::vector<std::string> notes;

@@ -67,7 +67,7 @@ def run_ours(binary, args, n, ceiling, out_dir, tag):
     command = [binary, f"--nproc={n}", f"--ops={args.ops}", f"--minbytes={args.minbytes}",
                f"--maxbytes={args.maxbytes}", f"--stepfactor={args.stepfactor}",
                f"--iters={args.iters}", f"--warmup_iters={args.warmup_iters}",
-               f"--ceiling={ceiling}", f"--out={out}"]
+               f"--ceiling={ceiling}", f"--transport={args.transport}", f"--out={out}"]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
         result = json.load(f)
@@ -112,6 +112,8 @@ def main():
     parser.add_argument("--stepfactor", type=int, default=4)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--warmup_iters", type=int, default=3)
+    parser.add_argument("--transport", default="auto",
+                        help="comm_bench --transport: auto (shared memory on one host), shm, tcp")
     parser.add_argument("--markdown", default="", help="also write the table here")
     parser.add_argument("--raw_dir", default="",
                         help="keep every round's comm_bench, ceiling and torch files here")

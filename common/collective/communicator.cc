@@ -3,10 +3,12 @@
 // (communicator_internal.h has the vocabulary).
 #include "common/collective/communicator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/collective/communicator_internal.h"
 #include "common/collective/flight_dumps.h"
 #include "common/collective/store_impl.h"
@@ -106,13 +108,75 @@ absl::StatusOr<AllReduceAlgorithm> ParseAllReduceAlgorithm(absl::string_view nam
                    "'; expected auto, ring, bcube or reduce_scatter_all_gather"));
 }
 
+namespace {
+
+// Every rank's host identity, through the store (collective).
+absl::StatusOr<std::vector<std::string>> ExchangeHostIdentities(
+    Store store, const CommunicatorOptions& options) {
+  const std::string mine =
+      options.host_id.empty() ? HostIdentity() : options.host_id;
+  RETURN_IF_ERROR(store.Set(absl::StrCat("host/", options.rank), mine));
+  std::vector<std::string> hosts;
+  for (int p = 0; p < options.world_size; ++p) {
+    ASSIGN_OR_RETURN(std::string host,
+                     store.Get(absl::StrCat("host/", p), options.timeout));
+    hosts.push_back(std::move(host));
+  }
+  return hosts;
+}
+
+// The shared-memory part of a communicator, when `options.transport` and the
+// hosts call for one (ShmSetup::shm null otherwise). Across hosts
+// (hierarchical): a group per host, and a Gloo group of one leader per host
+// (each host's lowest rank; hosts numbered by their lowest rank).
+absl::StatusOr<ShmSetup> MaybeCreateShm(const Store& store, const CommunicatorOptions& options,
+                                        const GlooDevices& devices) {
+  ShmSetup setup;
+  if (options.transport == Transport::kTcp) return setup;
+  ASSIGN_OR_RETURN(std::vector<std::string> hosts,
+                   ExchangeHostIdentities(store.WithPrefix("transport"), options));
+  std::vector<std::string> distinct;  // in order of each host's lowest rank
+  for (const std::string& host : hosts) {
+    if (std::find(distinct.begin(), distinct.end(), host) == distinct.end()) {
+      distinct.push_back(host);
+    }
+  }
+  const std::string& mine = hosts[options.rank];
+  const int host_index =
+      static_cast<int>(std::find(distinct.begin(), distinct.end(), mine) - distinct.begin());
+  ShmGroupOptions shm_options;
+  for (int p = 0; p < options.world_size; ++p) {
+    if (hosts[p] != mine) continue;
+    if (p == options.rank) shm_options.local_rank = static_cast<int>(setup.local_ranks.size());
+    setup.local_ranks.push_back(p);
+  }
+  shm_options.local_size = static_cast<int>(setup.local_ranks.size());
+  shm_options.global_ranks = setup.local_ranks;
+  shm_options.slot_bytes = options.shm_slot_bytes;
+  shm_options.connect_timeout = options.timeout;
+  ASSIGN_OR_RETURN(setup.shm, ShmGroup::Create(store.WithPrefix(absl::StrCat("shm_", host_index)),
+                                               shm_options));
+  if (options.testonly_shm_misassign_slices) {
+    setup.shm->SetTestOnlyFault(ShmTestOnlyFault::kMisassignSlices);
+  }
+  setup.hosts = static_cast<int>(distinct.size());
+  if (setup.hosts > 1 && shm_options.local_rank == 0) {
+    ASSIGN_OR_RETURN(setup.leaders,
+                     CreateGlooProcessGroup(store.WithPrefix("leaders").impl()->store, host_index,
+                                            setup.hosts, options.timeout, devices));
+  }
+  return setup;
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------------------
 // Communicator::Impl: settings and the issue protocol.
 
 Communicator::Impl::Impl(std::shared_ptr<CommState> state, Store store,
                          GlooDevices devices,
                          c10::intrusive_ptr<GlooProcessGroup> group,
-                         const CommunicatorOptions& options)
+                         const CommunicatorOptions& options, ShmSetup shm)
     : state_(std::move(state)),
       store_(std::move(store)),
       devices_(std::move(devices)),
@@ -122,12 +186,25 @@ Communicator::Impl::Impl(std::shared_ptr<CommState> state, Store store,
       reduce_scatter_chunk_bytes_(options.reduce_scatter_chunk_bytes),
       reduce_scatter_depth_(options.reduce_scatter_depth),
       all_gather_algorithm_(options.all_gather_algorithm),
-      all_reduce_algorithm_(options.all_reduce_algorithm) {}
+      all_reduce_algorithm_(options.all_reduce_algorithm),
+      hosts_(shm.hosts),
+      shm_ranks_(std::move(shm.local_ranks)),
+      leaders_(std::move(shm.leaders)),
+      shm_(std::move(shm.shm)) {
+  if (shm_) shm_worker_ = std::make_unique<SerialWorker>();
+}
 
 Communicator::Impl::~Impl() {
   heartbeat.reset();  // its last line says the rank is done
   UnregisterFromSignalDumps(state_->recorder.get());
+  if (shm_) {
+    // An abandoned rank's queued collectives fail at once instead of
+    // waiting for peers that will not come.
+    if (state_->abandoned()) shm_->Abort();
+    shm_worker_.reset();
+  }
   if (!state_->abandoned()) return;
+  if (leaders_) (void)c10::intrusive_ptr<GlooProcessGroup>(leaders_).release();
   // A reference that is never dropped: the group, its worker threads and
   // their work live until the process exits.
   c10::intrusive_ptr<GlooProcessGroup> leaked = group_;
@@ -163,6 +240,7 @@ absl::Status Communicator::Impl::SetTimeout(absl::Duration timeout) {
                      " collective(s) still in flight; Wait() for them first"));
   }
   group_->SetTimeout(ToChronoMs(timeout));
+  if (leaders_) leaders_->SetTimeout(ToChronoMs(timeout));
   timeout_ = timeout;
   if (halving_doubling_context_) {
     // Its pairs keep the timeout they were built with: rebuild at next use.
@@ -283,6 +361,19 @@ CollectiveHandle Communicator::Impl::Launch(
   return CollectiveHandle(std::move(pending));
 }
 
+CollectiveHandle Communicator::Impl::LaunchShm(
+    CollectiveRecord record, std::function<void(ShmGroup&, absl::Time)> body,
+    std::function<void()> finish) {
+  return Launch(std::move(record), [&] {
+    ShmGroup* shm = shm_.get();  // outlives the worker (member order)
+    const absl::Duration timeout = timeout_;
+    return Launched{shm_worker_->Run([shm, timeout, body = std::move(body)] {
+                      body(*shm, absl::Now() + timeout);
+                    }),
+                    std::move(finish)};
+  });
+}
+
 CollectiveHandle Communicator::Impl::RunNow(CollectiveRecord record,
                                             const std::function<void()>& run) {
   record = state_->log.Issue(std::move(record));
@@ -318,6 +409,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
                      "positive, got ",
                      options.reduce_scatter_chunk_bytes));
   }
+  if (options.shm_slot_bytes < 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Communicator: shm_slot_bytes must be at least 4096, got ", options.shm_slot_bytes));
+  }
   if (options.reduce_scatter_depth <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("Communicator: reduce_scatter_depth must be positive, got ",
@@ -330,6 +425,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
       c10::intrusive_ptr<GlooProcessGroup> group,
       CreateGlooProcessGroup(store.impl()->store, options.rank,
                              options.world_size, options.timeout, devices));
+  ASSIGN_OR_RETURN(ShmSetup shm, MaybeCreateShm(store, options, devices));
+  LOG(INFO) << "rank " << options.rank << ": collectives over "
+            << (shm.shm == nullptr ? std::string("gloo (tcp)")
+                                   : absl::StrCat(shm.shm->Describe(),
+                                                  shm.hosts > 1
+                                                      ? absl::StrCat(" within each of ", shm.hosts,
+                                                                     " hosts, gloo among leaders")
+                                                      : ""));
   auto state = std::make_shared<CommState>(options.rank, options.world_size,
                                            options.keep_records,
                                            options.flight_recorder_entries);
@@ -338,7 +441,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   identity.world_size = options.world_size;
   state->recorder->SetIdentity(identity);
   return std::unique_ptr<Communicator>(new Communicator(std::make_unique<Impl>(
-      std::move(state), store, std::move(devices), std::move(group), options)));
+      std::move(state), store, std::move(devices), std::move(group), options,
+      std::move(shm))));
 }
 
 Communicator::Communicator(std::unique_ptr<Impl> impl)
@@ -351,6 +455,7 @@ void Communicator::Abandon(const absl::Status& why) {
 
 int Communicator::rank() const { return impl_->rank(); }
 int Communicator::world_size() const { return impl_->world_size(); }
+absl::string_view Communicator::transport() const { return impl_->transport(); }
 absl::Duration Communicator::timeout() const { return impl_->timeout(); }
 const std::string& Communicator::device_description() const {
   return impl_->device_description();

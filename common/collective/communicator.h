@@ -32,6 +32,7 @@
 #include "common/collective/collective_log.h"
 #include "common/collective/flight_recorder.h"
 #include "common/collective/store.h"
+#include "common/collective/transport.h"
 
 namespace mtb::collective {
 
@@ -139,6 +140,16 @@ struct CommunicatorOptions {
   int reduce_scatter_depth = 2;
   AllGatherAlgorithm all_gather_algorithm = AllGatherAlgorithm::kAuto;
   AllReduceAlgorithm all_reduce_algorithm = AllReduceAlgorithm::kAuto;
+  Transport transport = Transport::kAuto;
+  // This rank's host identity; empty: HostIdentity() (shm_transport.h). Tests
+  // set it to put thread ranks on different "hosts".
+  std::string host_id;
+  // Shared memory: data bytes of one slot of one rank (two slots per rank;
+  // larger messages are streamed through them). >= 4 KiB.
+  int64_t shm_slot_bytes = int64_t{1} << 20;
+  // Test only: the shared-memory algorithms assign slices and blocks to the
+  // wrong rank on this rank, to show that the tests catch it.
+  bool testonly_shm_misassign_slices = false;
   // Keep every CollectiveRecord (log().Records()); false keeps totals only.
   bool keep_records = true;
   // The flight recorder's ring: the last this many collectives.
@@ -206,6 +217,9 @@ class Communicator {
   int rank() const;
   int world_size() const;
   absl::string_view backend() const { return "gloo"; }
+  // What the collectives run on: "shm" (every rank on this host, shared
+  // memory; send and recv still go through Gloo) or "tcp" (Gloo).
+  absl::string_view transport() const;
   absl::Duration timeout() const;
   // Where Gloo bound ("hostname 127.0.0.1", "GLOO_SOCKET_IFNAME=eth0", ...).
   const std::string& device_description() const;

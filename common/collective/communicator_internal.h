@@ -32,6 +32,7 @@
 #include "common/collective/heartbeat.h"
 #include "common/collective/point_to_point_collectives.h"
 #include "common/collective/process_group.h"
+#include "common/collective/shm_transport.h"
 #include "common/collective/tensor_checks.h"
 #include "common/collective/traffic.h"
 
@@ -53,6 +54,16 @@ class TemporaryRegistry {
   absl::Mutex mutex_;
   std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> storages_
       ABSL_GUARDED_BY(mutex_);
+};
+
+// What Communicator::Create set up for shared memory (communicator.cc).
+struct ShmSetup {
+  std::unique_ptr<ShmGroup> shm;  // null: Gloo only
+  std::vector<int> local_ranks;   // global ranks on this host, ascending
+  int hosts = 1;
+  // Hierarchical (hosts > 1), on each host's lowest rank only: the Gloo
+  // group of those ranks, host index = rank in it.
+  c10::intrusive_ptr<GlooProcessGroup> leaders;
 };
 
 // State shared by a communicator and its pending collectives (which may
@@ -146,7 +157,7 @@ class Communicator::Impl {
  public:
   Impl(std::shared_ptr<CommState> state, Store store, GlooDevices devices,
        c10::intrusive_ptr<GlooProcessGroup> group,
-       const CommunicatorOptions& options);
+       const CommunicatorOptions& options, ShmSetup shm);
   // Abandoned: leaks the process group instead of destroying it, since
   // ProcessGroupGloo's destructor waits for its queued work (which may be a
   // collective the peers never issue) until the timeout.
@@ -156,6 +167,14 @@ class Communicator::Impl {
   int world_size() const { return state_->world_size; }
   CommState& state() { return *state_; }
   const std::string& device_description() const { return devices_.description; }
+  absl::string_view transport() const {
+    return !shm_ ? "tcp" : (hierarchical() ? "shm+tcp" : "shm");
+  }
+  // Shared memory within hosts, Gloo among their leaders.
+  bool hierarchical() const { return shm_ != nullptr && hosts_ > 1; }
+  // Shared memory for ops without a hierarchical path (every rank on one
+  // host).
+  bool flat_shm() const { return shm_ != nullptr && hosts_ == 1; }
   const Store& store() const { return store_; }
   absl::Duration timeout() const;
   absl::Status SetTimeout(absl::Duration timeout);
@@ -188,6 +207,35 @@ class Communicator::Impl {
   CollectiveHandle Barrier();
   CollectiveHandle PointToPoint(CollectiveOp kind, const at::Tensor& tensor,
                                 int peer, int tag);
+
+  // shm_collectives.cc: the same collectives over shared memory, called by
+  // the methods above once the arguments are checked and the record made
+  // (shm_ set). Tensors are the caller's (or the reduction's transport
+  // tensor), contiguous.
+  CollectiveHandle ShmAllReduce(CollectiveRecord record, const at::Tensor& flat,
+                                ReduceOp op, std::function<void()> finish)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mutex_);
+  // blocks[p]: this rank's input for rank p (block_elements[p] elements).
+  CollectiveHandle ShmReduceScatter(CollectiveRecord record,
+                                    const at::Tensor& flat_input,
+                                    std::vector<int64_t> block_elements,
+                                    const at::Tensor& result, ReduceOp op,
+                                    std::function<void()> finish)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mutex_);
+  // outputs[p] receives rank p's input (hierarchical: through a uint8
+  // all-reduce of the zero-filled output, bit-exact for any dtype).
+  CollectiveHandle ShmAllGather(CollectiveRecord record, const at::Tensor& input,
+                                std::vector<at::Tensor> outputs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mutex_);
+  CollectiveHandle ShmBroadcast(CollectiveRecord record, const at::Tensor& tensor,
+                                int root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mutex_);
+  // inputs[p] goes to rank p; outputs[p] receives rank p's block.
+  CollectiveHandle ShmAllToAll(CollectiveRecord record, std::vector<at::Tensor> inputs,
+                               std::vector<at::Tensor> outputs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mutex_);
+  CollectiveHandle ShmBarrier(CollectiveRecord record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mutex_);
+  bool shm() const { return shm_ != nullptr; }
 
  private:
   struct Launched {
@@ -252,6 +300,12 @@ class Communicator::Impl {
   CollectiveHandle Launch(CollectiveRecord record,
                           const std::function<Launched()>& launch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mutex_);
+  // Issues `record` and queues `body` on the shm worker with the
+  // collective's deadline (timeout from when it starts running).
+  CollectiveHandle LaunchShm(CollectiveRecord record,
+                             std::function<void(ShmGroup&, absl::Time)> body,
+                             std::function<void()> finish)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mutex_);
   // Issues `record` and runs it to completion on this thread.
   CollectiveHandle RunNow(CollectiveRecord record,
                           const std::function<void()>& run)
@@ -273,6 +327,15 @@ class Communicator::Impl {
   std::shared_ptr<::gloo::rendezvous::Context> halving_doubling_context_
       ABSL_GUARDED_BY(issue_mutex_);
   int halving_doubling_generation_ ABSL_GUARDED_BY(issue_mutex_) = 0;
+  // Shared memory (null: Gloo for everything) and the thread that runs its
+  // collectives in issue order; the worker goes first. Hierarchical: hosts_
+  // > 1, shm_ is this host's group, leaders_ the leaders' Gloo group (on
+  // leaders).
+  const int hosts_;
+  const std::vector<int> shm_ranks_;
+  const c10::intrusive_ptr<GlooProcessGroup> leaders_;
+  std::unique_ptr<ShmGroup> shm_;
+  std::unique_ptr<SerialWorker> shm_worker_;
 
  public:
   // Communicator::StartHeartbeat's sender; stopped before the group goes.

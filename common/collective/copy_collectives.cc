@@ -34,6 +34,17 @@ AllGatherAlgorithm ChooseAllGather(int64_t bytes, int world_size) {
                                             : AllGatherAlgorithm::kList;
 }
 
+// Consecutive row blocks of `tensor` along dim 0, counts[p] rows each.
+std::vector<at::Tensor> RowBlocks(const at::Tensor& tensor, const std::vector<int64_t>& counts) {
+  std::vector<at::Tensor> blocks;
+  int64_t row = 0;
+  for (int64_t count : counts) {
+    blocks.push_back(tensor.narrow(0, row, count));
+    row += count;
+  }
+  return blocks;
+}
+
 }  // namespace
 
 CollectiveHandle Communicator::Impl::Broadcast(const at::Tensor& tensor,
@@ -52,6 +63,7 @@ CollectiveHandle Communicator::Impl::Broadcast(const at::Tensor& tensor,
   record.peer = root;
   SetTraffic(record,
              BroadcastTraffic(tensor.nbytes(), world_size(), rank(), root));
+  if (flat_shm()) return ShmBroadcast(std::move(record), tensor, root);
   record.algorithm = "gloo_broadcast";
   return Launch(std::move(record), [&] {
     std::vector<at::Tensor> tensors{bits};
@@ -81,6 +93,12 @@ CollectiveHandle Communicator::Impl::AllGather(const at::Tensor& input,
     return CheckNoOverlapExceptSlot(what, input, output, rank() * k);
   }();
   if (!valid.ok()) return Refuse(valid);
+  if (shm_) {
+    CollectiveRecord record = NewRecord(kind, input, input, output);
+    SetTraffic(record, AllGatherTraffic(record.size_bytes, world_size()));
+    return ShmAllGather(std::move(record), input,
+                        RowBlocks(output.view({-1}), std::vector<int64_t>(world_size(), k)));
+  }
   const at::Tensor flat_output = BitsView(output).view({-1});
   AllGatherAlgorithm algorithm = all_gather_algorithm_;
   if (algorithm == AllGatherAlgorithm::kAuto) {
@@ -139,6 +157,13 @@ CollectiveHandle Communicator::Impl::AllGatherList(
     return absl::OkStatus();
   }();
   if (!valid.ok()) return Refuse(valid);
+  if (shm_) {
+    CollectiveRecord record = NewRecord(kind, input, input, input);
+    record.elements = input.numel() * world_size();
+    record.size_bytes = input.nbytes() * world_size();
+    SetTraffic(record, AllGatherTraffic(record.size_bytes, world_size()));
+    return ShmAllGather(std::move(record), input, outputs);
+  }
   std::vector<at::Tensor> blocks;
   for (const at::Tensor& output : outputs) blocks.push_back(BitsView(output));
   return IssueAllGatherList(kind, input, std::move(blocks),
@@ -174,6 +199,10 @@ CollectiveHandle Communicator::Impl::AllGatherV(
   SetTraffic(record,
              AllGatherVTraffic(ToVector(counts),
                                RowNumel(input) * input.element_size(), rank()));
+  if (shm_) {
+    record.transport_dtype = record.dtype;
+    return ShmAllGather(std::move(record), input, RowBlocks(output, ToVector(counts)));
+  }
   record.algorithm = "gloo_alltoall_base(replicated input)";
   // Every rank sends its whole input to every rank: n copies of it along
   // dim 0, one split each (c10d's allgather wants equal sizes).
@@ -217,6 +246,10 @@ CollectiveHandle Communicator::Impl::AllToAll(const at::Tensor& input,
   const at::Tensor bits_output = BitsView(output);
   CollectiveRecord record = NewRecord(kind, input, bits_input, input);
   SetTraffic(record, AllToAllTraffic(input.nbytes(), world_size()));
+  if (flat_shm()) {
+    const std::vector<int64_t> equal(world_size(), input.size(0) / world_size());
+    return ShmAllToAll(std::move(record), RowBlocks(input, equal), RowBlocks(output, equal));
+  }
   record.algorithm = "gloo_alltoall_base";
   return Launch(std::move(record), [&] {
     at::Tensor send = bits_input;
@@ -259,6 +292,10 @@ CollectiveHandle Communicator::Impl::AllToAllV(
   SetTraffic(record,
              AllToAllVTraffic(ToVector(send_counts), ToVector(recv_counts),
                               RowNumel(input) * input.element_size(), rank()));
+  if (flat_shm()) {
+    return ShmAllToAll(std::move(record), RowBlocks(input, ToVector(send_counts)),
+                       RowBlocks(output, ToVector(recv_counts)));
+  }
   record.algorithm = "gloo_alltoall_base";
   std::vector<int64_t> send = ToVector(send_counts);
   std::vector<int64_t> recv = ToVector(recv_counts);
@@ -275,6 +312,7 @@ CollectiveHandle Communicator::Impl::Barrier() {
   if (absl::Status usable = Usable(kind); !usable.ok()) return Refuse(usable);
   CollectiveRecord record;
   record.op = kind;
+  if (flat_shm()) return ShmBarrier(std::move(record));
   record.algorithm = "gloo_barrier";
   return Launch(std::move(record), [&] {
     return Launched{group_->barrier(), nullptr};

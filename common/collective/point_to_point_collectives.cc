@@ -13,6 +13,7 @@
 #include "common/collective/point_to_point_collectives.h"
 
 #include <algorithm>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <thread>
@@ -21,6 +22,7 @@
 
 #include "ATen/ATen.h"
 #include "ATen/core/ivalue.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 
@@ -107,6 +109,54 @@ c10::intrusive_ptr<c10d::Work> RunInBackground(std::function<void()> body) {
     }
     work->Complete(failure);
   }).detach();
+  return work;
+}
+
+struct SerialWorker::State {
+  absl::Mutex mutex;
+  std::deque<std::pair<c10::intrusive_ptr<BackgroundWork>, std::function<void()>>> queue
+      ABSL_GUARDED_BY(mutex);
+  bool stopping ABSL_GUARDED_BY(mutex) = false;
+};
+
+SerialWorker::SerialWorker() : state_(std::make_shared<State>()) {
+  thread_ = std::thread([state = state_] {
+    while (true) {
+      std::pair<c10::intrusive_ptr<BackgroundWork>, std::function<void()>> next;
+      {
+        absl::MutexLock lock(&state->mutex);
+        state->mutex.Await(absl::Condition(
+            +[](State* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return s->stopping || !s->queue.empty();
+            },
+            state.get()));
+        if (state->queue.empty()) return;
+        next = std::move(state->queue.front());
+        state->queue.pop_front();
+      }
+      std::exception_ptr failure;
+      try {
+        next.second();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      next.first->Complete(failure);
+    }
+  });
+}
+
+SerialWorker::~SerialWorker() {
+  {
+    absl::MutexLock lock(&state_->mutex);
+    state_->stopping = true;
+  }
+  thread_.join();
+}
+
+c10::intrusive_ptr<c10d::Work> SerialWorker::Run(std::function<void()> body) {
+  auto work = c10::make_intrusive<BackgroundWork>();
+  absl::MutexLock lock(&state_->mutex);
+  state_->queue.emplace_back(work, std::move(body));
   return work;
 }
 

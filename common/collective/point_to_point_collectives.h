@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "ATen/core/Tensor.h"
@@ -26,6 +28,24 @@ namespace mtb::collective {
 // (or fails with what it throws). Its future completes first, so the record's
 // transfer-done instant is the body's end.
 c10::intrusive_ptr<c10d::Work> RunInBackground(std::function<void()> body);
+
+// One thread that runs bodies in the order they were handed over, each as a
+// c10d work like RunInBackground's: for transports whose steps must follow the
+// collectives' issue order (the shared-memory one). The destructor runs what
+// is queued, then joins.
+class SerialWorker {
+ public:
+  SerialWorker();
+  ~SerialWorker();
+  SerialWorker(const SerialWorker&) = delete;
+  SerialWorker& operator=(const SerialWorker&) = delete;
+  c10::intrusive_ptr<c10d::Work> Run(std::function<void()> body);
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  std::thread thread_;
+};
 
 // Where a chunked reduce-scatter's thread spent its time (sums of the
 // steps): blocked until a step's chunks had arrived, combining them, blocked

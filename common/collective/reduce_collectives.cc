@@ -156,6 +156,7 @@ CollectiveHandle Communicator::Impl::AllReduce(const at::Tensor& tensor,
   }
   if (world_size() == 1 || flat.numel() == 0) algorithm = AllReduceAlgorithm::kRing;
   const std::function<void()> finish = FinishReduction(transport, tensor, op);
+  if (shm_) return ShmAllReduce(std::move(record), flat, op, finish);
   if (algorithm == AllReduceAlgorithm::kBcube &&
       GlooAllreduceSupports(flat.scalar_type())) {
     record.algorithm = "gloo_allreduce_bcube";
@@ -318,6 +319,10 @@ CollectiveHandle Communicator::Impl::IssueReduceScatter(
   }
   const std::function<void()> finish_result =
       FinishReduction(result, output.view({-1}), op);
+  if (shm_) {
+    return ShmReduceScatter(std::move(record), flat_input, std::move(block_elements),
+                            result.tensor, op, finish_result);
+  }
 
   ReduceScatterAlgorithm algorithm = reduce_scatter_algorithm_;
   if (algorithm == ReduceScatterAlgorithm::kAuto) {

@@ -62,6 +62,7 @@ int RunRank(int rank, int port) {
   options.collective_timeout = absl::Seconds(60);
   options.reduce_scatter_chunk_bytes = kChunkBytes;
   options.reduce_scatter_depth = kDepth;
+  options.transport = Transport::kTcp;  // the Gloo algorithms' staging
   absl::StatusOr<std::unique_ptr<Communicator>> comm = Rendezvous(options);
   if (!comm.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, comm.status().ToString().c_str());

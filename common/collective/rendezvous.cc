@@ -169,6 +169,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(
   communicator_options.reduce_scatter_chunk_bytes =
       options.reduce_scatter_chunk_bytes;
   communicator_options.reduce_scatter_depth = options.reduce_scatter_depth;
+  communicator_options.transport = options.transport;
+  communicator_options.shm_slot_bytes = options.shm_slot_bytes;
   if (communicator_options.gloo_interface.empty() &&
       communicator_options.gloo_hostname.empty() &&
       IsLoopback(options.master_addr)) {

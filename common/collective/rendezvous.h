@@ -62,6 +62,9 @@ struct RendezvousOptions {
   std::string run_id = "none";
   int attempt = 0;
   std::string flight_recorder_dir;
+  // CommunicatorOptions::transport and shm_slot_bytes (--transport).
+  Transport transport = Transport::kAuto;
+  int64_t shm_slot_bytes = CommunicatorOptions().shm_slot_bytes;
   // A launcher's heartbeat pipe (heartbeat.h), or -1; the communicator
   // sends on it every heartbeat_interval and owns it.
   int heartbeat_fd = -1;

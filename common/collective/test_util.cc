@@ -41,6 +41,11 @@ absl::Status RunRanksAsThreads(int world_size,
       communicator_options.reduce_scatter_depth = options.reduce_scatter_depth;
       communicator_options.all_gather_algorithm = options.all_gather_algorithm;
       communicator_options.all_reduce_algorithm = options.all_reduce_algorithm;
+      communicator_options.transport = options.transport;
+      if (options.host_id) communicator_options.host_id = options.host_id(rank);
+      communicator_options.testonly_shm_misassign_slices =
+          options.testonly_shm_misassign_slices;
+      communicator_options.shm_slot_bytes = options.shm_slot_bytes;
       absl::StatusOr<std::unique_ptr<Communicator>> communicator =
           Communicator::Create(store, communicator_options);
       if (!communicator.ok()) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "ATen/core/Generator.h"
 #include "absl/status/status.h"
@@ -29,6 +30,15 @@ struct ThreadRanksOptions {
   int reduce_scatter_depth = CommunicatorOptions().reduce_scatter_depth;
   AllGatherAlgorithm all_gather_algorithm = AllGatherAlgorithm::kAuto;
   AllReduceAlgorithm all_reduce_algorithm = AllReduceAlgorithm::kAuto;
+  // Gloo unless a test asks for shared memory: the thread tests of the Gloo
+  // algorithms predate it (threads of one process share a host, so kAuto
+  // would pick shared memory).
+  Transport transport = Transport::kTcp;
+  // Per rank (rank -> host identity) to put thread ranks on different
+  // "hosts"; empty: the real one.
+  std::function<std::string(int)> host_id;
+  bool testonly_shm_misassign_slices = false;
+  int64_t shm_slot_bytes = CommunicatorOptions().shm_slot_bytes;
 };
 
 // Runs body(communicator) on world_size threads, one per rank, and returns
