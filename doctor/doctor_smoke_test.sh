@@ -52,7 +52,7 @@ grep -q '"verdict": "fail: master"' "$out/master.json" || fail "master verdict"
 # Node 0 hosting the store at an address it cannot reach (TEST-NET-1) gives
 # up after --connect_timeout, not after a fixed 30 s.
 start=$SECONDS
-expect 1 "connect timeout" "${common[@]}" --nnodes=2 --node_rank=0 --nproc=1 \
+expect 1 "timed out after 2s" "${common[@]}" --nnodes=2 --node_rank=0 --nproc=1 \
   --master_addr=192.0.2.1 --connect_timeout=2s --out="$out/host.json"
 (( SECONDS - start < 20 )) || fail "node 0 waited $((SECONDS - start)) s with --connect_timeout=2s"
 echo "PASS"

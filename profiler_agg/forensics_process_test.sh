@@ -8,7 +8,8 @@
 #    wait in an all_to_allv whose per-rank sizes differ: uniform then zipf);
 #  - comm_bench all_to_allv --imbalance=zipf:1: rank 1 hangs at sweep point 2;
 #  - trainer --strategy=zero2 on 3 ranks: rank 2 hangs in backward at step 2
-#    while the others wait in a gradient reduce-scatter.
+#    while the others wait in a gradient reduce-scatter (reduce_scatter_v:
+#    uneven shards).
 set -euo pipefail
 agg="$(pwd)/profiler_agg/profiler_agg"
 out="$TEST_TMPDIR/out"
@@ -60,5 +61,5 @@ run zero2 "$(pwd)/trainer/trainer" --nproc=3 --strategy=zero2 --vocab_size=64 --
   "${fast[@]}" --log_dir="$out/zero2" --out="$out/zero2/t.json"
 grep -qE "^launch: heartbeat: .*: the group waits for rank 2" "$out/zero2.err" ||
   { cat "$out/zero2.err" >&2; fail "zero2: the launcher did not name rank 2"; }
-verdict zero2 2 reduce_scatter
+verdict zero2 2 reduce_scatter_v
 echo PASS
