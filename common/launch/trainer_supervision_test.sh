@@ -7,6 +7,8 @@
 #    optimizer at step 2 (rank 0 hangs, rank 1 waits);
 #  - a NaN loss makes every rank exit 3 and so does the launcher, with one
 #    verdict line;
+#  - --steps=1's note is true, the report line is printed once and a kept
+#    file is said kept;
 #  - a rank SIGKILLed in backward while its peers' gradient buckets are in
 #    flight: the launcher (hence every rank) is done within 5 s of the death
 #    and names the dead rank.
@@ -42,7 +44,24 @@ last two_optimizer "^launch: heartbeat: no progress for .*: rank 0 is in no coll
 
 
 run nan 3 --nproc=2 --fault=nan:rank=1,step=2
-last nan "^launch: rank [01] \(pid [0-9]+\) exited with code 3; terminated rank [01]; exit 3 \(a deterministic failure: a retry would fail the same way\)$"
+last nan "^launch: rank [01] \(pid [0-9]+\) exited with code 3; .*exit 3 \(a deterministic failure: a retry would fail the same way\)$"
+
+# --steps=1: the note says what rate the one step runs at; the report line
+# is printed once, and a user's own file of that name is kept and said kept.
+one=(--vocab_size=64 --d_model=32 --n_layers=1 --n_heads=4 --seq_len=16 --batch_size=4
+     --steps=1 --intra_op_threads=1 --data=synthetic --peak_flops=1e10 --nproc=1)
+"$trainer" "${one[@]}" --out="$out/one/t.json" > "$out/one.out" 2> "$out/one.err" ||
+  { cat "$out/one.err" >&2; fail "one step failed"; }
+grep -qF -- "--steps=1: the learning-rate warm-up shrinks from its default 10 to 0 steps (one step is the end of the cosine schedule: it runs at --min_lr" \
+  "$out/one.err" || { cat "$out/one.err" >&2; fail "the --steps=1 note"; }
+[[ "$(grep -c "^report: $out/one/t.md$" "$out/one.out")" == 1 ]] ||
+  { cat "$out/one.out" >&2; fail "the report line is not printed exactly once"; }
+mkdir -p "$out/kept" && echo "my notes" > "$out/kept/t.md"
+"$trainer" "${one[@]}" --out="$out/kept/t.json" > "$out/kept.out" 2> "$out/kept.err" ||
+  { cat "$out/kept.err" >&2; fail "kept run failed"; }
+grep -qF "kept $out/kept/t.md" "$out/kept.out" || { cat "$out/kept.out" >&2; fail "kept file not said kept"; }
+! grep -q "^report: " "$out/kept.out" || fail "a kept file announced as the report"
+[[ "$(cat "$out/kept/t.md")" == "my notes" ]] || fail "the user's file was overwritten"
 
 start=$(date +%s.%N)
 run kill 1 --nproc=3 --fault=kill:rank=1,step=2,phase=backward
