@@ -108,7 +108,17 @@ int RunDoctorRank(const DoctorOptions& options, const RankEnv& rank_env) {
   }
   result.set_verdict(Verdict(result));
   const bool failed = result.verdict() != "pass";
-  if (rank_env.local_rank != 0 && rank_env.rank != 0) return failed ? 1 : 0;
+  if (rank_env.local_rank != 0 && rank_env.rank != 0) {
+    // Only the node's first rank prints the table: a failing rank says why
+    // in one line of its own, never exits 1 silently.
+    for (const DoctorCheck& check : result.checks()) {
+      if (check.status() != "fail") continue;
+      std::cerr << "doctor: rank " << rank_env.rank << ": " << check.category() << " "
+                << check.name() << " failed: " << check.value()
+                << (check.fix().empty() ? "" : absl::StrCat(" (", check.fix(), ")")) << "\n";
+    }
+    return failed ? 1 : 0;
+  }
 
   FinishRunContext(&context);
   *result.mutable_run_context() = context;

@@ -35,10 +35,24 @@ grep -q '"name": "bandwidth"' "$out/two.json" || fail "no bandwidth check"
 grep -q '"verdict": "pass"' "$out/two.json" || fail "2-rank verdict not pass"
 
 expect 1 "| rendezvous | world size | FAIL |" "${common[@]}" --nproc=2 --expected_world_size=3 --out="$out/wrong.json"
+# Every failing rank says why, not only the one that prints the table.
+grep -qF "[rank 1] doctor: rank 1: rendezvous world size failed: " "$out/stderr" ||
+  { cat "$out/stderr" >&2; fail "rank 1 failed without saying why"; }
+
+# An address nobody resolves: one line at once, exit 2, no rank started.
+expect 2 "--master_addr=no-such-host.invalid does not resolve" "${common[@]}" --nnodes=2 \
+  --node_rank=0 --master_addr=no-such-host.invalid --connect_timeout=2s --out="$out/nx.json"
+[[ "$(wc -l < "$out/stderr")" == 1 ]] || { cat "$out/stderr" >&2; fail "not one line"; }
 
 port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 expect 1 "127.0.0.1:$port not reachable within 2s" "${common[@]}" --nnodes=2 --node_rank=1 --nproc=1 \
   --master_addr=127.0.0.1 --master_port="$port" --connect_timeout=2s --out="$out/master.json"
 ! grep -q "launch: node" "$out/stderr" || fail "ranks were started with an unreachable master"
 grep -q '"verdict": "fail: master"' "$out/master.json" || fail "master verdict"
+# Node 0 hosting the store at an address it cannot reach (TEST-NET-1) gives
+# up after --connect_timeout, not after a fixed 30 s.
+start=$SECONDS
+expect 1 "timed out after 2s" "${common[@]}" --nnodes=2 --node_rank=0 --nproc=1 \
+  --master_addr=192.0.2.1 --connect_timeout=2s --out="$out/host.json"
+(( SECONDS - start < 20 )) || fail "node 0 waited $((SECONDS - start)) s with --connect_timeout=2s"
 echo "PASS"

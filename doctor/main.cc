@@ -57,6 +57,13 @@ int main(int argc, char** argv) {
   if (absl::Status valid = mtb::ValidateLaunchOptions(launch_options); !valid.ok()) {
     return mtb::ReportAndExitCode(kProgram, valid);
   }
+  if (!launch_options.master_addr.empty()) {
+    if (absl::Status resolves =
+            mtb::CheckAddressResolves("--master_addr", launch_options.master_addr);
+        !resolves.ok()) {
+      return mtb::ReportAndExitCode(kProgram, resolves);
+    }
+  }
   options.checkpoint_dir = mtb::ResolveUserPath(absl::GetFlag(FLAGS_checkpoint_dir));
   options.disk_check_mb = absl::GetFlag(FLAGS_disk_check_mb);
   options.expected_world_size = absl::GetFlag(FLAGS_expected_world_size);

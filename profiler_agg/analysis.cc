@@ -24,7 +24,7 @@ using trace::TraceEvent;
 
 constexpr char kStepPrefix[] = "ProfilerStep#";
 
-double Offset(const RankTrace& t) { return t.file.otherdata().clock_offset_us(); }
+double Offset(const RankTrace& t) { return t.to_rank0_us; }
 
 bool IsSpan(const TraceEvent& e) { return e.ph() == "X"; }
 
@@ -113,6 +113,12 @@ absl::Status Bad(const std::string& path, const std::string& why) {
   return absl::DataLossError(absl::StrCat(path, ": ", why));
 }
 
+// "37.5%"; with nothing in flight an overlap ratio means nothing.
+std::string OverlapText(double in_flight_ms, double ratio) {
+  if (in_flight_ms <= 0) return "n/a (no communication)";
+  return absl::StrFormat("%.1f%%", 100 * ratio);
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<RankTrace>> ReadTraces(const std::string& directory) {
@@ -165,6 +171,17 @@ absl::StatusOr<std::vector<RankTrace>> ReadTraces(const std::string& directory) 
   std::sort(traces.begin(), traces.end(), [](const RankTrace& a, const RankTrace& b) {
     return a.file.otherdata().rank() < b.file.otherdata().rank();
   });
+  // ts counts from each recorder's own start, and the offset is between
+  // absolute clocks: the start puts ts on its rank's absolute clock first.
+  const bool started = std::all_of(traces.begin(), traces.end(), [](const RankTrace& t) {
+    return t.file.otherdata().start_unix_us() != 0;
+  });
+  const int64_t rank0_start = traces.front().file.otherdata().start_unix_us();
+  for (RankTrace& t : traces) {
+    const trace::TraceRunInfo& info = t.file.otherdata();
+    t.to_rank0_us = info.clock_offset_us() +
+                    (started ? static_cast<double>(info.start_unix_us() - rank0_start) : 0);
+  }
   return traces;
 }
 
@@ -421,17 +438,16 @@ std::string RenderMarkdown(const ProfilerAggResult& result,
   overlap.headers = {"rank", "host", "in flight ms", "exposed ms", "overlap", "clock offset us (RTT)"};
   overlap.align = {Align::kLeft, Align::kLeft, Align::kRight, Align::kRight, Align::kRight, Align::kRight};
   for (const RankOverlap& r : result.ranks()) {
-    overlap.rows.push_back({absl::StrCat(r.rank()), r.hostname(),
-                            FormatSignificant(r.in_flight_ms(), 3),
-                            FormatSignificant(r.exposed_ms(), 3),
-                            absl::StrFormat("%.1f%%", 100 * r.overlap_ratio()),
-                            absl::StrCat(FormatSignificant(r.clock_offset_us(), 3), " (",
-                                         FormatSignificant(r.clock_sync_rtt_us(), 3), ")")});
+    overlap.rows.push_back(
+        {absl::StrCat(r.rank()), r.hostname(), FormatSignificant(r.in_flight_ms(), 3),
+         FormatSignificant(r.exposed_ms(), 3), OverlapText(r.in_flight_ms(), r.overlap_ratio()),
+         absl::StrCat(FormatSignificant(r.clock_offset_us(), 3), " (",
+                      FormatSignificant(r.clock_sync_rtt_us(), 3), ")")});
   }
-  absl::StrAppend(&md, overlap.Render(), "\nAll ranks: ",
-                  FormatSignificant(result.in_flight_ms(), 3), " ms in flight, ",
+  absl::StrAppend(&md, overlap.Render(),
+                  "\nAll ranks: ", FormatSignificant(result.in_flight_ms(), 3), " ms in flight, ",
                   FormatSignificant(result.exposed_ms(), 3), " ms exposed, overlap ",
-                  absl::StrFormat("%.1f%%", 100 * result.overlap_ratio()), ".\n");
+                  OverlapText(result.in_flight_ms(), result.overlap_ratio()), ".\n");
   if (!timeline_svg_name.empty()) {
     absl::StrAppend(&md, "\n![one step's timeline](", timeline_svg_name, ")\n");
   }

@@ -16,6 +16,10 @@ namespace mtb::profiler_agg {
 struct RankTrace {
   std::string path;
   trace::TraceFile file;
+  // Added to this rank's ts to put it on rank 0's clock, relative to rank 0's
+  // start: start_unix_us + clock_offset_us - rank 0's start_unix_us
+  // (ReadTraces; just clock_offset_us for traces without start_unix_us).
+  double to_rank0_us = 0;
 };
 
 // Every rank_*.trace.json in `directory`, parsed strictly. kInvalidArgument
@@ -30,8 +34,8 @@ ProfilerAggResult Analyze(const std::vector<RankTrace>& traces);
 // otherData.tool of a merged trace.
 inline constexpr char kMergedTool[] = "profiler_agg (merged)";
 
-// All ranks' events on rank 0's clock (ts + clock_offset_us), one process
-// per rank: opens in Perfetto as one timeline.
+// All ranks' events on rank 0's clock (ts + to_rank0_us), one process per
+// rank: opens in Perfetto as one timeline.
 trace::TraceFile MergeTraces(const std::vector<RankTrace>& traces);
 
 // An SVG timeline of `step` (a compute row and a comm row per rank, on the

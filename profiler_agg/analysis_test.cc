@@ -1,5 +1,6 @@
 #include "profiler_agg/analysis.h"
 
+#include <algorithm>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -109,7 +110,9 @@ TEST(ProfilerAgg, TheMergedTraceIsOnRankZerosClock) {
   bool found = false;
   for (const trace::TraceEvent& e : merged.traceevents()) {
     if (e.pid() == 1 && e.name() == "all_reduce" && e.args().at("seq") == "1") {
-      EXPECT_DOUBLE_EQ(e.ts(), 70);  // raw 570, offset -500
+      // Raw 270 since its start, which is 300 us after rank 0's on its
+      // clock, whose offset is -500: 270 + 300 - 500.
+      EXPECT_DOUBLE_EQ(e.ts(), 70);
       found = true;
     }
   }
@@ -118,6 +121,25 @@ TEST(ProfilerAgg, TheMergedTraceIsOnRankZerosClock) {
   EXPECT_NE(svg.find("class=\"comm\""), std::string::npos);
   EXPECT_NE(svg.find("rank 1 comm"), std::string::npos);
   EXPECT_EQ(RenderStepTimelineSvg(*traces, 99), "");
+}
+
+TEST(ProfilerAgg, OverlapIsNotApplicableWithoutCommunication) {
+  absl::StatusOr<std::vector<RankTrace>> traces = ReadTraces(kFixtures + "/two_ranks");
+  ASSERT_TRUE(traces.ok()) << traces.status();
+  EXPECT_NE(RenderMarkdown(Analyze(*traces), "").find("| 75.0% |"), std::string::npos);
+  // One rank, nothing communicated (a 1-rank run).
+  std::vector<RankTrace> alone = {traces->front()};
+  alone[0].file.mutable_otherdata()->set_world_size(1);
+  auto* events = alone[0].file.mutable_traceevents();
+  events->erase(std::remove_if(events->begin(), events->end(),
+                               [](const trace::TraceEvent& e) {
+                                 return e.cat() == "collective" || e.cat() == "wait";
+                               }),
+                events->end());
+  const std::string md = RenderMarkdown(Analyze(alone), "");
+  EXPECT_NE(md.find("| n/a (no communication) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("overlap n/a (no communication)."), std::string::npos) << md;
+  EXPECT_EQ(md.find("0.0%"), std::string::npos) << md;
 }
 
 TEST(ProfilerAgg, NoTracesAnotherRunOrATruncatedFileIsOneLineNamingIt) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -33,14 +34,22 @@ bool InFlight(const FlightEntry& entry) {
   return entry.state() == "issued" || entry.state() == "transfer_done";
 }
 
-// What must agree across ranks at one sequence number. Send and recv pair
-// up; a broadcast's root is part of it.
+// Collectives whose size is each rank's own (per-rank counts): the ranks
+// must agree on the splits, not on a size.
+bool IsVariable(const std::string& op) {
+  return op == "all_to_allv" || op == "all_gather_v" || op == "reduce_scatter_v";
+}
+
+// What must agree across ranks at one sequence number (the group is the
+// dump's): the op, the dtype, the size (except for the v-collectives, see
+// SplitDisagreement). Send and recv pair up; a broadcast's root is part of
+// it.
 std::string Signature(const FlightEntry& entry) {
   const bool point_to_point = entry.op() == "send" || entry.op() == "recv";
-  return absl::StrCat(point_to_point ? "send/recv" : entry.op(), " (", entry.dtype(),
-                      ", ", entry.size_bytes(), " bytes",
-                      entry.op() == "broadcast" ? absl::StrCat(", root ", entry.peer()) : "",
-                      ")");
+  return absl::StrCat(
+      point_to_point ? "send/recv" : entry.op(), " (", entry.dtype(),
+      IsVariable(entry.op()) ? "" : absl::StrCat(", ", entry.size_bytes(), " bytes"),
+      entry.op() == "broadcast" ? absl::StrCat(", root ", entry.peer()) : "", ")");
 }
 
 const FlightEntry* EntryAt(const FlightRecorderDump& dump, int64_t sequence) {
@@ -48,6 +57,68 @@ const FlightEntry* EntryAt(const FlightRecorderDump& dump, int64_t sequence) {
     if (entry.sequence() == sequence) return &entry;
   }
   return nullptr;
+}
+
+struct Disagreement {
+  int rank = -1;  // the odd one out
+  std::string what;
+};
+
+// For a v-collective every rank issued alike (same Signature): do the
+// ranks' splits agree? all_to_allv: what rank r sends to rank j is what j
+// receives from r; all_gather_v: every rank has the same counts. Ranks whose
+// entry fell out of the ring, or that recorded no splits, are not judged.
+std::optional<Disagreement> SplitDisagreement(const std::map<int, const FlightDumpFile*>& dumped,
+                                              int64_t sequence) {
+  std::map<int, const FlightEntry*> entries;
+  for (const auto& [rank, file] : dumped) {
+    const FlightEntry* entry = EntryAt(file->dump, sequence);
+    if (entry != nullptr && (entry->send_counts_size() > 0 || entry->recv_counts_size() > 0)) {
+      entries[rank] = entry;
+    }
+  }
+  if (entries.size() < 2) return std::nullopt;
+  const std::string op = entries.begin()->second->op();
+  std::vector<std::string> parts;
+  std::map<int, int> involved;
+  if (op == "all_to_allv") {
+    for (const auto& [sender, sent] : entries) {
+      for (const auto& [receiver, received] : entries) {
+        if (receiver >= sent->send_counts_size() || sender >= received->recv_counts_size()) {
+          continue;
+        }
+        const int64_t rows = sent->send_counts(receiver);
+        const int64_t expected = received->recv_counts(sender);
+        if (rows == expected) continue;
+        parts.push_back(absl::StrCat("rank ", sender, " sends ", rows, " rows to rank ", receiver,
+                                     ", which expects ", expected));
+        ++involved[sender];
+        ++involved[receiver];
+      }
+    }
+  } else {
+    std::map<std::vector<int64_t>, std::vector<int>> by_counts;
+    for (const auto& [rank, entry] : entries) {
+      by_counts[{entry->recv_counts().begin(), entry->recv_counts().end()}].push_back(rank);
+    }
+    if (by_counts.size() < 2) return std::nullopt;
+    for (const auto& [counts, ranks] : by_counts) {
+      parts.push_back(
+          absl::StrCat(RanksText(ranks), " gave counts [", absl::StrJoin(counts, ", "), "]"));
+      for (int rank : ranks) involved[rank] = static_cast<int>(entries.size() - ranks.size());
+    }
+  }
+  if (parts.empty()) return std::nullopt;
+  Disagreement found;
+  int most = -1;
+  for (const auto& [rank, count] : involved) {
+    if (count > most) {
+      most = count;
+      found.rank = rank;
+    }
+  }
+  found.what = absl::StrJoin(parts, "; ");
+  return found;
 }
 
 std::string Position(int64_t step, const std::string& phase) {
@@ -153,6 +224,24 @@ ForensicsGroup AnalyzeGroup(const std::vector<const FlightDumpFile*>& files) {
     }
   }
   for (const auto& [sequence, signatures] : by_sequence) {
+    const int some_rank = signatures.begin()->second.front();
+    const FlightEntry* some_entry = EntryAt(dumped.at(some_rank)->dump, sequence);
+    if (signatures.size() == 1 && IsVariable(some_entry->op())) {
+      const std::optional<Disagreement> splits = SplitDisagreement(dumped, sequence);
+      if (!splits.has_value()) continue;
+      const std::string op = EntryAt(dumped.at(splits->rank)->dump, sequence)->op();
+      group.set_verdict("mismatch");
+      group.set_diverged_rank(splits->rank);
+      group.set_diverged_sequence(sequence);
+      group.set_diverged_op(op);
+      group.set_finding(absl::StrCat(
+          "The ranks' splits of ", op, " #", sequence, " disagree: ", splits->what, ". Rank ",
+          splits->rank, " is in most of the disagreements: ",
+          op == "all_to_allv" ? "every rank's send counts must match its peers' receive counts."
+                              : "every rank must pass the same counts.",
+          missing_note));
+      return group;
+    }
     if (signatures.size() < 2) continue;
     const std::vector<int>* odd = nullptr;
     std::string odd_signature;

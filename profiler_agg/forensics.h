@@ -7,7 +7,11 @@
 // diverged where
 //  - *mismatch*: at some sequence number the ranks issued different
 //    collectives (op, dtype, size; send and recv pair up): the smallest set
-//    of ranks that agree is the odd one out;
+//    of ranks that agree is the odd one out. For the v-collectives
+//    (all_to_allv, all_gather_v, reduce_scatter_v) each rank's size is its
+//    own: what must agree is the splits (what r sends to j is what j
+//    receives from r; every rank's counts alike), and the rank in most
+//    disagreements is named;
 //  - *lagging*: a rank issued fewer collectives than the others: it never
 //    issued #issued, which they did and waited in — the one the group waited
 //    for;

@@ -114,6 +114,65 @@ TEST(Forensics, RanksThatIssuedDifferentCollectivesNameTheOddOneOut) {
             "same order.");
 }
 
+// Rank r sends rows[r][j] to rank j at #3 (all_to_allv): sizes differ per rank.
+void MakeAllToAllV(FlightRecorderDump& dump, const std::vector<std::vector<int64_t>>& rows) {
+  FlightEntry* entry = dump.mutable_entries(3);
+  entry->set_op("all_to_allv");
+  const int rank = dump.rank();
+  int64_t sent = 0;
+  for (size_t peer = 0; peer < rows.size(); ++peer) {
+    entry->add_send_counts(rows[rank][peer]);
+    entry->add_recv_counts(rows[peer][rank]);
+    sent += rows[rank][peer];
+  }
+  entry->set_size_bytes(sent * 256);
+}
+
+TEST(Forensics, AllToAllVRanksOfDifferentSizesWhoseSplitsAgreeAreNotAMismatch) {
+  // moe_comm's dispatch: every rank sends a different number of tokens.
+  const std::vector<std::vector<int64_t>> rows = {{1, 5, 2}, {4, 0, 3}, {2, 2, 9}};
+  std::vector<FlightRecorderDump> dumps = {Dump(0, 3, 5, {{4, "issued"}}), Dump(1, 3, 4),
+                                           Dump(2, 3, 5, {{4, "issued"}})};
+  for (FlightRecorderDump& dump : dumps) MakeAllToAllV(dump, rows);
+  const ForensicsGroup group = AnalyzeFlightDumps(Files(dumps)).groups(0);
+  EXPECT_EQ(group.verdict(), "lagging") << group.finding();
+  EXPECT_EQ(group.diverged_rank(), 1);
+  EXPECT_EQ(group.diverged_sequence(), 4);
+
+  // Rank 2 sends rank 0 three rows where rank 0 expects two.
+  FlightRecorderDump wrong = dumps[2];
+  wrong.mutable_entries(3)->set_send_counts(0, 3);
+  dumps[2] = wrong;
+  const ForensicsGroup split = AnalyzeFlightDumps(Files(dumps)).groups(0);
+  EXPECT_EQ(split.verdict(), "mismatch");
+  EXPECT_EQ(split.diverged_sequence(), 3);
+  EXPECT_EQ(split.diverged_op(), "all_to_allv");
+  EXPECT_EQ(split.diverged_rank(), 0);  // a pair: the lower rank
+  EXPECT_EQ(split.finding(),
+            "The ranks' splits of all_to_allv #3 disagree: rank 2 sends 3 rows to rank 0, "
+            "which expects 2. Rank 0 is in most of the disagreements: every rank's send "
+            "counts must match its peers' receive counts.");
+}
+
+TEST(Forensics, AllGatherVCountsMustBeTheSameOnEveryRank) {
+  std::vector<FlightRecorderDump> dumps = {Dump(0, 3, 4), Dump(1, 3, 4), Dump(2, 3, 4)};
+  for (FlightRecorderDump& dump : dumps) {
+    FlightEntry* entry = dump.mutable_entries(2);
+    entry->set_op("all_gather_v");
+    entry->set_size_bytes(1000 + dump.rank());  // each rank's own input
+    for (int64_t count : {3, 1, 2}) entry->add_recv_counts(count);
+  }
+  EXPECT_EQ(AnalyzeFlightDumps(Files(dumps)).groups(0).verdict(), "none");
+  dumps[1].mutable_entries(2)->set_recv_counts(2, 5);
+  const ForensicsGroup group = AnalyzeFlightDumps(Files(dumps)).groups(0);
+  EXPECT_EQ(group.verdict(), "mismatch");
+  EXPECT_EQ(group.diverged_rank(), 1);
+  EXPECT_EQ(group.finding(),
+            "The ranks' splits of all_gather_v #2 disagree: ranks 0, 2 gave counts [3, 1, 2]; "
+            "rank 1 gave counts [3, 1, 5]. Rank 1 is in most of the disagreements: every "
+            "rank must pass the same counts.");
+}
+
 TEST(Forensics, ARankWithoutADumpIsTheSuspectWhenNoDumpedRankLags) {
   // Rank 2 was SIGKILLed: its peers lost the connection in #7.
   const ForensicsResult result = AnalyzeFlightDumps(

@@ -31,8 +31,12 @@ std::vector<std::string> FitDefaultWarmupsToSteps(TrainConfig* config,
                                  " shrinks from its default ", value, " to ",
                                  fits, " steps ", why));
   };
-  shrink(given.lr_warmup_steps, config->lr_warmup_steps(),
-         "learning-rate warm-up", "so that the rate reaches --lr",
+  // One step is also the cosine decay's last: it runs at --min_lr, not --lr.
+  const char* lr_why = fits > 0 || config->lr_schedule() == "constant"
+                           ? "so that the rate reaches --lr"
+                           : "(one step is the end of the cosine schedule: it runs at --min_lr; "
+                             "--lr_schedule=constant runs it at --lr)";
+  shrink(given.lr_warmup_steps, config->lr_warmup_steps(), "learning-rate warm-up", lr_why,
          [&](int32_t v) { config->set_lr_warmup_steps(v); });
   shrink(given.timing_warmup_steps, config->timing_warmup_steps(),
          "timing warm-up", "so that some step is timed",

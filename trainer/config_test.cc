@@ -42,7 +42,8 @@ TEST(TrainConfig, DefaultWarmupsShrinkToFitAOneStepRunAndSaySo) {
   ASSERT_EQ(notes.size(), 2u);
   EXPECT_EQ(notes[0],
             "--steps=1: the learning-rate warm-up shrinks from its default 10 "
-            "to 0 steps so that the rate reaches --lr");
+            "to 0 steps (one step is the end of the cosine schedule: it runs at "
+            "--min_lr; --lr_schedule=constant runs it at --lr)");
   EXPECT_EQ(notes[1],
             "--steps=1: the timing warm-up shrinks from its default 2 to 0 "
             "steps so that some step is timed");

@@ -16,7 +16,7 @@ expect 1 "launch: rank 1 (pid" "${tiny[@]}" --fault="exit:rank=1,step=2,code=7" 
 grep -qF ") exited with code 7; terminated rank 0" "$out/stderr" || { cat "$out/stderr" >&2; fail "exit fault"; }
 expect 1 "sent by its own --fault=kill injection" "${tiny[@]}" --fault="kill:rank=0,step=2,phase=backward" --out="$out/kill.json"
 grep -qF -- "--fault=kill:rank=0,step=2,phase=backward: killing this rank" "$out/stderr" || fail "kill fault not announced"
-expect 1 "step 2 of 3: the loss is not finite on rank 1 (nan)" "${tiny[@]}" --fault="nan:rank=1,step=2" --out="$out/nan.json"
+expect 3 "step 2 of 3: the loss is not finite on rank 1 (nan)" "${tiny[@]}" --fault="nan:rank=1,step=2" --out="$out/nan.json"
 [[ ! -e "$out/nan.json" ]] || fail "a failed run wrote a result"
 
 # A rank 50 ms slow at the start of every step arrives last at every step's

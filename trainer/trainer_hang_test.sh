@@ -17,8 +17,10 @@ agg="$(pwd)/profiler_agg/profiler_agg"
 # is mostly its ranks' start-up.
 tiny+=(--peak_flops=1e10)
 
+# The collective timeout alone: the heartbeat (on by default, and below the
+# collective timeout) is turned off.
 expect 1 "failed after timeout 3s" "${tiny[@]}" \
-  --fault=hang:rank=1,step=2 --collective_timeout=3s \
+  --fault=hang:rank=1,step=2 --collective_timeout=3s --heartbeat_timeout=0 \
   --log_dir="$out/timeout" --out="$out/timeout.json"
 sequence=$(/usr/bin/python3 - "$out/stderr" <<'PY'
 import datetime, re, sys
@@ -57,7 +59,7 @@ grep -qF "The group waited for rank 1 at all_reduce #$sequence." "$out/forensics
 expect 1 "launch: heartbeat: no progress for " "${tiny[@]}" \
   --fault=hang:rank=1,step=2,phase=forward --heartbeat_timeout=2s \
   --collective_timeout=30s --out="$out/heartbeat.json"
-grep -E "^launch: heartbeat: no progress for [0-9.]+s: rank 1 is in no collective \(step 2, forward\); last completed #[0-9]+ while rank 0 waits in all_reduce #[0-9]+ \(step 2, backward\): the group waits for rank 1; terminated ranks 0, 1$" \
+grep -E "^launch: heartbeat: no progress for [0-9.]+s: rank 1 is in no collective \(step 2, forward\); last completed #[0-9]+ while rank 0 waits in all_reduce #[0-9]+ \(step 2, backward\): the group waits for rank 1; terminated ranks 0, 1; flight recorder dumps in .*$" \
   "$out/stderr" > /dev/null || fail "the launcher did not name rank 1 outside the collective"
 ! grep -qF "failed after timeout" "$out/stderr" || fail "the collective timeout fired first"
 

@@ -9,7 +9,7 @@ expect 2 "$out/bad.bin: token file is 16 bytes, shorter than its 1024-byte heade
   "${tiny[@]}" --data="$out/bad.bin"
 expect 2 "no_such.bin" "${tiny[@]}" --data="$out/no_such.bin"
 
-expect 1 "step 2 of 3: the loss is not finite on rank 0 (nan) and the gradient norm (nan) is not finite (injected by --fault=nan:rank=0,step=2); every rank stopped before the optimizer update" \
+expect 3 "step 2 of 3: the loss is not finite on rank 0 (nan) and the gradient norm (nan) is not finite (injected by --fault=nan:rank=0,step=2); every rank stopped before the optimizer update" \
   "${tiny[@]}" --nproc=1 --fault=nan:rank=0,step=2 --out="$out/nan.json"
 [[ ! -e "$out/nan.json" ]] || fail "a failed run wrote a result"
 # Deterministic (it would happen again): the reserved exit code 3.

@@ -103,7 +103,7 @@ PY
     ;;
   nan)
     dir="$out/nan"
-    expect 1 "launch: not restarting: exit code 3 is a deterministic failure" "${run[@]}" \
+    expect 3 "launch: not restarting: exit code 3 is a deterministic failure" "${run[@]}" \
       --checkpoint_dir="$dir" --max_restarts=1 --fault="nan:rank=1,step=3" --out="$out/nan.json"
     grep -qF "step 3 of 6: the loss is not finite on rank 1 (nan)" "$out/stderr" || fail "nan: no error naming the step and rank"
     grep -qE "launch: rank [01] \(pid [0-9]+\) exited with code 3" "$out/stderr" || fail "nan: not exit 3"

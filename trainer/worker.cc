@@ -61,11 +61,13 @@ absl::StatusOr<Joined> JoinGroup(const RankEnv& env, const WorkerOptions& option
   // records: a long run would otherwise keep every collective's record.
   rendezvous.keep_records = false;
   rendezvous.transport = options.transport;
-  // Without the launcher's --log_dir the flight recorder dumps beside the
-  // result.
+  // Without the launcher's --log_dir the flight recorder dumps go to one
+  // folder per run beside the result, named by the run id (the launcher's
+  // last line says where).
   if (rendezvous.flight_recorder_dir.empty()) {
-    rendezvous.flight_recorder_dir = DirectoryOf(
-        options.out.empty() ? DefaultResultPath(kProgram, "json") : options.out);
+    rendezvous.flight_recorder_dir = absl::StrCat(
+        DirectoryOf(options.out.empty() ? DefaultResultPath(kProgram, "json") : options.out),
+        "/flight_", env.run_id);
   }
   RETURN_IF_ERROR(collective::ValidateRendezvousOptions(rendezvous));
   Joined joined;
@@ -278,7 +280,13 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
   }
   if (!result.ok()) {
     const int code = ExitCodeFor(result.status());
-    std::cerr << kProgram << ": " << result.status().message() << std::endl;
+    // A non-finite stop is decided collectively, so every rank would say the
+    // same: rank 0 gives the job's verdict, the others stay quiet.
+    const bool collective_verdict =
+        result.status().code() == absl::StatusCode::kAborted && communicator;
+    if (!collective_verdict || env.rank == 0) {
+      std::cerr << kProgram << ": " << result.status().message() << std::endl;
+    }
     // A non-finite stop is decided collectively: wait until every rank has
     // printed its error, so the launcher's teardown never cuts one short.
     if (result.status().code() == absl::StatusCode::kAborted && communicator) {
@@ -326,9 +334,6 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
   if (result->summary().mfu() > 1) {
     LOG(WARNING) << MfuAboveOneWarning(result->summary().mfu(),
                                        result->peak_flops());
-  }
-  if (options.markdown) {
-    std::cout << "report: " << ReplaceExtension(out, "md") << "\n";
   }
   return exit_code;
 }

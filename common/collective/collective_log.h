@@ -49,6 +49,12 @@ struct CollectiveRecord {
   bool emulated = false;
   // The peer of send/recv and the root of broadcast; -1 otherwise.
   int peer = -1;
+  // The v-collectives' splits, in rows along dim 0 (empty for the others):
+  // all_to_allv the rows this rank sends to and receives from each rank,
+  // all_gather_v every rank's rows (recv_counts). Ranks agree when what r
+  // sends to j is what j receives from r; each rank's own size differs.
+  std::vector<int64_t> send_counts;
+  std::vector<int64_t> recv_counts;
   // Three instants, on this host's clock:
   //  - issue_time: the call was handed to c10d (under the issue lock);
   //  - transfer_done_time: the transport finished, stamped by the c10d work's

@@ -204,6 +204,7 @@ CollectiveHandle Communicator::Impl::AllGatherV(
     return ShmAllGather(std::move(record), input, RowBlocks(output, ToVector(counts)));
   }
   record.algorithm = "gloo_alltoall_base(replicated input)";
+  record.recv_counts = ToVector(counts);
   // Every rank sends its whole input to every rank: n copies of it along
   // dim 0, one split each (c10d's allgather wants equal sizes).
   std::vector<int64_t> send_counts(world_size(), input.size(0));
@@ -299,6 +300,8 @@ CollectiveHandle Communicator::Impl::AllToAllV(
   record.algorithm = "gloo_alltoall_base";
   std::vector<int64_t> send = ToVector(send_counts);
   std::vector<int64_t> recv = ToVector(recv_counts);
+  record.send_counts = send;
+  record.recv_counts = recv;
   return Launch(std::move(record), [&] {
     at::Tensor in = bits_input;
     at::Tensor out = bits_output;

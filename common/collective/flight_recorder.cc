@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/collective/traffic.h"
@@ -114,9 +115,25 @@ void FlightRecorder::SetFailure(const absl::Status& failure) {
   }
 }
 
-void FlightRecorder::SetPosition(int64_t step, absl::string_view phase) {
+void FlightRecorder::SetPosition(int64_t step, absl::string_view phase, absl::Time now) {
   absl::MutexLock lock(&mutex_);
   if (step == step_ && phase == phase_) return;
+  if (phase_start_ != absl::Time() && absl::StartsWith(phase_, "checkpoint")) {
+    save_in_step_ += now - phase_start_;
+  }
+  phase_start_ = now;
+  if (step != step_) {
+    if (save_in_step_ > absl::ZeroDuration()) {
+      last_save_ms_ = absl::ToInt64Milliseconds(save_in_step_);
+    }
+    save_in_step_ = absl::ZeroDuration();
+    // Step 1 carries start-up costs: only steady steps say how long one takes.
+    if (steady_ && step_start_ != absl::Time()) {
+      last_step_ms_ = absl::ToInt64Milliseconds(now - step_start_);
+      slowest_step_ms_ = std::max(slowest_step_ms_, last_step_ms_);
+    }
+    step_start_ = now;
+  }
   step_ = step;
   phase_ = std::string(phase);
   ++counter_;
@@ -142,6 +159,9 @@ RankProgress FlightRecorder::Progress() const {
   progress.counter = counter_;
   progress.steady = steady_;
   progress.done = done_;
+  progress.last_step_ms = last_step_ms_;
+  progress.slowest_step_ms = slowest_step_ms_;
+  progress.last_save_ms = last_save_ms_;
   const Entry* in = nullptr;
   for (const Entry& entry : ring_) {
     if (entry.state != "issued" && entry.state != "transfer_done") continue;
@@ -198,6 +218,8 @@ FlightRecorderDump FlightRecorder::Snapshot(absl::string_view reason) const {
     if (!record.status.ok()) out->set_error(std::string(record.status.message()));
     out->set_step(entry.step);
     out->set_phase(entry.phase);
+    for (int64_t count : record.send_counts) out->add_send_counts(count);
+    for (int64_t count : record.recv_counts) out->add_recv_counts(count);
   }
   return dump;
 }

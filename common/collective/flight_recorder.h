@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/collective/collective_log.h"
 #include "common/collective/flight_recorder.pb.h"
@@ -48,6 +49,13 @@ struct RankProgress {
   bool steady = false;
   // The communicator is gone (the rank is finishing): no more heartbeats.
   bool done = false;
+  // Step times once steady (from one step's start to the next's, a save
+  // included), and the last save's time (checkpoint_* phases): the launcher
+  // sizes its automatic heartbeat timeout and its SIGTERM grace from them.
+  // 0 until known.
+  int64_t last_step_ms = 0;
+  int64_t slowest_step_ms = 0;
+  int64_t last_save_ms = 0;
 };
 
 // Who the dumps are from.
@@ -84,8 +92,10 @@ class FlightRecorder {
 
   // --- From the tool. ---
   // Where the rank is: the trainer's step and phase, comm_bench's sweep
-  // point and op, moe_comm's configuration and phase.
-  void SetPosition(int64_t step, absl::string_view phase);
+  // point and op, moe_comm's configuration and phase. A new step ends the
+  // previous one (its time counts once steady); time in phases named
+  // "checkpoint..." is the step's save.
+  void SetPosition(int64_t step, absl::string_view phase, absl::Time now = absl::Now());
   // Start-up is over (RankProgress::steady).
   void MarkSteady();
   void MarkDone();
@@ -118,6 +128,12 @@ class FlightRecorder {
   std::string phase_ ABSL_GUARDED_BY(mutex_);
   bool steady_ ABSL_GUARDED_BY(mutex_) = false;
   bool done_ ABSL_GUARDED_BY(mutex_) = false;
+  absl::Time step_start_ ABSL_GUARDED_BY(mutex_);
+  absl::Time phase_start_ ABSL_GUARDED_BY(mutex_);
+  absl::Duration save_in_step_ ABSL_GUARDED_BY(mutex_);
+  int64_t last_step_ms_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t slowest_step_ms_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t last_save_ms_ ABSL_GUARDED_BY(mutex_) = 0;
   std::string first_failure_ ABSL_GUARDED_BY(mutex_);
 };
 

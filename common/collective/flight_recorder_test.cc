@@ -131,6 +131,23 @@ TEST(FlightRecorder, DumpWritesJsonThatParsesBackAndNothingWithoutAPath) {
   EXPECT_EQ(read.entries(0).state(), "issued");
 }
 
+TEST(FlightRecorder, SteadyStepTimesAndCheckpointPhasesAreTheStepAndSaveTimes) {
+  FlightRecorder recorder;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  recorder.SetPosition(1, "forward", t0);
+  recorder.SetPosition(2, "forward", t0 + absl::Seconds(30));  // start-up: not counted
+  EXPECT_EQ(recorder.Progress().slowest_step_ms, 0);
+  recorder.MarkSteady();
+  recorder.SetPosition(2, "checkpoint_write", t0 + absl::Seconds(31));
+  recorder.SetPosition(2, "checkpoint_before_latest", t0 + absl::Seconds(32));
+  recorder.SetPosition(3, "forward", t0 + absl::Seconds(33.5));
+  recorder.SetPosition(4, "forward", t0 + absl::Seconds(34.5));
+  const RankProgress progress = recorder.Progress();
+  EXPECT_EQ(progress.last_step_ms, 1000);
+  EXPECT_EQ(progress.slowest_step_ms, 3500);  // step 2 with its save
+  EXPECT_EQ(progress.last_save_ms, 2500);
+}
+
 TEST(Heartbeat, LinesRoundTripAndBadOnesAreNamed) {
   RankProgress progress;
   progress.step = 3;
@@ -142,10 +159,14 @@ TEST(Heartbeat, LinesRoundTripAndBadOnesAreNamed) {
   progress.issued = 42;
   progress.counter = 187;
   progress.steady = true;
+  progress.last_step_ms = 850;
+  progress.slowest_step_ms = 910;
+  progress.last_save_ms = 300;
   const std::string line = FormatHeartbeat(progress);
   EXPECT_EQ(line,
             "mtb-heartbeat step=3 phase=check_pass collective=41 op=all_reduce "
-            "waiting=1 last_completed=40 issued=42 counter=187 steady=1 done=0");
+            "waiting=1 last_completed=40 issued=42 counter=187 steady=1 done=0 "
+            "step_ms=850 slowest_step_ms=910 save_ms=300");
   absl::StatusOr<RankProgress> parsed = ParseHeartbeat(line);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->phase, "check_pass");
@@ -154,6 +175,14 @@ TEST(Heartbeat, LinesRoundTripAndBadOnesAreNamed) {
   EXPECT_EQ(parsed->counter, 187);
   EXPECT_TRUE(parsed->steady);
   EXPECT_FALSE(parsed->done);
+  EXPECT_EQ(parsed->last_step_ms, 850);
+  EXPECT_EQ(parsed->slowest_step_ms, 910);
+  EXPECT_EQ(parsed->last_save_ms, 300);
+  // A sender that does not time its steps leaves the times out: 0.
+  const absl::StatusOr<RankProgress> untimed =
+      ParseHeartbeat(line.substr(0, line.find(" step_ms=")));
+  ASSERT_TRUE(untimed.ok()) << untimed.status();
+  EXPECT_EQ(untimed->slowest_step_ms, 0);
   const RankProgress empty = *ParseHeartbeat(FormatHeartbeat(RankProgress()));
   EXPECT_EQ(empty.phase, "");
   EXPECT_EQ(empty.collective_op, "");

@@ -32,10 +32,10 @@ std::string Word(absl::string_view text) {
 std::string FormatHeartbeat(const RankProgress& p) {
   return absl::StrCat(kTag, " step=", p.step, " phase=", Word(p.phase),
                       " collective=", p.collective, " op=", Word(p.collective_op),
-                      " waiting=", p.waiting ? 1 : 0,
-                      " last_completed=", p.last_completed, " issued=", p.issued,
-                      " counter=", p.counter, " steady=", p.steady ? 1 : 0,
-                      " done=", p.done ? 1 : 0);
+                      " waiting=", p.waiting ? 1 : 0, " last_completed=", p.last_completed,
+                      " issued=", p.issued, " counter=", p.counter, " steady=", p.steady ? 1 : 0,
+                      " done=", p.done ? 1 : 0, " step_ms=", p.last_step_ms,
+                      " slowest_step_ms=", p.slowest_step_ms, " save_ms=", p.last_save_ms);
 }
 
 absl::StatusOr<RankProgress> ParseHeartbeat(absl::string_view line) {
@@ -80,6 +80,13 @@ absl::StatusOr<RankProgress> ParseHeartbeat(absl::string_view line) {
         number("issued", &p.issued), number("counter", &p.counter),
         number("steady", &steady), number("done", &done)}) {
     if (!status.ok()) return status;
+  }
+  // Optional: a sender that does not time its steps leaves them out.
+  for (auto [key, out] : {std::pair<const char*, int64_t*>{"step_ms", &p.last_step_ms},
+                          {"slowest_step_ms", &p.slowest_step_ms},
+                          {"save_ms", &p.last_save_ms}}) {
+    if (fields.count(key) == 0) continue;
+    if (absl::Status status = number(key, out); !status.ok()) return status;
   }
   p.waiting = waiting != 0;
   p.steady = steady != 0;

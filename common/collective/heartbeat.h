@@ -5,9 +5,11 @@
 // nobody makes progress. Torch-free.
 //
 //   mtb-heartbeat step=3 phase=forward collective=-1 op=- waiting=0
-//   last_completed=40 issued=41 counter=187 steady=1 done=0
+//   last_completed=40 issued=41 counter=187 steady=1 done=0 step_ms=850
+//   slowest_step_ms=910 save_ms=0
 //
-// (one line; `op` and `phase` are "-" when empty).
+// (one line; `op` and `phase` are "-" when empty; the three times may be
+// absent: 0).
 #ifndef MTB_COMMON_COLLECTIVE_HEARTBEAT_H_
 #define MTB_COMMON_COLLECTIVE_HEARTBEAT_H_
 

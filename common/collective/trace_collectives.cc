@@ -56,8 +56,10 @@ absl::StatusOr<trace::TraceRunInfo> SharedTraceRunInfo(
     } else {
       ASSIGN_OR_RETURN(run_id, store.Get("trace/run_id", timeout));
     }
+    const int64_t shift_us = absl::ToInt64Microseconds(trace::ClockShiftForTesting(rank));
     ASSIGN_OR_RETURN(const ClockOffset offset,
-                     EstimateClockOffset(store, rank, world_size, /*rounds=*/8, timeout));
+                     EstimateClockOffset(store, rank, world_size, /*rounds=*/8, timeout,
+                                         [shift_us] { return SystemClockUs() + shift_us; }));
     info.set_clock_offset_us(offset.offset_us);
     info.set_clock_sync_rtt_us(offset.rtt_us);
   }

@@ -43,9 +43,20 @@ std::string Describe(const InCollective& group) {
 
 }  // namespace
 
-HeartbeatWatch::HeartbeatWatch(std::vector<int> ranks, absl::Duration timeout,
-                               bool whole_group)
-    : timeout_(timeout), whole_group_(whole_group) {
+absl::Duration HeartbeatPolicy::Timeout(absl::Duration slowest_step) const {
+  if (fixed > absl::ZeroDuration()) return fixed;
+  return std::min(std::max(floor, step_multiple * slowest_step), cap);
+}
+
+std::string HeartbeatPolicy::Describe() const {
+  if (fixed > absl::ZeroDuration()) return absl::FormatDuration(fixed);
+  if (cap <= floor) return absl::FormatDuration(cap);
+  return absl::StrCat(absl::FormatDuration(floor), " (or ", step_multiple,
+                      "x the slowest step, at most ", absl::FormatDuration(cap), ")");
+}
+
+HeartbeatWatch::HeartbeatWatch(std::vector<int> ranks, HeartbeatPolicy policy, bool whole_group)
+    : policy_(policy), whole_group_(whole_group) {
   for (int rank : ranks) ranks_[rank];
 }
 
@@ -69,13 +80,39 @@ void HeartbeatWatch::Ended(int rank) {
   }
 }
 
+absl::Duration HeartbeatWatch::CurrentTimeout() const {
+  absl::Duration slowest = absl::ZeroDuration();
+  bool starting = false;
+  for (const auto& [rank, watched] : ranks_) {
+    if (!watched.heard) continue;
+    slowest = std::max(slowest, absl::Milliseconds(watched.progress.slowest_step_ms));
+    starting |= !watched.ended && !watched.progress.done && !watched.progress.steady;
+  }
+  return starting ? policy_.first_step : policy_.Timeout(slowest);
+}
+
+absl::Duration HeartbeatWatch::StepAndSave() const {
+  absl::Duration step = absl::ZeroDuration();
+  absl::Duration save = absl::ZeroDuration();
+  for (const auto& [rank, watched] : ranks_) {
+    step = std::max(step, absl::Milliseconds(watched.progress.last_step_ms));
+    save = std::max(save, absl::Milliseconds(watched.progress.last_save_ms));
+  }
+  return step + save;
+}
+
 std::optional<Stall> HeartbeatWatch::Check(absl::Time now) const {
+  return Diagnose(now, CurrentTimeout());
+}
+
+std::optional<Stall> HeartbeatWatch::Diagnose(absl::Time now, absl::Duration threshold) const {
+  if (threshold == absl::InfiniteDuration()) return std::nullopt;
   std::vector<std::pair<int, const Watched*>> live;
   for (const auto& [rank, watched] : ranks_) {
     if (watched.ended || (watched.heard && watched.progress.done)) continue;
-    // Start-up (a rank not heard from yet, or not past its first step) is
-    // the first-step timeout's business.
-    if (!watched.heard || !watched.progress.steady) return std::nullopt;
+    // A rank not heard from yet is still joining the group: the connect
+    // timeout's business.
+    if (!watched.heard) return std::nullopt;
     live.emplace_back(rank, &watched);
   }
   if (live.empty()) return std::nullopt;
@@ -85,7 +122,7 @@ std::optional<Stall> HeartbeatWatch::Check(absl::Time now) const {
     still = std::min(still, now - watched->last_change);
     someone_waits |= watched->progress.waiting;
   }
-  if (still < timeout_ || !someone_waits) return std::nullopt;
+  if (still < threshold || !someone_waits) return std::nullopt;
 
   // Who is where: ranks outside any collective, and groups by collective.
   std::vector<int> outside;

@@ -2,9 +2,10 @@
 // it reads each local rank's heartbeat lines (common/collective/heartbeat.h)
 // and decides when the group is stuck, and whom it waits for.
 //
-// The group is *stalled* when, after every rank's start-up (each reported
-// steady), no running rank has made progress (its counter stood still) for
-// the timeout while at least one of them is blocked in a collective. A
+// The group is *stalled* when, once every rank has reported, no running rank
+// has made progress (its counter stood still) for the timeout while at least
+// one of them is blocked in a collective; while a rank is still in its first
+// step (not steady) the first-step allowance applies instead. A
 // group whose ranks all compute (none waits) is never stalled: slow is not
 // hung. The diagnosis then names the rank the others wait for: one that is
 // in no collective while they wait in one (whatever it is doing: the hang
@@ -16,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -23,6 +25,30 @@
 #include "common/collective/flight_recorder.h"
 
 namespace mtb {
+
+// How long "no progress" may last (HeartbeatPolicy::Timeout).
+struct HeartbeatPolicy {
+  // A fixed --heartbeat_timeout; zero: automatic, the larger of `floor` and
+  // `step_multiple` x the slowest steady step any rank reported, at most
+  // `cap` (below --collective_timeout, so the launcher names the rank before
+  // the waiting ranks' timeout ends the run with a message that cannot).
+  absl::Duration fixed = absl::ZeroDuration();
+  absl::Duration floor = absl::Seconds(60);
+  int step_multiple = 10;
+  absl::Duration cap = absl::InfiniteDuration();
+  // While any rank is in its first step; infinite: start-up is not watched.
+  absl::Duration first_step = absl::InfiniteDuration();
+
+  static HeartbeatPolicy Fixed(absl::Duration timeout) {
+    HeartbeatPolicy policy;
+    policy.fixed = timeout;
+    return policy;
+  }
+  // The steady timeout given the slowest step reported so far.
+  absl::Duration Timeout(absl::Duration slowest_step) const;
+  // "60s (or 10x the slowest step, at most 4m)", "2s".
+  std::string Describe() const;
+};
 
 struct Stall {
   // The rank the group waits for; -1 when none stands out (every rank waits
@@ -40,8 +66,10 @@ class HeartbeatWatch {
   // `ranks`: the global ranks this launcher started; `whole_group`: they are
   // all the group's (one node), so every rank waiting in one collective means
   // the transport is stuck rather than a rank elsewhere.
-  HeartbeatWatch(std::vector<int> ranks, absl::Duration timeout,
-                 bool whole_group = true);
+  HeartbeatWatch(std::vector<int> ranks, HeartbeatPolicy policy, bool whole_group = true);
+  // A fixed timeout; start-up is not watched.
+  HeartbeatWatch(std::vector<int> ranks, absl::Duration timeout, bool whole_group = true)
+      : HeartbeatWatch(std::move(ranks), HeartbeatPolicy::Fixed(timeout), whole_group) {}
 
   // One line from `rank`'s heartbeat pipe, received at `now`. A line that is
   // not a heartbeat is ignored (false).
@@ -51,6 +79,16 @@ class HeartbeatWatch {
 
   // The stall described above, or nullopt.
   std::optional<Stall> Check(absl::Time now) const;
+  // The same diagnosis once the group has made no progress for `threshold`
+  // (the launcher's --wait_progress_every reports, and what it knew when a
+  // waiting rank's own timeout ended it); it ignores the timeout.
+  std::optional<Stall> Diagnose(absl::Time now, absl::Duration threshold) const;
+  // The timeout that applies now: the first-step allowance while a rank is
+  // in its first step, else the policy's steady timeout.
+  absl::Duration CurrentTimeout() const;
+  // What a save needs, from the ranks' reports: the longest last step plus
+  // the longest last save (zero until reported).
+  absl::Duration StepAndSave() const;
 
  private:
   struct Watched {
@@ -59,7 +97,7 @@ class HeartbeatWatch {
     collective::RankProgress progress;
     absl::Time last_change;  // when the counter last moved
   };
-  const absl::Duration timeout_;
+  const HeartbeatPolicy policy_;
   const bool whole_group_;
   std::map<int, Watched> ranks_;
 };

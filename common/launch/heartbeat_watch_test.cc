@@ -137,6 +137,74 @@ TEST(HeartbeatWatch, RanksInDifferentCollectivesNameTheOddOneOut) {
   EXPECT_EQ(stall->rank, 1);  // equal groups: the lower sequence number
 }
 
+HeartbeatPolicy Automatic() {
+  HeartbeatPolicy policy;
+  policy.floor = absl::Seconds(2);
+  policy.cap = absl::Seconds(24);
+  policy.first_step = absl::Seconds(4);
+  return policy;
+}
+
+TEST(HeartbeatPolicy, AutomaticIsTheFloorOrTenSlowestStepsBelowTheCap) {
+  const HeartbeatPolicy policy = Automatic();
+  EXPECT_EQ(policy.Timeout(absl::ZeroDuration()), absl::Seconds(2));
+  EXPECT_EQ(policy.Timeout(absl::Milliseconds(500)), absl::Seconds(5));
+  EXPECT_EQ(policy.Timeout(absl::Seconds(10)), absl::Seconds(24));
+  EXPECT_EQ(policy.Describe(), "2s (or 10x the slowest step, at most 24s)");
+  EXPECT_EQ(HeartbeatPolicy::Fixed(absl::Seconds(7)).Timeout(absl::Minutes(5)), absl::Seconds(7));
+}
+
+TEST(HeartbeatWatch, TheAutomaticTimeoutGrowsWithTheSlowestStepAnyRankReported) {
+  HeartbeatWatch watch({0, 1}, Automatic());
+  RankProgress slow = At(3, "forward", 90);
+  slow.slowest_step_ms = 400;  // 10x: 4 s
+  Send(watch, 0, Waiting(3, "backward", 100, 41), kStart);
+  Send(watch, 1, slow, kStart);
+  EXPECT_EQ(watch.CurrentTimeout(), absl::Seconds(4));
+  EXPECT_FALSE(watch.Check(kStart + absl::Seconds(3)).has_value());
+  const std::optional<Stall> stall = watch.Check(kStart + absl::Seconds(4));
+  ASSERT_TRUE(stall.has_value());
+  EXPECT_EQ(stall->rank, 1);
+}
+
+TEST(HeartbeatWatch, TheFirstStepHasItsOwnAllowanceUnderTheAutomaticPolicy) {
+  HeartbeatWatch watch({0, 1}, Automatic());
+  RankProgress waiting = Waiting(1, "backward", 7, 3);
+  waiting.steady = false;
+  RankProgress hung = At(1, "forward", 4);
+  hung.steady = false;
+  Send(watch, 0, waiting, kStart);
+  Send(watch, 1, hung, kStart);
+  EXPECT_EQ(watch.CurrentTimeout(), absl::Seconds(4));
+  // Past the steady floor (2 s) but inside the first step's 4 s: start-up.
+  EXPECT_FALSE(watch.Check(kStart + absl::Seconds(3)).has_value());
+  const std::optional<Stall> stall = watch.Check(kStart + absl::Seconds(4));
+  ASSERT_TRUE(stall.has_value());
+  EXPECT_EQ(stall->rank, 1);
+  EXPECT_EQ(stall->description,
+            "no progress for 4s: rank 1 is in no collective (step 1, forward); last "
+            "completed #40 while rank 0 waits in all_reduce #3 (step 1, backward): the "
+            "group waits for rank 1");
+}
+
+TEST(HeartbeatWatch, DiagnoseDescribesAShorterWaitAndStepAndSaveSumsTheLongest) {
+  HeartbeatWatch watch({0, 1}, HeartbeatPolicy::Fixed(absl::Minutes(1)));
+  RankProgress timed = At(3, "forward", 90);
+  timed.last_step_ms = 1500;
+  timed.last_save_ms = 300;
+  RankProgress waiting = Waiting(3, "backward", 100, 41);
+  waiting.last_step_ms = 1200;
+  waiting.last_save_ms = 700;
+  Send(watch, 0, waiting, kStart);
+  Send(watch, 1, timed, kStart);
+  EXPECT_FALSE(watch.Diagnose(kStart + absl::Seconds(1), absl::Seconds(2)).has_value());
+  const std::optional<Stall> report = watch.Diagnose(kStart + absl::Seconds(2), absl::Seconds(2));
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->rank, 1);
+  EXPECT_FALSE(watch.Check(kStart + absl::Seconds(2)).has_value());
+  EXPECT_EQ(watch.StepAndSave(), absl::Milliseconds(2200));
+}
+
 TEST(HeartbeatWatch, NotAHeartbeatOrAnUnknownRankIsIgnored) {
   HeartbeatWatch watch({0}, kTimeout);
   EXPECT_FALSE(watch.Received(0, "hello", kStart));

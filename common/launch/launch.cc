@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -24,7 +25,8 @@
 namespace mtb {
 namespace {
 
-// How long node 0's launcher waits to reach its own store at --master_addr.
+// How long node 0's launcher waits to reach its own store at --master_addr
+// (or --connect_timeout, when shorter).
 constexpr absl::Duration kStoreConnectTimeout = absl::Seconds(30);
 
 void PrintLine(const std::string& line) { std::cerr << line << std::endl; }
@@ -179,8 +181,9 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& requested,
   std::unique_ptr<HostedStore> store;
   if (options.node_rank == 0) {
     ASSIGN_OR_RETURN(
-        store, HostedStore::Start(options.master_addr, options.master_port,
-                                  kStoreConnectTimeout));
+        store, HostedStore::Start(
+                   options.master_addr, options.master_port,
+                   std::min(kStoreConnectTimeout, TimeoutOptionsFromFlags().connect_timeout)));
     options.master_port = store->port();
   }
 
@@ -225,6 +228,7 @@ absl::StatusOr<LaunchDecision> LaunchOrBecomeWorker(
   LaunchDecision decision;
   if (HasRankEnv(env)) {
     ASSIGN_OR_RETURN(decision.rank_env, ParseRankEnv(WithEndpointFlags(env)));
+    RETURN_IF_ERROR(CheckAddressResolves("MASTER_ADDR", decision.rank_env.master_addr));
     // Our own ranks carry --nproc in their argv, equal to LOCAL_WORLD_SIZE.
     if (FlagWasSet("nproc") &&
         options.nproc != decision.rank_env.local_world_size) {
@@ -239,6 +243,9 @@ absl::StatusOr<LaunchDecision> LaunchOrBecomeWorker(
     return decision;
   }
   RETURN_IF_ERROR(ValidateLaunchOptions(options));
+  if (!options.master_addr.empty()) {
+    RETURN_IF_ERROR(CheckAddressResolves("--master_addr", options.master_addr));
+  }
   RETURN_IF_ERROR(
       ValidateHeartbeatTimeout(options.heartbeat_timeout, TimeoutOptionsFromFlags()));
   ASSIGN_OR_RETURN(

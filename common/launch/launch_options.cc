@@ -1,8 +1,15 @@
 #include "common/launch/launch_options.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <algorithm>
+
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/flags.h"
+#include "common/base/status.h"
 
 ABSL_FLAG(int, nproc, 1,
           "ranks to start on this node (alias --nproc_per_node); the world "
@@ -29,11 +36,16 @@ ABSL_FLAG(int, max_restarts, 0,
           "after a rank fails, restart the whole group up to this many times "
           "(torchrun's --max-restarts; exit codes 2 and 3 are never "
           "restarted); across nodes, node 0's launcher decides");
-ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::ZeroDuration(),
+ABSL_FLAG(std::string, heartbeat_timeout, "auto",
           "when no rank makes progress for this long while one waits in a "
           "collective, tear the group down naming the rank it waits for (each "
-          "rank reports its step, phase and collective); 0: off. Must be < "
-          "--collective_timeout (docs/launch.md, \"Timeouts\")");
+          "rank reports its step, phase and collective). auto: the larger of "
+          "60s and 10x the slowest step, below --collective_timeout, and the "
+          "first step gets its own allowance (printed at start); a duration "
+          "< --collective_timeout; 0: off (docs/faults.md, \"Hangs\")");
+ABSL_FLAG(absl::Duration, test_only_heartbeat_floor, absl::Seconds(60),
+          "tests only: the automatic heartbeat timeout's floor, so that a "
+          "test names a hang within seconds");
 ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(5),
           "after a rank fails (or the launcher is interrupted), how long the "
           "other ranks get between SIGTERM and SIGKILL");
@@ -67,7 +79,14 @@ LaunchOptions LaunchOptionsFromFlags(const LaunchDefaults& defaults) {
   options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
   options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
   options.restart_args = defaults.restart_args;
-  options.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  const std::string heartbeat = absl::GetFlag(FLAGS_heartbeat_timeout);
+  options.heartbeat_auto = heartbeat == "auto";
+  if (!options.heartbeat_auto && !absl::ParseDuration(heartbeat, &options.heartbeat_timeout)) {
+    // ValidateLaunchOptions refuses it, naming the value.
+    options.heartbeat_text = heartbeat;
+    options.heartbeat_timeout = -absl::InfiniteDuration();
+  }
+  options.heartbeat_floor = absl::GetFlag(FLAGS_test_only_heartbeat_floor);
   options.reports_heartbeats = defaults.reports_heartbeats;
   return options;
 }
@@ -119,10 +138,19 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
     return Invalid(absl::StrCat("--max_restarts=", options.max_restarts,
                                 " must be >= 0"));
   }
+  if (options.heartbeat_timeout == -absl::InfiniteDuration()) {
+    return Invalid(absl::StrCat("--heartbeat_timeout=", options.heartbeat_text,
+                                " is neither auto nor a duration (e.g. 90s, 0 for off)"));
+  }
   if (options.heartbeat_timeout < absl::ZeroDuration()) {
     return Invalid(absl::StrCat(
         "--heartbeat_timeout=", absl::FormatDuration(options.heartbeat_timeout),
         " must be >= 0 (0: off)"));
+  }
+  if (options.heartbeat_floor < kMinHeartbeatTimeout) {
+    return Invalid(
+        absl::StrCat("--test_only_heartbeat_floor=", absl::FormatDuration(options.heartbeat_floor),
+                     " must be at least ", absl::FormatDuration(kMinHeartbeatTimeout)));
   }
   if (options.heartbeat_timeout > absl::ZeroDuration()) {
     if (!options.reports_heartbeats) {
@@ -147,8 +175,21 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
   return absl::OkStatus();
 }
 
-absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout) {
-  return heartbeat_timeout / 4;
+absl::Status CheckAddressResolves(absl::string_view what, const std::string& address) {
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int error = ::getaddrinfo(address.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) ::freeaddrinfo(found);
+  if (error == 0) return absl::OkStatus();
+  return Invalid(absl::StrCat(what, "=", address, " does not resolve (", ::gai_strerror(error),
+                              "): give node 0's IP address or a name every node resolves"));
+}
+
+absl::Duration HeartbeatInterval(const LaunchOptions& options) {
+  if (!options.heartbeat_auto) return options.heartbeat_timeout / 4;
+  return std::min(options.heartbeat_floor / 4, absl::Seconds(1));
 }
 
 bool IsRestartable(int exit_code) {
@@ -230,10 +271,10 @@ EnvMap ChildEnvironment(const LaunchOptions& options, int local_rank,
   env.erase("MTB_HEARTBEAT_INTERVAL_MS");
   env.erase("MTB_LOG_DIR");
   env.erase("MTB_RESTART_HISTORY");
-  if (options.heartbeat_timeout > absl::ZeroDuration()) {
+  if (options.heartbeat_on()) {
     env["MTB_HEARTBEAT_FD"] = absl::StrCat(kHeartbeatFd);
-    env["MTB_HEARTBEAT_INTERVAL_MS"] = absl::StrCat(
-        absl::ToInt64Milliseconds(HeartbeatInterval(options.heartbeat_timeout)));
+    env["MTB_HEARTBEAT_INTERVAL_MS"] =
+        absl::StrCat(absl::ToInt64Milliseconds(HeartbeatInterval(options)));
   }
   if (SetsOmpNumThreads(options, parent)) env["OMP_NUM_THREADS"] = "1";
   env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");

@@ -52,8 +52,17 @@ struct LaunchOptions {
   // --heartbeat_timeout: each rank reports where it is on a pipe; a group
   // with no progress this long while a rank waits in a collective is torn
   // down naming the rank it waits for (common/launch/heartbeat_watch.h).
-  // Zero: off.
+  // "auto" (the default, heartbeat_auto): sized from the job
+  // (HeartbeatPolicyFor); a duration: that; zero: off.
+  bool heartbeat_auto = true;
   absl::Duration heartbeat_timeout = absl::ZeroDuration();
+  // The flag's text when it is neither "auto" nor a duration
+  // (heartbeat_timeout is then -infinity and ValidateLaunchOptions refuses
+  // it).
+  std::string heartbeat_text;
+  // The automatic timeout's floor (60 s; tests shrink it with
+  // --test_only_heartbeat_floor so a hang is named within seconds).
+  absl::Duration heartbeat_floor = absl::Seconds(60);
   // The tool sends heartbeats (LaunchDefaults); --heartbeat_timeout is
   // refused otherwise.
   bool reports_heartbeats = false;
@@ -63,6 +72,10 @@ struct LaunchOptions {
   std::string run_id = "none";
 
   int world_size() const { return nnodes * nproc; }
+  // Ranks report heartbeats and the launcher watches them.
+  bool heartbeat_on() const {
+    return reports_heartbeats && (heartbeat_auto || heartbeat_timeout > absl::ZeroDuration());
+  }
   // The global rank of this node's `local_rank`.
   int rank_of(int local_rank) const { return node_rank * nproc + local_rank; }
 };
@@ -79,8 +92,10 @@ struct LaunchDefaults {
 // The shortest --heartbeat_timeout (other than 0, off).
 inline constexpr absl::Duration kMinHeartbeatTimeout = absl::Seconds(1);
 
-// How often a rank sends a heartbeat: a quarter of the timeout.
-absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout);
+// How often a rank sends a heartbeat: a quarter of the fixed timeout, or of
+// the automatic one's floor, at most 1 s (the launcher's waiting reports
+// read them).
+absl::Duration HeartbeatInterval(const LaunchOptions& options);
 
 // Rank exit codes the launcher never restarts: a usage error (kExitUsage, 2),
 // a deterministic failure (kExitDeterministicFailure, 3: a non-finite loss, a
@@ -95,8 +110,16 @@ LaunchOptions LaunchOptionsFromFlags(const LaunchDefaults& defaults = {});
 
 // Checks every rule before anything starts. Errors are kInvalidArgument with
 // one line naming the flag, its value and the rule, e.g. "--nproc=0 must be
-// >= 1", "--nnodes=2 needs --master_addr (...)".
+// >= 1", "--nnodes=2 needs --master_addr (...)". No lookups: the launcher
+// checks that --master_addr resolves (CheckAddressResolves) before it starts.
 absl::Status ValidateLaunchOptions(const LaunchOptions& options);
+
+// kInvalidArgument "<what>=<address> does not resolve (<resolver's reason>)
+// ..." when the resolver cannot turn `address` into an IP address (a typo,
+// a name only other hosts know): said at once, rather than retried for the
+// whole --connect_timeout. `what` names its source: "--master_addr",
+// "MASTER_ADDR".
+absl::Status CheckAddressResolves(absl::string_view what, const std::string& address);
 
 // `options` with the defaults filled in: master_addr 127.0.0.1 on one node,
 // master_port kDefaultMasterPort across nodes. A single node's port stays 0

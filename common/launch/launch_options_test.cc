@@ -172,6 +172,7 @@ TEST(LaunchOptions, ChildEnvironmentIsTorchrunsForTheGlobalRank) {
 
 TEST(LaunchOptions, AHeartbeatTimeoutGivesEachRankThePipeAndAQuarterAsInterval) {
   LaunchOptions options = WithDefaultEndpoint(TwoNodes());
+  options.heartbeat_auto = false;
   options.heartbeat_timeout = absl::Seconds(2);
   options.reports_heartbeats = true;
   options.run_id = "20261203T114636_4242";
@@ -190,6 +191,22 @@ TEST(LaunchOptions, AHeartbeatTimeoutGivesEachRankThePipeAndAQuarterAsInterval) 
   EXPECT_EQ(parsed->heartbeat_interval_ms, 500);
   EXPECT_EQ(parsed->run_id, "20261203T114636_4242");
   EXPECT_EQ(parsed->restart_count, 1);
+}
+
+TEST(LaunchOptions, TheHeartbeatIsOnByDefaultForToolsThatReportItAndZeroTurnsItOff) {
+  LaunchOptions options = WithDefaultEndpoint(TwoNodes());
+  EXPECT_TRUE(options.heartbeat_auto);
+  EXPECT_EQ(ChildEnvironment(options, 0, 0, {}).count("MTB_HEARTBEAT_FD"), 0u)
+      << "a tool that sends no heartbeats gets no pipe";
+  options.reports_heartbeats = true;
+  EnvMap env = ChildEnvironment(options, 0, 0, {});
+  EXPECT_EQ(env.at("MTB_HEARTBEAT_FD"), "3");
+  // Automatic: a quarter of the floor, at most a second.
+  EXPECT_EQ(env.at("MTB_HEARTBEAT_INTERVAL_MS"), "1000");
+  options.heartbeat_floor = absl::Seconds(2);
+  EXPECT_EQ(ChildEnvironment(options, 0, 0, {}).at("MTB_HEARTBEAT_INTERVAL_MS"), "500");
+  options.heartbeat_auto = false;  // --heartbeat_timeout=0
+  EXPECT_EQ(ChildEnvironment(options, 0, 0, {}).count("MTB_HEARTBEAT_FD"), 0u);
 }
 
 TEST(LaunchOptions, OmpNumThreadsIsKeptWhenSetAndLeftAloneForOneRank) {

@@ -1,14 +1,15 @@
 #include "common/launch/local_ranks.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "common/results/atomic_file.h"
-#include "common/results/output_path.h"
 #include "common/base/flags.h"
 #include "common/base/status.h"
+#include "common/results/atomic_file.h"
+#include "common/results/output_path.h"
 
 namespace mtb {
 namespace {
@@ -57,6 +58,19 @@ NodeOutcome OutcomeOf(const SupervisionResult& result, int node) {
   return outcome;
 }
 
+HeartbeatPolicy HeartbeatPolicyFor(const LaunchOptions& options, const TimeoutOptions& timeouts) {
+  // The caps leave the waiting ranks' own timeout a fifth of its length to
+  // spare: the launcher must speak first.
+  constexpr double kCapFraction = 0.8;
+  HeartbeatPolicy policy;
+  policy.floor = options.heartbeat_floor;
+  policy.cap = kCapFraction * timeouts.collective_timeout;
+  if (!options.heartbeat_auto) policy.fixed = options.heartbeat_timeout;
+  policy.first_step = std::min(kCapFraction * timeouts.first_step_timeout,
+                               std::max(2 * options.heartbeat_floor, policy.fixed));
+  return policy;
+}
+
 RestartDecision DecideRestart(const std::vector<NodeOutcome>& outcomes,
                               int attempt, int max_restarts) {
   RestartDecision decision;
@@ -96,7 +110,19 @@ absl::StatusOr<int> SuperviseLocalRanks(const LaunchOptions& options,
   }
   SupervisorOptions supervision;
   supervision.kill_grace = options.kill_grace;
-  supervision.heartbeat_timeout = options.heartbeat_timeout;
+  if (options.heartbeat_on()) {
+    const TimeoutOptions timeouts = TimeoutOptionsFromFlags();
+    supervision.heartbeat = HeartbeatPolicyFor(options, timeouts);
+    supervision.wait_progress_every = timeouts.wait_progress_every;
+    PrintLine(
+        absl::StrCat("launch: heartbeat on: a group that makes no progress while a rank waits in a "
+                     "collective is stopped, naming the rank it waits for, after ",
+                     supervision.heartbeat->Describe(), "; during the first step after ",
+                     absl::FormatDuration(supervision.heartbeat->first_step),
+                     "; who waits for whom is printed every ",
+                     absl::FormatDuration(timeouts.wait_progress_every),
+                     " (--heartbeat_timeout=0 turns it off)"));
+  }
   supervision.children_are_whole_group = options.nnodes == 1;
   if (!options.log_dir.empty()) {
     supervision.log_dir = ResolveUserPath(options.log_dir);

@@ -21,8 +21,17 @@
 #include "common/launch/launch_options.h"
 #include "common/launch/rank_env.h"
 #include "common/launch/supervisor.h"
+#include "common/launch/timeouts.h"
 
 namespace mtb {
+
+// The heartbeat's timeouts for `options` (which must have heartbeat_on()):
+// a fixed --heartbeat_timeout, or automatically the larger of the floor and
+// 10x the slowest step, capped at 80% of --collective_timeout; the first
+// step's allowance is twice the floor (or the fixed timeout, when larger),
+// capped at 80% of --first_step_timeout. Under the caps the launcher names
+// the rank before the waiting ranks' own timeout ends the run.
+HeartbeatPolicy HeartbeatPolicyFor(const LaunchOptions& options, const TimeoutOptions& timeouts);
 
 // How one node's attempt ended.
 struct NodeOutcome {

@@ -39,8 +39,22 @@ constexpr auto kDrainTimeout = std::chrono::seconds(2);
 constexpr int kPollBackstopMs = 500;
 // A line longer than this is written in pieces.
 constexpr size_t kMaxLineBytes = 64 * 1024;
+// How long a group must have made no progress, when a waiting rank fails,
+// for the heartbeats to say whom it waited for.
+constexpr absl::Duration kWaitedLongEnough = absl::Seconds(1);
 // How often external_stop is asked.
 constexpr auto kExternalStopEvery = std::chrono::milliseconds(250);
+
+// Exit codes a rank uses to say a restart cannot help (common/base/flags.h);
+// the launcher passes them on when its ranks agree.
+bool IsReservedExitCode(int code) {
+  return code == kExitUsage || code == kExitDeterministicFailure;
+}
+
+std::string ExitCodeMeaning(int code) {
+  return code == kExitUsage ? "bad input: nothing ran, do not retry"
+                            : "a deterministic failure: a retry would fail the same way";
+}
 
 struct Stream {
   int fd = -1;
@@ -69,11 +83,10 @@ class GroupSupervisor {
       children_[index].end.rank = specs[index].rank;
       children_[index].prefix = absl::StrCat("[rank ", specs[index].rank, "] ");
     }
-    if (options_.heartbeat_timeout > absl::ZeroDuration()) {
+    if (options_.heartbeat.has_value()) {
       std::vector<int> ranks;
       for (const ChildSpec& spec : specs) ranks.push_back(spec.rank);
-      watch_.emplace(ranks, options_.heartbeat_timeout,
-                     options_.children_are_whole_group);
+      watch_.emplace(ranks, *options_.heartbeat, options_.children_are_whole_group);
     }
   }
 
@@ -165,14 +178,26 @@ class GroupSupervisor {
     if (running.empty()) return;
     WriteFully(options_.stderr_fd,
                absl::StrCat("launch: ", why, ": ", verb, " ", RanksText(running),
-                            " (SIGKILL after ", absl::FormatDuration(options_.kill_grace),
-                            ")\n"));
+                            " (SIGKILL after ", absl::FormatDuration(grace_), grace_note_, ")\n"));
+  }
+
+  // A forwarded signal asks the ranks to stop cleanly, and a rank that
+  // stops on a notice finishes its step and saves: the grace must hold
+  // both, as long as the ranks last reported them (twice, for noise).
+  void GraceForASave() {
+    if (!watch_.has_value()) return;
+    const absl::Duration step_and_save = watch_->StepAndSave();
+    if (2 * step_and_save <= options_.kill_grace) return;
+    grace_ = absl::Ceil(2 * step_and_save, absl::Seconds(1));
+    grace_note_ =
+        absl::StrCat(": room for twice the last step and save, ",
+                     absl::FormatDuration(absl::Trunc(step_and_save, absl::Milliseconds(100))),
+                     "; --kill_grace=", absl::FormatDuration(options_.kill_grace));
   }
 
   void StartGraceClock() {
     if (!kill_deadline_.has_value() && !killed_) {
-      kill_deadline_ =
-          Clock::now() + absl::ToChronoMilliseconds(options_.kill_grace);
+      kill_deadline_ = Clock::now() + absl::ToChronoMilliseconds(grace_);
     }
   }
 
@@ -206,6 +231,7 @@ class GroupSupervisor {
       if (forwarded_signal_ == 0) {
         forwarded_signal_ = signal_number;
         if (failure_ < 0 && external_stop_.empty()) {
+          GraceForASave();
           if (options_.on_teardown) {
             options_.on_teardown(nullptr, absl::StrCat("received ", SignalName(signal_number)));
           }
@@ -224,7 +250,9 @@ class GroupSupervisor {
   // A stalled group is a failure of the rank it waits for.
   void WatchHeartbeats() {
     if (!watch_.has_value() || TearingDown()) return;
-    std::optional<Stall> stall = watch_->Check(absl::Now());
+    const absl::Time now = absl::Now();
+    ReportWaits(now);
+    std::optional<Stall> stall = watch_->Check(now);
     if (!stall.has_value()) return;
     failure_ = 0;
     for (size_t index = 0; index < children_.size(); ++index) {
@@ -237,6 +265,37 @@ class GroupSupervisor {
     SayTeardown(absl::StrCat("heartbeat: ", stall_), "stopping");
     SignalRunning(SIGTERM);
     StartGraceClock();
+  }
+
+  // Every --wait_progress_every of no progress while a rank waits: who
+  // waits for whom, and when the heartbeat will end it.
+  void ReportWaits(absl::Time now) {
+    if (options_.wait_progress_every <= absl::ZeroDuration() || now < next_wait_report_) {
+      return;
+    }
+    std::optional<Stall> waiting = watch_->Diagnose(now, options_.wait_progress_every);
+    if (!waiting.has_value()) return;
+    next_wait_report_ = now + options_.wait_progress_every;
+    const absl::Duration timeout = watch_->CurrentTimeout();
+    WriteFully(options_.stderr_fd,
+               absl::StrCat("launch: waiting: ", waiting->description,
+                            timeout == absl::InfiniteDuration()
+                                ? ""
+                                : absl::StrCat(" (the heartbeat stops the group after ",
+                                               absl::FormatDuration(timeout), ")"),
+                            "\n"));
+  }
+
+  // A rank that failed on its own, typically its collective timing out,
+  // knew only what it waited in: what the heartbeats said then (the rank the
+  // group was waiting for, when that is another rank) leads the summary.
+  void NoteWhomTheGroupWaitedFor(const Child& child) {
+    if (waited_for_.has_value() || TearingDown() || !child.end.Failed()) return;
+    std::optional<Stall> waiting = watch_->Diagnose(absl::Now(), kWaitedLongEnough);
+    if (waiting.has_value() && waiting->rank >= 0 && waiting->rank != child.spec->rank) {
+      waited_for_ = std::move(waiting);
+      waited_for_by_ = child.spec->rank;
+    }
   }
 
   void AskExternalStop() {
@@ -340,8 +399,25 @@ class GroupSupervisor {
         absl::StrContains(line, kKillAnnouncement)) {
       child.end.announced_injected_kill = true;
     }
+    NoteFlightDump(line);
     WriteFully(stream.out_fd, absl::StrCat(child.prefix, line, "\n"));
     if (child.log_fd >= 0) WriteFully(child.log_fd, absl::StrCat(line, "\n"));
+  }
+
+  // "rank 1: flight recorder dumped to DIR/flight_....json (SIGTERM ...)"
+  // (flight_dumps.cc) or a failed collective's log line (pending_collective.cc):
+  // the summary says where the dumps are.
+  void NoteFlightDump(absl::string_view line) {
+    constexpr absl::string_view kDumped = "flight recorder dumped to ";
+    const size_t at = line.find(kDumped);
+    if (at == absl::string_view::npos) return;
+    absl::string_view path = line.substr(at + kDumped.size());
+    path = path.substr(0, path.find(" ("));
+    const size_t slash = path.rfind('/');
+    const std::string folder(slash == absl::string_view::npos ? "." : path.substr(0, slash));
+    if (std::find(dump_folders_.begin(), dump_folders_.end(), folder) == dump_folders_.end()) {
+      dump_folders_.push_back(folder);
+    }
   }
 
   void CloseStream(Child& child, Stream& stream) {
@@ -377,7 +453,10 @@ class GroupSupervisor {
       child.end.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
       child.end.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
       child.end.core_dumped = WIFSIGNALED(status) && WCOREDUMP(status);
-      if (watch_.has_value()) watch_->Ended(child.spec->rank);
+      if (watch_.has_value()) {
+        NoteWhomTheGroupWaitedFor(child);
+        watch_->Ended(child.spec->rank);
+      }
       DrainOutput(child);
       ended.push_back(&child);
     }
@@ -410,6 +489,7 @@ class GroupSupervisor {
     // are set the failure came first and is the verdict.
     if (failure_ >= 0 || !external_stop_.empty()) {
       result.exit_code = 1;
+      if (failure_ >= 0 && stall_.empty()) result.exit_code = AgreedReservedCode();
     } else if (forwarded_signal_ != 0) {
       result.exit_code = 128 + forwarded_signal_;
     }
@@ -423,6 +503,20 @@ class GroupSupervisor {
     if (result.preempted && !children_.empty()) result.exit_code = kExitPreempted;
     if (result.exit_code != 0) result.summary = Summary(result);
     return result;
+  }
+
+  // The failure's exit code when it is reserved (2 usage, 3 deterministic:
+  // an outer scheduler must not retry) and no rank that failed on its own
+  // ended differently; else 1.
+  int AgreedReservedCode() const {
+    const ChildEnd& failed = children_[failure_].end;
+    if (failed.signaled || !IsReservedExitCode(failed.exit_code)) return 1;
+    for (const Child& child : children_) {
+      const ChildEnd& end = child.end;
+      if (end.stopped_by_us || !end.Failed()) continue;
+      if (end.signaled || end.exit_code != failed.exit_code) return 1;
+    }
+    return failed.exit_code;
   }
 
   std::string Summary(const SupervisionResult& result) const {
@@ -441,6 +535,11 @@ class GroupSupervisor {
       }
     }
     std::string line = "launch: ";
+    if (result.failure >= 0 && result.stall.empty() && waited_for_.has_value() &&
+        waited_for_by_ == result.ends[result.failure].rank) {
+      absl::StrAppend(&line, "the group waited for rank ", waited_for_->rank, " (",
+                      waited_for_->description, "); ");
+    }
     if (!result.stall.empty()) {
       absl::StrAppend(&line, "heartbeat: ", result.stall);
       if (!stopped.empty()) {
@@ -480,6 +579,14 @@ class GroupSupervisor {
       absl::StrAppend(&line, "; its output: ", options_.log_dir, "/rank_",
                       result.ends[result.failure].rank, ".log");
     }
+    if (!dump_folders_.empty()) {
+      absl::StrAppend(&line, "; flight recorder dumps in ", absl::StrJoin(dump_folders_, ", "),
+                      " (profiler_agg forensics ", dump_folders_.front(), ")");
+    }
+    if (result.exit_code != 1 && result.exit_code < 128 && !result.preempted) {
+      absl::StrAppend(&line, "; exit ", result.exit_code, " (", ExitCodeMeaning(result.exit_code),
+                      ")");
+    }
     return line;
   }
 
@@ -494,6 +601,12 @@ class GroupSupervisor {
   std::string stall_;
   std::string external_stop_;
   Clock::time_point next_external_ask_;
+  absl::Time next_wait_report_;
+  absl::Duration grace_ = options_.kill_grace;
+  std::string grace_note_;
+  std::vector<std::string> dump_folders_;
+  std::optional<Stall> waited_for_;
+  int waited_for_by_ = -1;
 };
 
 }  // namespace

@@ -18,10 +18,14 @@
 //    after a forwarded signal. When a teardown starts, one line on
 //    `stderr_fd` says why and which ranks are being stopped (the summary
 //    comes once all have ended).
-//  - With a heartbeat timeout, each child gets a heartbeat pipe
+//  - With a heartbeat policy, each child gets a heartbeat pipe
 //    (spawn.h) and its lines feed a HeartbeatWatch (heartbeat_watch.h): a
 //    stalled group is torn down as after a failure, the rank it waits for
 //    being "the failure", and the summary says what each rank was doing.
+//    Every `wait_progress_every` of no progress while a rank waits in a
+//    collective, one line says who waits for whom. After a forwarded signal
+//    the grace is long enough for a step and a save as the ranks last
+//    reported them (twice their sum), never below `kill_grace`.
 //  - An `external_stop` that returns a reason (another node's failure)
 //    tears the group down the same way; `on_teardown` hears of this node's
 //    own failure (or forwarded signal) first, so other nodes can follow.
@@ -42,6 +46,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/launch/heartbeat_watch.h"
 #include "common/launch/spawn.h"
 
 namespace mtb {
@@ -56,8 +61,12 @@ struct SupervisorOptions {
   // Where prefixed output goes (tests point them at files).
   int stdout_fd = STDOUT_FILENO;
   int stderr_fd = STDERR_FILENO;
-  // --heartbeat_timeout; zero: no heartbeat pipes, nothing watched.
-  absl::Duration heartbeat_timeout = absl::ZeroDuration();
+  // --heartbeat_timeout's policy; nullopt: no heartbeat pipes, nothing
+  // watched.
+  std::optional<HeartbeatPolicy> heartbeat;
+  // --wait_progress_every: with a heartbeat, how often a group that makes no
+  // progress while a rank waits is described; zero: never.
+  absl::Duration wait_progress_every = absl::ZeroDuration();
   // The children are the whole group (one node): HeartbeatWatch's
   // whole_group.
   bool children_are_whole_group = true;
@@ -108,8 +117,10 @@ struct SupervisionResult {
   // its state.
   bool preempted = false;
   // 0 when every child exited 0; 4 (kExitPreempted) when every child was
-  // preempted; else 128 + signal after a forwarded signal; otherwise 1 (a
-  // child failed). docs/launch.md documents these.
+  // preempted; else 128 + signal after a forwarded signal; the failure's own
+  // reserved code (2 usage, 3 deterministic) when no other child failed on
+  // its own with a different one; otherwise 1 (a child failed).
+  // docs/errors.md has the table.
   int exit_code = 0;
   // One line for the user when exit_code != 0, without a trailing newline:
   // "launch: rank 1 (pid 1234) exited with code 3; terminated ranks 0, 2".

@@ -7,14 +7,16 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <functional>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/results/atomic_file.h"
 #include "gtest/gtest.h"
 
@@ -89,7 +91,9 @@ TEST_F(SupervisorTest, FirstFailureTerminatesTheOthersAndIsNamed) {
   const SupervisionResult result =
       Run({Shell(0, "exec sleep 1000"), Shell(1, "exit 3"),
            Shell(2, "exec sleep 1000")});
-  EXPECT_EQ(result.exit_code, 1);
+  // 3 is reserved (a deterministic failure) and no other rank failed on its
+  // own: the launcher passes it on.
+  EXPECT_EQ(result.exit_code, 3);
   ASSERT_EQ(result.failure, 1);
   EXPECT_EQ(result.ends[1].exit_code, 3);
   for (int other : {0, 2}) {
@@ -99,7 +103,8 @@ TEST_F(SupervisorTest, FirstFailureTerminatesTheOthersAndIsNamed) {
   }
   EXPECT_EQ(result.summary,
             absl::StrCat("launch: rank 1 (pid ", result.ends[1].pid,
-                         ") exited with code 3; terminated ranks 0, 2"));
+                         ") exited with code 3; terminated ranks 0, 2; exit 3 (a "
+                         "deterministic failure: a retry would fail the same way)"));
   // Said at once, before the others have ended.
   EXPECT_EQ(Read("stderr"),
             absl::StrCat("launch: rank 1 (pid ", result.ends[1].pid,
@@ -283,7 +288,7 @@ constexpr char kInNone[] =
     "issued=41";
 
 TEST_F(SupervisorTest, AStalledGroupIsTornDownNamingTheRankItWaitsFor) {
-  options_.heartbeat_timeout = absl::Milliseconds(500);
+  options_.heartbeat = HeartbeatPolicy::Fixed(absl::Milliseconds(500));
   // Both would go on for 30 s; the watch ends them after ~0.5 s of no progress.
   const SupervisionResult result =
       Run({Shell(0, Heartbeats(kWaitsIn41, 30)), Shell(1, Heartbeats(kInNone, 30))});
@@ -304,7 +309,7 @@ TEST_F(SupervisorTest, AStalledGroupIsTornDownNamingTheRankItWaitsFor) {
 
 TEST_F(SupervisorTest, ARankThatKeepsMovingWhileTheOthersWaitIsNotAStall) {
   // Rank 0 waits twice the timeout; rank 1's counter moves all along.
-  options_.heartbeat_timeout = absl::Milliseconds(500);
+  options_.heartbeat = HeartbeatPolicy::Fixed(absl::Milliseconds(500));
   const SupervisionResult result = Run(
       {Shell(0, Heartbeats(kWaitsIn41, 1.0)), Shell(1, Heartbeats(kInNone, 1.2, true))});
   EXPECT_EQ(result.exit_code, 0) << result.summary;
@@ -331,6 +336,96 @@ TEST_F(SupervisorTest, AnExternalStopTearsTheGroupDownAndOnTeardownHearsOfFailur
   ASSERT_EQ(heard.size(), 1u);
   EXPECT_TRUE(absl::StartsWith(heard[0], "1 rank 1 (pid ")) << heard[0];
   EXPECT_TRUE(absl::EndsWith(heard[0], ") exited with code 5")) << heard[0];
+}
+
+TEST_F(SupervisorTest, ReservedExitCodesCarryWhenTheRanksAgreeAndOtherFailuresAreOne) {
+  SupervisionResult result = Run({Shell(0, "exit 3"), Shell(1, "exit 3")});
+  EXPECT_EQ(result.exit_code, 3) << result.summary;
+  result = Run({Shell(0, "exit 2"), Shell(1, "exec sleep 30")});
+  EXPECT_EQ(result.exit_code, 2) << result.summary;
+  EXPECT_TRUE(absl::EndsWith(result.summary, "; exit 2 (bad input: nothing ran, do not retry)"))
+      << result.summary;
+  // The first failure is not reserved: 1, whatever the others said later.
+  result = Run({Shell(0, "exit 1"), Shell(1, "trap '' TERM; sleep 0.3; exit 3")});
+  EXPECT_EQ(result.exit_code, 1) << result.summary;
+  result = Run({Shell(0, "kill -9 $$"), Shell(1, "exec sleep 30")});
+  EXPECT_EQ(result.exit_code, 1) << result.summary;
+}
+
+TEST_F(SupervisorTest, EveryWaitProgressPeriodSaysWhoWaitsForWhom) {
+  options_.heartbeat = HeartbeatPolicy::Fixed(absl::Seconds(30));
+  options_.wait_progress_every = absl::Milliseconds(300);
+  const absl::Time start = absl::Now();
+  const SupervisionResult result =
+      Run({Shell(0, Heartbeats(kWaitsIn41, 1.5)), Shell(1, Heartbeats(kInNone, 1.5))});
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(result.exit_code, 0) << result.summary;
+  const std::string err = Read("stderr");
+  EXPECT_TRUE(absl::StrContains(
+      err,
+      "rank 1 is in no collective (step 3, forward); last completed #40 while rank 0 "
+      "waits in all_reduce #41 (step 3, backward): the group waits for rank 1 (the "
+      "heartbeat stops the group after 30s)\n"))
+      << err;
+  EXPECT_TRUE(absl::StartsWith(err, "launch: waiting: no progress for ")) << err;
+  // Reports come once per period, not once per look (the launcher looks at
+  // every heartbeat line: about 20 times a second here).
+  const std::vector<std::string> parts = absl::StrSplit(err, "launch: waiting:");
+  const int reports = static_cast<int>(parts.size()) - 1;
+  EXPECT_GE(reports, 2) << err;
+  EXPECT_LE(reports, took / absl::Milliseconds(300) + 1) << err;
+
+  // Nobody waits (rank 0 computes too): nothing to say.
+  std::string computing = kInNone;
+  const SupervisionResult quiet =
+      Run({Shell(0, Heartbeats(computing, 1.0)), Shell(1, Heartbeats(kInNone, 1.0))});
+  EXPECT_EQ(quiet.exit_code, 0);
+  EXPECT_EQ(Read("stderr"), err) << "a report without a waiting rank";
+}
+
+// A rank that reports its last step and save times, then on SIGTERM takes
+// `save_s` to save and exits 4 (preempted).
+std::string SavesOnSigterm(int step_ms, int save_ms, double save_s) {
+  return absl::StrCat("trap 'sleep ", save_s,
+                      "; exit 4' TERM; echo ready; while :; do echo \"mtb-heartbeat ", kInNone,
+                      " counter=1 steady=1 done=0 step_ms=", step_ms, " slowest_step_ms=", step_ms,
+                      " save_ms=", save_ms, "\" >&3; sleep 0.05; done");
+}
+
+TEST_F(SupervisorTest, AForwardedSigtermLeavesRoomForTheLastStepAndSave) {
+  options_.kill_grace = absl::Milliseconds(200);
+  options_.heartbeat = HeartbeatPolicy::Fixed(absl::Seconds(30));
+  // A step of 0.6 s and a save of 0.4 s: 2 s of grace; the save takes 0.8 s.
+  std::thread sender = SigtermWhenReady([this] { return Read("stdout"); }, 2);
+  SupervisionResult result =
+      Run({Shell(0, SavesOnSigterm(600, 400, 0.8)), Shell(1, SavesOnSigterm(600, 400, 0.8))});
+  sender.join();
+  EXPECT_TRUE(result.preempted) << result.summary;
+  EXPECT_EQ(result.exit_code, 4);
+  EXPECT_EQ(Read("stderr"),
+            "launch: received SIGTERM: forwarding it to ranks 0, 1 (SIGKILL after 2s: room "
+            "for twice the last step and save, 1s; --kill_grace=200ms)\n");
+
+  // Nothing reported: --kill_grace alone, and the save does not fit. (The
+  // first run's "ready" lines go first, so the signal waits for these.)
+  ASSERT_EQ(::ftruncate(options_.stdout_fd, 0), 0);
+  ASSERT_EQ(::lseek(options_.stdout_fd, 0, SEEK_SET), 0);
+  sender = SigtermWhenReady([this] { return Read("stdout"); }, 2);
+  result = Run({Shell(0, SavesOnSigterm(0, 0, 0.8)), Shell(1, SavesOnSigterm(0, 0, 0.8))});
+  sender.join();
+  EXPECT_FALSE(result.preempted);
+  EXPECT_TRUE(result.ends[0].needed_sigkill);
+}
+
+TEST_F(SupervisorTest, TheSummarySaysWhereTheFlightRecorderDumpsAre) {
+  const SupervisionResult result =
+      Run({Shell(0,
+                 "echo 'rank 0: flight recorder dumped to /runs/r1/flight_r1.attempt0.rank0.json"
+                 " (collective failed)' >&2; exit 1"),
+           Shell(1, "exec sleep 30")});
+  EXPECT_TRUE(absl::EndsWith(
+      result.summary, "; flight recorder dumps in /runs/r1 (profiler_agg forensics /runs/r1)"))
+      << result.summary;
 }
 
 TEST(SignalName, NamesKnownSignals) {

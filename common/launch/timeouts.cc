@@ -14,10 +14,10 @@ ABSL_FLAG(absl::Duration, collective_timeout,
           mtb::TimeoutOptions().collective_timeout,
           "per-collective timeout after the first step: a hung peer fails "
           "the run after this long");
-ABSL_FLAG(absl::Duration, wait_progress_every,
-          mtb::TimeoutOptions().wait_progress_every,
+ABSL_FLAG(absl::Duration, wait_progress_every, mtb::TimeoutOptions().wait_progress_every,
           "while waiting for peers to join, print who has joined and who is "
-          "missing this often");
+          "missing this often; the launcher likewise says who waits for whom "
+          "while a rank waits in a collective and the group makes no progress");
 
 namespace mtb {
 

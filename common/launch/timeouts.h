@@ -10,14 +10,18 @@
 //   --collective_timeout   per collective afterwards (steady state), set
 //                          through Communicator::SetTimeout
 //   --wait_progress_every  while waiting for peers, how often a rank prints
-//                          who has joined and who is missing
+//                          who has joined and who is missing; with the
+//                          heartbeat, how often the launcher says who waits
+//                          for whom in a collective (group, sequence
+//                          number, step, phase)
 //
 // and the launcher's two (common/launch/launch_options.h):
 //
 //   --heartbeat_timeout    no progress this long while a rank waits in a
 //                          collective: the launcher names the rank the group
-//                          waits for and tears it down (0: off); it must
-//                          end a hang before --collective_timeout does
+//                          waits for and tears it down (auto by default,
+//                          sized from the job; 0: off); it must end a hang
+//                          before --collective_timeout does
 //   --kill_grace           SIGTERM -> SIGKILL at a teardown (the ranks dump
 //                          their flight recorders in it)
 //

@@ -39,4 +39,17 @@ torchrun comm_bench "$comm_bench" --ops=all_reduce,all_gather --minbytes=1K \
   --maxbytes=4K --iters=2 --warmup_iters=1 --out="$out/comm_bench.json"
 grep -q '"world_size": 2' "$out/comm_bench.json" || fail "comm_bench: not 2 ranks"
 grep -q '"verdict": "pass' "$out/comm_bench.json" || { cat "$out/comm_bench.json" >&2; fail "comm_bench: not PASS"; }
+# A NaN loss is a deterministic failure: every rank exits 3, and torchrun
+# reports that code for the ranks (an outer scheduler reads it there).
+set +e
+/usr/bin/python3 -m torch.distributed.run --redirects=1 --tee=1 \
+  --log_dir="$out/torchrun_logs_nan" --nproc_per_node=2 --master_addr=127.0.0.1 \
+  --master_port="$(free_port)" --no_python "$trainer" --vocab_size=64 --d_model=32 \
+  --n_layers=1 --n_heads=4 --seq_len=16 --batch_size=4 --steps=3 --intra_op_threads=1 \
+  --data=synthetic --nomarkdown --fault=nan:rank=0,step=2 --out="$out/nan.json" \
+  > "$out/nan.log" 2>&1
+code=$?
+set -e
+[[ $code != 0 ]] || { cat "$out/nan.log" >&2; fail "torchrun exited 0 after a NaN"; }
+grep -qE "exitcode +: 3" "$out/nan.log" || { cat "$out/nan.log" >&2; fail "torchrun did not see exit code 3"; }
 echo "PASS"

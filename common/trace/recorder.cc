@@ -4,10 +4,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status.h"
 #include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
+
+ABSL_FLAG(int, test_only_shift_clock_of_rank, -1,
+          "tests only: this rank's clock reads 1s ahead in its trace and its "
+          "clock offset estimate, as on a host whose clock differs");
 
 namespace mtb::trace {
 namespace {
@@ -25,8 +30,23 @@ TraceEvent Metadata(const std::string& what, int pid, int tid,
 
 }  // namespace
 
+absl::Duration ClockShiftForTesting(int rank) {
+  return rank >= 0 && rank == absl::GetFlag(FLAGS_test_only_shift_clock_of_rank)
+             ? absl::Seconds(1)
+             : absl::ZeroDuration();
+}
+
+namespace {
+
+TraceRunInfo WithStart(TraceRunInfo info, absl::Time start) {
+  info.set_start_unix_us(absl::ToUnixMicros(start + ClockShiftForTesting(info.rank())));
+  return info;
+}
+
+}  // namespace
+
 TraceRecorder::TraceRecorder(TraceRunInfo info, absl::Time start)
-    : info_(std::move(info)), start_(start) {}
+    : info_(WithStart(std::move(info), start)), start_(start) {}
 
 void TraceRecorder::AddSpan(const std::string& name, const std::string& cat,
                             int track, absl::Time begin, absl::Time end,

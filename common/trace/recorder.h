@@ -27,7 +27,8 @@ inline constexpr int kExtraCommTrackBase = 9;
 class TraceRecorder {
  public:
   // `info` names the run and this rank (clock offset included); times are
-  // microseconds since `start` (this rank's clock).
+  // microseconds since `start` (this rank's clock), which the file records
+  // as info's start_unix_us (shifted by ClockShiftForTesting).
   explicit TraceRecorder(TraceRunInfo info, absl::Time start = absl::Now());
 
   // Thread-safe: collectives complete on Gloo's threads.
@@ -54,6 +55,12 @@ class TraceRecorder {
   mutable std::mutex mutex_;
   std::vector<TraceEvent> events_;
 };
+
+// --test_only_shift_clock_of_rank=R: rank R's clock reads 1 s ahead, as on a
+// host whose clock differs; the trace's start time and the clock offset
+// estimate both see it (so a merged trace must still align). Zero for
+// every other rank, and without the flag.
+absl::Duration ClockShiftForTesting(int rank);
 
 // A compute-track span from construction to destruction; nothing at all
 // when `recorder` is null.
