@@ -1,4 +1,4 @@
-// ckpt_tool: looks at distributed checkpoints (SPEC §5, docs/checkpoint.md).
+// ckpt_tool: looks at distributed checkpoints (docs/checkpoint.md).
 //   ckpt_tool inspect PATH [--json]   step, strategy, world size, tensors, bytes per rank
 //   ckpt_tool verify PATH             READY, manifest, every file's size and SHA-256,
 //                                     shard headers, every tensor covered exactly once

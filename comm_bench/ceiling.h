@@ -1,4 +1,4 @@
-// The host's ceiling for collective bandwidth (issue 22 item 1): what two or
+// The host's ceiling for collective bandwidth: what two or
 // more processes on this host can move over loopback TCP in the shapes a
 // collective needs, and memcpy bandwidth. Plain sockets between forked
 // processes: this measures the transport Gloo runs on, it is not a transport

@@ -1,6 +1,6 @@
 // The NCCL backend: NCCL's C API on CUDA buffers, one GPU per rank (the
 // rank's LOCAL_RANK modulo the visible devices), one stream per rank. Built
-// only with --config=cuda; links no LibTorch (SPEC §7). CUDA types stay in
+// only with --config=cuda; links no LibTorch. CUDA types stay in
 // nccl_backend.cc.
 //
 // all_to_all and all_to_allv are grouped ncclSend/ncclRecv (as nccl-tests),

@@ -1,5 +1,5 @@
 // How comm_bench_nccl's ranks agree on NCCL's unique id without LibTorch's
-// TCPStore (SPEC §7: the NCCL binary links no LibTorch): rank 0 writes the id
+// TCPStore (the NCCL binary links no LibTorch): rank 0 writes the id
 // to a file, atomically, and the other ranks wait for it to appear. The
 // launcher of comm_bench_nccl gives every rank a file in a fresh private
 // folder (MTB_NCCL_ID_FILE); ranks started by another launcher across nodes

@@ -1,4 +1,4 @@
-// The expert-parallel MoE layer (SPEC §8, docs/moe_comm.md): experts in
+// The expert-parallel MoE layer (docs/moe_comm.md): experts in
 // contiguous blocks per rank (rank r holds experts [r·E/n, (r+1)·E/n)), the
 // router replicated. Per call, on every rank:
 //

@@ -1,7 +1,7 @@
 // moe_comm: an expert-parallel MoE layer over Gloo (//common/collective) —
 // benchmark of its dispatch and combine all_to_allv across a sweep (default),
-// or --check against the single-process reference (SPEC §8,
-// docs/moe_comm.md). Flags are validated before any rank starts (exit 2);
+// or --check against the single-process reference (docs/moe_comm.md).
+// Flags are validated before any rank starts (exit 2);
 // rank 0 writes the MoeCommResult JSON, the Markdown report and the SVGs.
 // Exit 0 on success, 1 when a check fails or the run breaks.
 #include <iostream>

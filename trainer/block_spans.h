@@ -1,4 +1,4 @@
-// Per-block forward and backward spans in a rank's trace (issue 18: "forward
+// Per-block forward and backward spans in a rank's trace ("forward
 // and backward (per block)"). A BlockSpans is the UnitHooks the trainer puts
 // in the model's forward of a traced micro-batch, wrapping the strategy's own
 // (fsdp's gathers; nullptr for the others), so every strategy gets the same

@@ -1,4 +1,4 @@
-// Exact mode (--reduction=exact, issue 20): training whose bits do not depend
+// Exact mode (--reduction=exact): training whose bits do not depend
 // on the world size, --grad_accum or the strategy.
 //
 // Floating-point sums depend on their order, and every parallel layout sums

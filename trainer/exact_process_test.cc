@@ -1,4 +1,4 @@
-// Exact mode with real processes (issue 20 acceptance): the trainer binary
+// Exact mode with real processes: the trainer binary
 // launches 1, 2 and 4 ranks of itself over Gloo, on one global batch of 16
 // samples cut into chunks of 4 (--exact_chunk=4), with dropout 0.1 and
 // clipping active, for 6 steps, under every strategy: every layout's

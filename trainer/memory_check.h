@@ -42,8 +42,7 @@
 //                   lands before the next is launched): (2 + f)(U + 4N)
 //                                                          at most
 //   unattributed    at least 0, at most 1.5 x the memory estimate's
-//                   activations + logits (its own accuracy, 1.07-1.33x,
-//                   issue 11)
+//                   activations + logits (its own accuracy, 1.07-1.33x)
 //   peak found      the breakdown's peak equals the allocator's peak of the
 //                   rank (the interval attribution found it exactly)
 //

@@ -1,6 +1,6 @@
 // How much memory one rank of a training run needs, estimated from the
 // configuration before anything is allocated, and the check that refuses a
-// run the host cannot hold (issue 11: Linux overcommits, so an oversized run
+// run the host cannot hold (Linux overcommits, so an oversized run
 // would otherwise be SIGKILLed by the kernel mid-step, not refused).
 #ifndef MTB_TRAINER_MEMORY_ESTIMATE_H_
 #define MTB_TRAINER_MEMORY_ESTIMATE_H_
@@ -16,7 +16,7 @@
 
 namespace mtb {
 
-// Parameters of the GPT of SPEC §4 (trainer/model.h) from its shape alone:
+// Parameters of the GPT (trainer/model.h) from its shape alone:
 // V d + T d + L (12 d^2 + 13 d) + 2 d (the LM head is tied to wte).
 int64_t GptParameterCount(const TrainConfig& config);
 // Its units (trainer/parameter_store.h): the root, V d + T d + 2 d, and each

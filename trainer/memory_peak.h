@@ -1,4 +1,4 @@
-// What a rank held at its memory peak (issue 12 item 7): the counting
+// What a rank held at its memory peak: the counting
 // allocator's peak (common/libtorch/counting_allocator.h) broken down into
 // the parameter, gradient, optimizer-state and collective bytes the strategy
 // held at that moment, found by walking its tensors (Strategy::Held), and

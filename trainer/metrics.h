@@ -1,4 +1,4 @@
-// Per-step and per-run figures of a training run (SPEC §4 "Metrics").
+// Per-step and per-run figures of a training run.
 #ifndef MTB_TRAINER_METRICS_H_
 #define MTB_TRAINER_METRICS_H_
 

@@ -1,4 +1,4 @@
-// The GPT decoder of SPEC §4, built from the functional layers in common/nn:
+// The GPT decoder (docs/trainer.md "Model"), built from the functional layers in common/nn:
 // token embedding + learned positions, n_layers pre-norm blocks
 //   x = x + drop(attn(LN1(x)));  x = x + drop(mlp(LN2(x)))
 // a final LayerNorm and an LM head tied to the token embedding. Shapes: B batch,

@@ -1,4 +1,4 @@
-// The flat parameter store (issue 12 item 1): every parameter of a model lives
+// The flat parameter store: every parameter of a model lives
 // in one flat fp32 buffer per unit, and every NamedParameter is a view into
 // its unit's buffer; gradients land in a matching flat gradient buffer (as
 // PyTorch DDP's gradient_as_bucket_view), so a strategy's buckets and shards

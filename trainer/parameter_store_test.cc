@@ -76,7 +76,7 @@ TEST(ParameterStore, BackwardAccumulatesIntoTheFlatGradientBuffer) {
   EXPECT_FALSE(store.flat_gradients().defined());
 }
 
-// The mechanism fsdp stands on (TOOLCHAIN.md): a unit's storage of its own,
+// The mechanism fsdp stands on: a unit's storage of its own,
 // freed under autograd's saved tensors by resizing it to 0 bytes and brought
 // back by refilling the same storage through the unit buffer, which moves no
 // version counter, so backward still runs and gets the right gradients.

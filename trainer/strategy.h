@@ -1,9 +1,9 @@
-// How a training step is distributed (SPEC §4 "Strategies"). The loop
-// (trainer/trainer.h) owns the model, data and schedule and calls a Strategy
-// at fixed points of every step; a strategy adds communication there.
-// SingleStrategy (one rank, no communication) is the reference every other
-// strategy must equal; DdpStrategy (trainer/strategy/ddp.h), ZeroStrategy
-// (trainer/strategy/zero.h, zero1 and zero2) and FsdpStrategy
+// How a training step is distributed (docs/design.md "Strategies"). The
+// loop (trainer/trainer.h) owns the model, data and schedule and calls a
+// Strategy at fixed points of every step; a strategy adds communication
+// there. SingleStrategy (one rank, no communication) is the reference every
+// other strategy must equal; DdpStrategy (trainer/strategy/ddp.h),
+// ZeroStrategy (trainer/strategy/zero.h, zero1 and zero2) and FsdpStrategy
 // (trainer/strategy/fsdp.h) are the distributed ones. Every strategy works
 // on the flat parameter store (trainer/parameter_store.h); which one
 // --strategy names is decided in one place (trainer/strategy/registry.h,
@@ -11,27 +11,27 @@
 //
 // Collective contract: on every rank the loop makes the same calls in the same
 // order with the same step, so a strategy may issue collectives from any of
-// them. The order per optimizer step is:
+// them. The order per optimizer step (`mode` the run's reduction mode):
 //
 //   ZeroGradients()           (local: the step's zero_grad)
-//   for each micro-batch m of K:  forward (unit_hooks() are called in it and
+//   for each piece p of P:    forward (unit_hooks() are called in it and
 //                             may issue collectives: fsdp's gathers);
-//                             BeforeBackward(m, K); loss.backward()
+//                             BeforeBackward(p, P, mode); loss.backward()
 //                             (gradient hooks a strategy registered in Setup
 //                              run inside backward, on the calling thread)
-//   AfterBackward()           (gradients complete on every rank after this)
-//   GlobalGradNorm()          (the norm of the full gradient, before clipping)
-//   GatherScalars(...)        (loss and norm of every rank: the non-finite
-//                              stop is decided from the same values everywhere)
-//   ScaleGradients(c)         (clipping, only when the norm exceeds the limit)
-//   OptimizerStep(lr)         (skipped when the step stops on a non-finite
-//                              loss or norm: every rank skips it together)
+//   AfterBackward(mode)       (kFloat: gradients complete on every rank)
+//   GlobalGradNorm()          (kFloat: the norm of the full gradient, before
+//                              clipping; kExact: ExactGroups() are reduced
+//                              over communicator() by the loop instead)
+//   -- the loop gathers the step's scalars over communicator(); every rank
+//      stops together on a non-finite loss or norm, skipping the rest --
+//   OptimizerStep(lr, scale)  (the gradient scaled by the clipping
+//                              coefficient, 1 for none, then AdamW)
 //   TakeStepCommunication()   (local: what the step's gradient sync and
-//                              parameter gather cost; the scalar collectives
-//                              are not counted)
-//   ReduceScalar(...)         (the slowest rank's step time)
+//                              parameter gather cost; the loop's scalar
+//                              collectives are not counted)
 //
-// Checkpoint state (SPEC §5, docs/checkpoint.md "Strategy state"). A
+// Checkpoint state (docs/checkpoint.md "Strategy state"). A
 // checkpoint holds GLOBAL tensors, whatever the strategy and world size:
 //
 //   model/<name>                  the parameter, in its own global shape
@@ -110,7 +110,7 @@ struct StepCommunication {
 };
 
 // Bytes of the tensors a strategy owns, found by walking them (not from a
-// formula): what this rank holds right now (issue 12 item 7). Walking
+// formula): what this rank holds right now. Walking
 // allocates nothing, so it may run between any two allocations.
 struct HeldMemory {
   int64_t parameters = 0;

@@ -136,6 +136,8 @@ class Trainer {
 
 class MetricsStream;
 
+// What RunTraining's standard components (trainer/run/components.h) are
+// built from.
 struct RunHooks {
   // Called on every rank once, after the first step of the first run has
   // completed (no collective in flight); an error fails the run.
@@ -152,7 +154,9 @@ struct RunHooks {
   // attempt 0 only (the launcher's restart count).
   std::vector<Fault> faults;
   int attempt = 0;
-  // Trainer::set_phase_observer for every run.
+  // Told (step, phase) at the start of every phase of every step and
+  // checkpoint save, before any fault acts there (the flight recorder's
+  // position: heartbeats and dumps say where a rank is). Empty: nobody.
   std::function<void(int64_t, absl::string_view)> phase_observer;
   // --checkpoint_dir: resumes before the first step when its plan says so
   // and saves after the steps it names (nullptr: no checkpoints), in the
@@ -161,8 +165,9 @@ struct RunHooks {
   // and saves at once when the plan saves. Must be the same kind of object
   // on every rank (collective).
   checkpoint::Checkpointer* checkpointer = nullptr;
-  // Trainer::set_stop_notice. With a checkpointer, a notice ends the run
-  // after the step the ranks agree on, with a checkpoint of it and the
+  // A preemption notice (trainer/preemption.h), asked once per step and
+  // gathered with the step's scalars. With a checkpointer, a notice ends the
+  // run after the step the ranks agree on, with a checkpoint of it and the
   // result's `preemption` set (the caller exits kExitPreempted).
   std::function<bool()> stop_notice;
   // Called on every rank once before the first step, with the checkpoint

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Restarts and preemption with real rank processes (issue 17's acceptance):
+# Restarts and preemption with real rank processes:
 #  - a rank SIGKILLed (--fault=kill) in each phase of a step and of a save,
 #    with --max_restarts=1 and --save_every=2: the job completes, the
 #    restarted attempt found no half-published checkpoint (its result's

@@ -10,6 +10,10 @@ source trainer/cli_test_lib.sh
 # The default: 2 ranks under the launcher, ddp over Gloo.
 expect 0 "step 3/3 | loss" "${tiny[@]}" --dropout=0.1 --trace_dir="$out/traces" --out="$out/run.json"
 grep -q '^\[rank 1\] ' "$out/stderr" || fail "no rank 1 output"
+# One validation pass: the launcher validates, each rank finds the launcher's
+# fingerprint and does not validate again.
+[[ "$(grep -c 'is the one the launcher validated: not validated again' "$out/stderr")" == 2 ]] \
+  || fail "the ranks validated the config again"
 grep -q '"world_size": 2' "$out/run.json" || fail "not 2 ranks"
 grep -q '"backend": "gloo"' "$out/run.json" || fail "not gloo"
 grep -q '"name": "ddp"' "$out/run.json" || fail "not ddp"

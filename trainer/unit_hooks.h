@@ -1,4 +1,4 @@
-// Per-unit points in the model's forward (issue 13 item 1): the model calls
+// Per-unit points in the model's forward: the model calls
 // every UnitHooks in ForwardOptions::unit_hooks just before each unit's
 // forward and just after it. A unit is the parameter store's
 // (trainer/parameter_store.h): the root (embeddings, final LayerNorm, tied

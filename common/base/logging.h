@@ -1,4 +1,4 @@
-// glog set-up with the rank in every line (STYLE.md "Logs and output").
+// glog set-up with the rank in every line.
 //
 // Lines look like "I20261202 13:14:50.123456 rank 1 trainer.cc:42] message".
 // The rank is per thread when a thread set one (tests run ranks as threads),

@@ -78,7 +78,7 @@ void ReduceBlocks(const at::Tensor& blocks, at::Tensor out, ReduceOp op) {
 // kAuto's choice for an input of `bytes` (S) at `world_size` ranks, measured
 // with //common/collective:reduce_scatter_benchmark (docs/collective.md,
 // "Reduce-scatter": sweeps at 2 and 3 ranks, in and out of place, on two
-// shared cores). Since issue 22's second pass the chunked algorithm runs at
+// shared cores). Since the second tuning pass the chunked algorithm runs at
 // the speed of the bare exchange (a direct all-gather of the same bytes):
 // at 2 ranks it won from 4 MiB in every sweep (2 MiB was a toss-up, 1 MiB
 // alltoall's); at 3 ranks alltoall held up to 8 MiB in one of two sweeps and

@@ -1,5 +1,5 @@
 // A handle on a c10d key-value store, the rendezvous point of a group of ranks.
-// c10d's headers stay in store.cc (STYLE.md: heavy headers out of .h files).
+// c10d's headers stay in store.cc (heavy headers out of .h files).
 #ifndef MTB_COMMON_COLLECTIVE_STORE_H_
 #define MTB_COMMON_COLLECTIVE_STORE_H_
 

@@ -1,6 +1,6 @@
-// Multi-rank tests without processes (STYLE.md, "Rank is a parameter, not a
-// process"): N ranks as N threads of the test, each with its own Communicator
-// over one in-process store and Gloo on 127.0.0.1.
+// Multi-rank tests without processes (the rank is a parameter, not a
+// process): N ranks as N threads of the test, each with its own
+// Communicator over one in-process store and Gloo on 127.0.0.1.
 //
 // Threads share the process: the global generator, the CPU allocator and
 // LibTorch's intra-op pool. Draw randomness from RankGenerator, never from the

@@ -1,5 +1,5 @@
 // The `--fault=` grammar shared by the trainer, comm_bench and moe_comm
-// (SPEC §6, docs/faults.md): faults separated by ';', each KIND:key=value,...
+// (docs/faults.md): faults separated by ';', each KIND:key=value,...
 //
 //   kill:rank=R,step=S,phase=P      SIGKILL rank R at step S in phase P
 //   nan:rank=R,step=S               rank R's loss becomes NaN at step S

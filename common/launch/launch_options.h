@@ -82,7 +82,7 @@ struct LaunchOptions {
 
 // A tool's own defaults for launch flags the user did not give.
 struct LaunchDefaults {
-  int nproc = 1;  // the trainer uses 2 (SPEC §2)
+  int nproc = 1;  // the trainer uses 2
   // LaunchOptions::restart_args.
   std::vector<std::string> restart_args;
   // LaunchOptions::reports_heartbeats.

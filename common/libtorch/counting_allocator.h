@@ -1,7 +1,7 @@
 // A counting CPU allocator: LibTorch's CPU allocator wrapped so that every
 // tensor storage allocated through it is counted (current and peak bytes).
-// This is how the trainer reports peak memory per rank on CPU (SPEC §4
-// "Metrics"); on GPU the CUDA allocator's own peak plays this role.
+// This is how the trainer reports peak memory per rank on CPU
+// (docs/trainer.md); on GPU the CUDA allocator's own peak plays this role.
 //
 // Process-global: c10 has one CPU allocator per process, so every thread's
 // tensors count together. Ranks run as threads of one process (tests) share

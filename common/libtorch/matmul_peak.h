@@ -1,6 +1,6 @@
 // A measured compute peak: the best FLOP/s of a square matmul in a precision,
-// on this process's intra-op threads. The trainer's MFU denominator (SPEC §4
-// "Model": every rank of a host measures at once, as they share the cores when
+// on this process's intra-op threads. The trainer's MFU denominator (docs/trainer.md;
+// every rank of a host measures at once, as they share the cores when
 // training) and doctor's host check.
 #ifndef MTB_COMMON_LIBTORCH_MATMUL_PEAK_H_
 #define MTB_COMMON_LIBTORCH_MATMUL_PEAK_H_

@@ -1,4 +1,4 @@
-// The LibTorch side of provenance: versions, BLAS and threads (SPEC §3).
+// The LibTorch side of provenance: versions, BLAS and threads.
 #ifndef MTB_COMMON_LIBTORCH_TORCH_INFO_H_
 #define MTB_COMMON_LIBTORCH_TORCH_INFO_H_
 
@@ -10,7 +10,7 @@ namespace mtb {
 
 // Sets libtorch_version, gloo_version, blas_library and the thread counts.
 // Call after the tool has set its thread counts (LibTorch starts with one
-// intra-op thread here, TOOLCHAIN.md), so the record says what ran.
+// intra-op thread on this machine), so the record says what ran.
 void FillTorchInfo(RunContext* context);
 
 // The BLAS library mapped into this process, as "<description> (<path>)";

@@ -1,7 +1,6 @@
 // The mixture-of-experts layer's math, written functionally (parameters passed
 // in) so the single-process reference below and moe_comm's expert-parallel
-// layer run the same routing, capacity and loss code (SPEC §8,
-// docs/moe_comm.md).
+// layer run the same routing, capacity and loss code (docs/moe_comm.md).
 //
 // Vocabulary. N tokens of width D are routed among E experts. The *router* is
 // a linear layer D -> E (plus a constant bias that moe_comm's benchmark uses

@@ -1,5 +1,5 @@
 // Human-readable outputs every tool writes beside its JSON: Markdown tables and
-// SVG line plots (SPEC §3). No plotting dependency: the SVG is written by hand,
+// SVG line plots. No plotting dependency: the SVG is written by hand,
 // is valid XML, and has axes, ticks, labels and a legend.
 #ifndef MTB_COMMON_REPORT_REPORT_H_
 #define MTB_COMMON_REPORT_REPORT_H_

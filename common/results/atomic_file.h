@@ -1,6 +1,6 @@
 // Crash-safe file writes: a reader sees the previous file or the complete new
-// one, never a prefix (SPEC §3, DEVELOPERS "a crash mid-write never publishes a
-// half-written file").
+// one, never a prefix: a crash mid-write never publishes a half-written
+// file.
 #ifndef MTB_COMMON_RESULTS_ATOMIC_FILE_H_
 #define MTB_COMMON_RESULTS_ATOMIC_FILE_H_
 

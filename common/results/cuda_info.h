@@ -1,4 +1,4 @@
-// The CUDA/NCCL side of provenance (SPEC §3), for --config=cuda binaries that
+// The CUDA/NCCL side of provenance, for --config=cuda binaries that
 // do not link LibTorch.
 #ifndef MTB_COMMON_RESULTS_CUDA_INFO_H_
 #define MTB_COMMON_RESULTS_CUDA_INFO_H_

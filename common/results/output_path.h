@@ -1,6 +1,6 @@
 // Where result files go. Under `bazel run` the process runs in Bazel's runfiles
 // folder, so relative paths the user typed resolve against the user's checkout
-// (BUILD_WORKSPACE_DIRECTORY), as SPEC §1 asks.
+// (BUILD_WORKSPACE_DIRECTORY).
 #ifndef MTB_COMMON_RESULTS_OUTPUT_PATH_H_
 #define MTB_COMMON_RESULTS_OUTPUT_PATH_H_
 

@@ -1,4 +1,4 @@
-// Provenance for result files (SPEC §3). Torch-free, so binaries that must not
+// Provenance for result files. Torch-free, so binaries that must not
 // link LibTorch (comm_bench_nccl) use it too; common/libtorch/torch_info.h adds the
 // LibTorch-side facts.
 #ifndef MTB_COMMON_RESULTS_RUN_CONTEXT_H_

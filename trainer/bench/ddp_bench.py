@@ -24,7 +24,7 @@ both sides from /proc/self/status: VmHWM at the end (medians over rounds of
 the largest rank's) and its growth over VmRSS before the model was built,
 with our counting allocator's tensor peak beside it. The host's load average
 (1 min) before each round is printed as a range: the machine is shared.
-Goals: issue 6, >= 1.2x on tiny, >= 1.0x on small; issue 12, >= 1.2x on tiny
+Goals: >= 1.2x on tiny, >= 1.0x on small; with the flat parameter store, >= 1.2x on tiny
 fp32 at 2 ranks.
 
 Usage (from the checkout):

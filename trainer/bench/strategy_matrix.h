@@ -1,4 +1,4 @@
-// The strategy matrix (issue 13 item 5): what //trainer/bench:strategy_matrix
+// The strategy matrix: what //trainer/bench:strategy_matrix
 // runs and how it turns runs into rows, a Markdown table and one SVG per
 // (model, precision) of peak memory per rank against the world size.
 // strategy_matrix_main.cc launches the trainer and the PyTorch peers; this

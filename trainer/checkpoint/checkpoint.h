@@ -1,4 +1,4 @@
-// Distributed checkpoints on disk (SPEC §5, docs/checkpoint.md): each rank
+// Distributed checkpoints on disk (docs/checkpoint.md): each rank
 // writes its tensors and state into a staging directory, rank 0 publishes
 // (manifest, READY, rename, `latest`), and readers verify, resolve `latest`
 // with fallbacks, load a rank's tensors, and prune by retention. Usable

@@ -1,7 +1,7 @@
 // A training run's checkpoints on every rank (docs/checkpoint.md "The
 // trainer"): the run id agreed by all ranks, a resumed run's state loaded
 // into the strategy, and saves after the steps the plan (plan.h) names, with
-// the publish order of SPEC §5. The strategy says which pieces of the global
+// the publish order of docs/checkpoint.md. The strategy says which pieces of the global
 // tensors this rank writes and loads (trainer/strategy.h, "Checkpoint
 // state"); this class turns them into shard files and back.
 //

@@ -113,7 +113,7 @@ class BucketEngine {
   LaunchFn launch_;
   GradientFn on_gradient_;
   // Kept alive: a parameter holds its accumulator only weakly, and the hooks
-  // live on it (TOOLCHAIN.md).
+  // live on it.
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<uintptr_t> hook_keys_;
   bool armed_ = false;

@@ -36,7 +36,7 @@
 // Under every, micro-batch m's sync averages (average of 0..m-1) + local m,
 // which is the same total, with K times the bytes.
 //
-// Why not c10d::Reducer (TOOLCHAIN.md): (1) Debian's LibTorch 1.13 lacks a
+// Why not c10d::Reducer: (1) Debian's LibTorch 1.13 lacks a
 // header reducer.hpp includes (distributed/autograd/context/context.h), so it
 // needs a shim; (2) its all-reduces go straight to the ProcessGroup, bypassing
 // our collective layer's byte counting, records, timeouts and error messages

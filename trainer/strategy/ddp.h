@@ -1,4 +1,4 @@
-// DDP (SPEC §4): every rank holds the whole model and optimizer; gradients
+// DDP: every rank holds the whole model and optimizer; gradients
 // are averaged over ranks by bucketed all-reduces launched during backward,
 // as soon as each bucket's gradients are complete, so communication overlaps
 // the rest of backward. ddp.cc explains the mechanism and why it is ours and

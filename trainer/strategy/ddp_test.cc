@@ -166,7 +166,7 @@ TEST(Ddp, FirstBucketIsIssuedBeforeBackwardReachesTheFirstLayer) {
               if (event == collective::CollectiveEvent::kIssued &&
                   record.op == collective::CollectiveOp::kAllReduce &&
                   record.dtype == "float32") {
-                log.push_back(absl::StrCat("issue ", record.size_bytes));
+                log.push_back(absl::StrCat("issued ", record.size_bytes));
               }
             });
         for (const NamedParameter& p : (*trainer)->model().parameters()) {
@@ -187,7 +187,7 @@ TEST(Ddp, FirstBucketIsIssuedBeforeBackwardReachesTheFirstLayer) {
     ASSERT_GE(buckets[rank].size(), 3u);
     EXPECT_EQ(buckets[rank][0].first_parameter, "h.1.mlp.c_proj.bias");
     const std::string first_bucket =
-        absl::StrCat("issue ", buckets[rank][0].bytes);
+        absl::StrCat("issued ", buckets[rank][0].bytes);
     const auto issued = std::find(log.begin(), log.end(), first_bucket);
     const auto layer0 =
         std::find_if(log.begin(), log.end(), [](const std::string& e) {
@@ -201,12 +201,12 @@ TEST(Ddp, FirstBucketIsIssuedBeforeBackwardReachesTheFirstLayer) {
     // Every bucket is issued once per step, in bucket order.
     std::vector<std::string> issues;
     for (const std::string& e : log) {
-      if (e.rfind("issue ", 0) == 0) issues.push_back(e);
+      if (e.rfind("issued ", 0) == 0) issues.push_back(e);
     }
     ASSERT_EQ(issues.size(), 2 * buckets[rank].size());
     for (size_t i = 0; i < issues.size(); ++i) {
       EXPECT_EQ(issues[i],
-                absl::StrCat("issue ",
+                absl::StrCat("issued ",
                              buckets[rank][i % buckets[rank].size()].bytes));
     }
   }
@@ -234,7 +234,7 @@ TEST(Ddp, ABucketReadyBeforeItsPredecessorWaitsForIt) {
             [&log](collective::CollectiveEvent event,
                    const collective::CollectiveRecord& record) {
               if (event == collective::CollectiveEvent::kIssued) {
-                log.push_back(absl::StrCat("issue ", record.elements));
+                log.push_back(absl::StrCat("issued ", record.elements));
               }
             });
         early.register_hook([&log](const at::Tensor&) {
@@ -251,7 +251,7 @@ TEST(Ddp, ABucketReadyBeforeItsPredecessorWaitsForIt) {
         ASSERT_TRUE(strategy.AfterBackward().ok());
         communicator.log().RemoveObserver(observer_id);
         EXPECT_EQ(log, (std::vector<std::string>{"grad early", "grad late",
-                                                 "issue 3", "issue 5"}));
+                                                 "issued 3", "issued 5"}));
         // Averages over the two ranks: d/d early = (1 + 2) / 2.
         EXPECT_TRUE(at::equal(early.grad(), at::full({5}, 1.5f)));
         EXPECT_TRUE(at::equal(late.grad(), at::full({3}, 2.0f)));

@@ -16,7 +16,7 @@
 //             refilling the same storage brings their values back. The
 //             collective writes the store's unit buffer, never the parameter
 //             tensors or their views, so no version counter moves and
-//             autograd's saved tensors stay valid (TOOLCHAIN.md).
+//             autograd's saved tensors stay valid.
 //   provider  the model calls BeforeUnitForward(u) before each unit's forward
 //             and AfterUnitForward(u, out) after it (trainer/unit_hooks.h).
 //             Before: make u gathered (waiting for a prefetch in flight).

@@ -1,4 +1,4 @@
-// FSDP (ZeRO-3; SPEC §4, issue 13): every unit of the parameter store (the
+// FSDP (ZeRO-3): every unit of the parameter store (the
 // root — embeddings, final LayerNorm, tied head — and one per block) is kept
 // only as this rank's shard of its parameters, gradient and AdamW state (16
 // bytes per element, 16 Psi / N at rest). The model asks for a unit's

@@ -1,4 +1,4 @@
-// ZeRO stages 1 and 2 (SPEC §4; Rajbhandari et al.): every rank holds the
+// ZeRO stages 1 and 2 (Rajbhandari et al.): every rank holds the
 // whole model's parameters, but only its shard of the AdamW state (zero1)
 // or of the AdamW state and the gradients (zero2). zero.cc explains the
 // mechanism and its vocabulary.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent PyTorch reference for //trainer:reference_test.
 
-Written from SPEC §4 and docs/trainer.md with plain torch.nn.functional ops and
+Written from docs/trainer.md with plain torch.nn.functional ops and
 torch.optim.AdamW; it shares no code with the C++ trainer. The C++ test writes
 DIR/manifest.txt (the configuration only); this script, on one intra-op thread,
 
