@@ -8,6 +8,7 @@
 #include "common/base/status.h"
 #include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
+#include "common/results/output_path.h"
 
 namespace mtb::trace {
 namespace {
@@ -88,8 +89,7 @@ TraceFile TraceRecorder::Build() const {
 
 absl::Status TraceRecorder::WriteTo(const std::string& directory) const {
   RETURN_IF_ERROR(CreateDirectories(directory));
-  return WriteJsonFile(Build(), absl::StrCat(directory, "/rank_", info_.rank(),
-                                             ".trace.json"));
+  return WriteJsonFile(Build(), RankTracePath(directory, info_.rank()));
 }
 
 ScopedSpan::ScopedSpan(TraceRecorder* recorder, std::string name, std::string cat,
