@@ -261,6 +261,14 @@ bool CheckpointPlan::SavesAt(int64_t step, int64_t steps) const {
 
 absl::Status ValidateCheckpointOptions(const CheckpointOptions& options,
                                        const TrainConfig& config) {
+  if (options.data_fingerprint != "auto" && options.data_fingerprint != "full") {
+    return Invalid(absl::StrCat("--data_fingerprint=", options.data_fingerprint,
+                                ": expected auto or full"));
+  }
+  if (options.allow_data_change && options.resume.empty()) {
+    return Invalid("--allow_data_change needs --resume (it lets a resume continue on other "
+                   "data; a fresh run has no checkpoint data to differ from)");
+  }
   if (options.save_every < 0) {
     return Invalid(absl::StrCat("--save_every=", options.save_every,
                                 " must be >= 0 (0: never save)"));

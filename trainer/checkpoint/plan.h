@@ -40,6 +40,8 @@ struct CheckpointOptions {
   bool allow_data_change = false;
   // --data_fingerprint=full: hash the whole token file whatever its size.
   bool data_fingerprint_full = false;
+  // --data_fingerprint as given: "auto" or "full".
+  std::string data_fingerprint = "auto";
 };
 
 // The flag rules alone (no files): kInvalidArgument, one line naming the
