@@ -44,7 +44,7 @@ TEST(RanksAgree, DataAndResumePointAreCompared) {
   one.set_resume_dir("/ckpt/step_00000004");
   one.set_start_step(4);
   one.set_resume_manifest_sha256("ab");
-  one.mutable_data()->set_parameters("seed=9 vocab_size=1 seq_len=1");
+  one.mutable_data()->set_kind("token_file");
   const absl::Status status = CheckRanksAgree({zero, one});
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   const std::string message(status.message());
@@ -53,6 +53,7 @@ TEST(RanksAgree, DataAndResumePointAreCompared) {
             std::string::npos)
       << message;
   EXPECT_NE(message.find("data: rank 0 synthetic data ("), std::string::npos) << message;
+  EXPECT_NE(message.find(", rank 1 token file "), std::string::npos) << message;
   // The same data at another path (another host's mount) agrees.
   RunAgreement moved = zero;
   TrainConfig elsewhere = config;

@@ -29,7 +29,7 @@ absl::StatusOr<DataIdentity> IdentifyData(const TrainConfig& config, bool full,
                                           int64_t full_digest_max_bytes = kFullDigestMaxBytes);
 
 // One "what: checkpoint A, this run B" per difference that makes the data
-// another source: kind, synthetic parameters, size, token count, digest
+// another source: kind, and for a token file its size, token count, digest
 // (compared only when both digests are of the same kind). The path alone
 // is no difference. Empty: the same data.
 std::vector<std::string> DataDifferences(const DataIdentity& saved, const DataIdentity& now);
