@@ -22,19 +22,19 @@ expect 2 "is the same file as --data" "${run[@]}" --out="$out/hard.bin"
 # A checkpointed run, then `latest` as an output: refused.
 ck="$out/ck"
 expect 0 "" "${run[@]}" --checkpoint_dir="$ck" --save_every=3 --out="$out/first.json"
-expect 2 "--checkpoint_dir's \`latest\`" "${run[@]}" --steps=4 --checkpoint_dir="$ck" \
+expect 2 "--checkpoint_dir's \`latest\`" "${run[@]}" --steps=5 --checkpoint_dir="$ck" \
   --save_every=1 --resume=latest --out="$ck/latest"
 [[ "$(cat "$ck/latest")" == "step_00000003" ]] || fail "latest was overwritten"
 
 # Another corpus behind the same path: refused before any rank starts, and
 # nothing is created for the refused run.
 printf 'A' | dd of="$data" bs=1 seek=2000 conv=notrunc 2>/dev/null
-expect 2 "was trained on other data: token file sha256: checkpoint " "${run[@]}" --steps=4 \
+expect 2 "was trained on other data: token file sha256: checkpoint " "${run[@]}" --steps=5 \
   --checkpoint_dir="$ck" --save_every=1 --resume=latest --out="$out/new/second.json"
 grep -qF -- "give --allow_data_change" "$out/stderr" || fail "no way forward named"
 [[ ! -e "$out/new" ]] || fail "a refused run created its output directory"
 expect 0 "--allow_data_change: continuing on other data (token file sha256" "${run[@]}" \
-  --steps=4 --checkpoint_dir="$ck" --save_every=1 --resume=latest --allow_data_change \
+  --steps=5 --checkpoint_dir="$ck" --save_every=1 --resume=latest --allow_data_change \
   --out="$out/second.json"
 grep -q '"data_changes": \[' "$out/second.json" || fail "the data change is not in the result"
 
