@@ -121,31 +121,5 @@ TEST(AsyncSave, SavingEveryStepInTheBackgroundEndsWithTheParametersOfNoCheckpoin
   }
 }
 
-// A save that fails on one rank (here: its shard file cannot be created)
-// fails on every rank, and its staging directory is removed: a failed save
-// does not keep the disk space it took. Synchronous and async alike.
-TEST(SaveFailure, AFailedSaveRemovesItsStagingDirectory) {
-  for (const bool async : {false, true}) {
-    const std::string dir = TestDir(async ? "failed_async" : "failed_sync");
-    TrainOptions train;
-    train.setup = [&](Checkpointer& checkpointer, int rank) {
-      Checkpointer::TestHooks hooks;
-      hooks.hold_before_write = [dir, rank](int64_t step) {
-        if (rank != 1 || step != 2) return;
-        // A directory where rank 1's shard file goes: its create fails.
-        ASSERT_TRUE(CreateDirectories(dir + "/.step_00000002.tmp/rank_00001.bin").ok());
-      };
-      checkpointer.set_test_hooks(hooks);
-    };
-    const RunOutput run =
-        Train(ResumeConfig("ddp", 4), 2, async ? Async(dir, 2) : Saving(dir, 2), train);
-    ASSERT_FALSE(run.status.ok()) << (async ? "async" : "sync");
-    EXPECT_NE(run.status.message().find("checkpoint of step 2: rank 1: "), std::string::npos)
-        << run.status;
-    EXPECT_FALSE(PathExists(dir + "/.step_00000002.tmp")) << "staging left behind";
-    EXPECT_FALSE(PathExists(dir + "/step_00000002"));
-  }
-}
-
 }  // namespace
 }  // namespace mtb::checkpoint
