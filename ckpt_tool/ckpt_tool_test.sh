@@ -17,6 +17,9 @@ if [[ "$shard" == 0 ]]; then
 "$make" "$root" 2 && "$make" "$root" 4 || fail "making checkpoints"
 [[ "$(run)" == 2 ]] || fail "no command: want 2"
 [[ "$(run frobnicate "$root")" == 2 ]] || fail "bad command: want 2"
+grep -qF "unknown command 'frobnicate'" "$out/stderr" || fail "the unknown command is not named"
+[[ "$(run verify "$root" "$root")" == 2 ]] || fail "an extra operand: want 2"
+grep -qF "verify takes 1 path(s), got 2" "$out/stderr" || fail "extra operand message"
 
 [[ "$(run inspect "$root")" == 0 ]] || { cat "$out/stderr" >&2; fail "inspect"; }
 grep -qF "$root/step_00000004: step 4 of run test-run, ddp on 2 ranks" "$out/stdout" || { cat "$out/stdout" >&2; fail "inspect header"; }
@@ -30,9 +33,13 @@ grep -qF "step_00000004: OK" "$out/stdout" || fail "verify OK line"
 printf 'X' | dd of="$root/step_00000004/rank_00001.bin" bs=1 seek=25 conv=notrunc 2>/dev/null
 [[ "$(run verify "$root/step_00000004")" == 1 ]] || fail "corrupt: want 1"
 grep -qF "rank_00001.bin: corrupt: SHA-256 differs" "$out/stderr" || { cat "$out/stderr" >&2; fail "corrupt message"; }
-# The root resolves past the broken newest checkpoint, and says so.
-[[ "$(run verify "$root")" == 0 ]] || fail "verify root with a broken newest"
-grep -qF "falling back to step_00000002" "$out/stdout" || fail "fallback note"
+# A root whose `latest` fails is not fine (its newest save is lost): exit 1,
+# naming the checkpoint a resume would fall back to.
+[[ "$(run verify "$root")" == 1 ]] || fail "verify root with a broken newest: want 1"
+grep -qF "\`latest\` names step_00000004, which fails verification" "$out/stderr" || { cat "$out/stderr" >&2; fail "latest's failure not named"; }
+grep -qF "a resume would fall back to step_00000002, the newest checkpoint that verifies" "$out/stderr" || fail "fallback not named"
+[[ "$(run inspect "$root")" == 0 ]] || fail "inspect root with a broken newest"
+grep -qF "falling back to step_00000002" "$out/stdout" || fail "inspect's fallback note"
 
 rm "$root/step_00000002/rank_00000.meta"
 [[ "$(run verify "$root/step_00000002")" == 1 ]] || fail "missing: want 1"
@@ -41,6 +48,7 @@ grep -qF "rank_00000.meta: missing (listed in the manifest)" "$out/stderr" || fa
 
 # export: a corrupt checkpoint is refused; usage errors before anything.
 [[ "$(run export "$root/step_00000004" --format=torch --out="$TEST_TMPDIR/x.pt")" == 1 ]] || fail "export corrupt: want 1"
+grep -qF "export to $TEST_TMPDIR/x.pt failed (nothing was written there): " "$out/stderr" || fail "export failure not named by its path"
 grep -qF "rank_00001.bin: corrupt" "$out/stderr" || fail "export names the corrupt file"
 [[ ! -e "$TEST_TMPDIR/x.pt" ]] || fail "export wrote a file"
 [[ "$(run export "$root" --format=onnx --out="$TEST_TMPDIR/x.pt")" == 2 ]] || fail "export --format: want 2"

@@ -149,7 +149,11 @@ int Export(const std::string& path) {
   }
   absl::StatusOr<std::vector<std::string>> names =
       mtb::ckpt_tool::ExportTorch(*dir, out, mtb::ckpt_tool::ExportOptions{dtype});
-  if (!names.ok()) return Fail(names.status());
+  if (!names.ok()) {
+    return Fail(absl::Status(names.status().code(),
+                             absl::StrCat("export to ", out, " failed (nothing was written "
+                                          "there): ", names.status().message())));
+  }
   std::cout << out << ": " << names->size() << " tensors (" << dtype
             << "; Hugging Face GPT-2 names; linear weights (out, in) as nn.Linear, not "
                "Conv1D's (in, out)) from "
@@ -160,15 +164,20 @@ int Export(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> args = mtb::ParseCommandLineOrExit(argc, argv, kUsage);
+  const std::vector<std::string> args = mtb::ParseCommandLineOrExit(argc, argv, kUsage, mtb::Operands::kAllowed);
   const std::string command = args.size() > 1 ? args[1] : "";
   const size_t operands = command == "compare" ? 2 : 1;
-  if ((command != "inspect" && command != "verify" && command != "compare" &&
-       command != "prune" && command != "export") ||
-      args.size() != 2 + operands) {
-    return Usage(
-        "expected `inspect PATH`, `verify PATH`, `compare LEFT RIGHT`, `prune ROOT "
-        "--keep_last=N` or `export PATH --format=torch|safetensors --out=PATH`");
+  constexpr char kExpected[] =
+      "expected `inspect PATH`, `verify PATH`, `compare LEFT RIGHT`, `prune ROOT "
+      "--keep_last=N` or `export PATH --format=torch|safetensors --out=PATH`";
+  if (command.empty()) return Usage(absl::StrCat("no command: ", kExpected));
+  if (command != "inspect" && command != "verify" && command != "compare" &&
+      command != "prune" && command != "export") {
+    return Usage(absl::StrCat("unknown command '", command, "': ", kExpected));
+  }
+  if (args.size() != 2 + operands) {
+    return Usage(absl::StrCat(command, " takes ", operands, " path(s), got ", args.size() - 2,
+                              ": ", kExpected));
   }
   // Relative to the user's checkout under `bazel run` (the binary runs in
   // its runfiles), as every other tool's paths.
@@ -184,12 +193,9 @@ int main(int argc, char** argv) {
     return mtb::kExitOk;
   }
   std::vector<std::string> notes;
-  absl::StatusOr<std::string> dir = mtb::ckpt_tool::CheckpointDirOf(path, &notes);
+  absl::StatusOr<std::string> dir = mtb::ckpt_tool::VerifyPath(path, &notes);
   if (!dir.ok()) return Fail(dir.status());
   for (const std::string& note : notes) std::cout << "note: " << note << "\n";
-  if (absl::Status verified = mtb::checkpoint::Verify(*dir); !verified.ok()) {
-    return Fail(verified);
-  }
   std::cout << *dir << ": OK (READY, manifest, every file's size and SHA-256, shard "
                        "headers, every tensor covered exactly once)\n";
   return mtb::kExitOk;

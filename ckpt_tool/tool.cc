@@ -1,6 +1,5 @@
 #include "ckpt_tool/tool.h"
 
-
 #include <map>
 #include <string>
 #include <vector>
@@ -13,15 +12,30 @@
 #include "trainer/checkpoint/checkpoint.h"
 
 namespace mtb::ckpt_tool {
-namespace {
-
-}  // namespace
 
 absl::StatusOr<std::string> CheckpointDirOf(const std::string& path,
                                             std::vector<std::string>* notes) {
   if (!PathExists(path)) return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
   if (PathExists(path + "/manifest.json") || PathExists(path + "/READY")) return path;
   ASSIGN_OR_RETURN(checkpoint::Resolved resolved, checkpoint::ResolveLatest(path));
+  for (const std::string& note : resolved.notes) notes->push_back(note);
+  return resolved.dir;
+}
+
+absl::StatusOr<std::string> VerifyPath(const std::string& path,
+                                       std::vector<std::string>* notes) {
+  if (!PathExists(path)) return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
+  if (PathExists(path + "/manifest.json") || PathExists(path + "/READY")) {
+    RETURN_IF_ERROR(checkpoint::Verify(path));
+    return path;
+  }
+  ASSIGN_OR_RETURN(checkpoint::Resolved resolved, checkpoint::ResolveLatest(path));
+  if (!resolved.latest_problem.empty()) {
+    return absl::DataLossError(absl::StrCat(path, ": ", resolved.latest_problem,
+                                            "; a resume would fall back to ",
+                                            BaseName(resolved.dir),
+                                            ", the newest checkpoint that verifies"));
+  }
   for (const std::string& note : resolved.notes) notes->push_back(note);
   return resolved.dir;
 }

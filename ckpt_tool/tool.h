@@ -5,6 +5,7 @@
 #define MTB_CKPT_TOOL_TOOL_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "ckpt_tool/ckpt_tool.pb.h"
@@ -17,6 +18,14 @@ absl::StatusOr<std::string> CheckpointDirOf(const std::string& path,
                                             std::vector<std::string>* notes);
 
 absl::StatusOr<CheckpointSummary> Inspect(const std::string& path);
+
+// `ckpt_tool verify PATH`: the checkpoint directory that verified. A root
+// verifies only when `latest` names a checkpoint that verifies: otherwise
+// kDataLoss naming what is wrong with `latest` and the checkpoint a resume
+// would fall back to (a root that fell back is not fine: its newest save is
+// lost). Notes as for CheckpointDirOf.
+absl::StatusOr<std::string> VerifyPath(const std::string& path,
+                                       std::vector<std::string>* notes);
 
 // The Markdown tables of a summary.
 std::string RenderSummary(const CheckpointSummary& summary);

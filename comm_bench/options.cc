@@ -263,6 +263,16 @@ absl::StatusOr<SweepOptions> ResolveOptions(const FlagValues& flags,
     }
     options.has_ceiling = true;
   }
+  // No output may overwrite an input or another output (by any spelling).
+  std::vector<NamedPath> outputs = {{"--out", ResolveUserPath(flags.out)},
+                                    {"--markdown", ResolveUserPath(flags.markdown)},
+                                    {"--plot", ResolveUserPath(flags.plot)}};
+  for (NamedPath& trace : RankTraceFiles(ResolveUserPath(flags.trace_dir), world_size)) {
+    outputs.push_back(std::move(trace));
+  }
+  RETURN_IF_ERROR(CheckOutputsAgainstInputs(
+      outputs, {{"--split_matrix", ResolveUserPath(flags.split_matrix)},
+                {"--ceiling", ResolveUserPath(flags.ceiling)}}));
   if (!flags.trace_dir.empty()) {
     RETURN_IF_ERROR(CheckOutputWritable(
         "trace_dir", ResolveUserPath(flags.trace_dir) + "/rank_0.trace.json"));

@@ -134,6 +134,30 @@ TEST(ResolveOptions, SplitMatrixIsReadValidatedAndExclusive) {
   ExpectRejected(flags, 2, "split_matrix", "/nonexistent/split.txt");
 }
 
+TEST(ResolveOptions, OutputsThatCollideWithEachOtherOrAnInputAreRefused) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/collide";
+  const std::string matrix = dir + "/split.txt";
+  ASSERT_TRUE(WriteFileAtomically(matrix, "0 8\n16 4\n").ok());
+  FlagValues flags;
+  flags.out = dir + "/r.json";
+  flags.markdown = dir + "/sub/../r.json";
+  ExpectRejected(flags, 2, "markdown", "are the same file: one would overwrite the other");
+  flags.markdown = dir + "/r.md";
+  flags.plot = dir + "/r.md";
+  ExpectRejected(flags, 2, "plot", "are the same file");
+  flags.plot = dir + "/r.svg";
+  flags.trace_dir = dir;
+  flags.out = dir + "/rank_1.trace.json";
+  ExpectRejected(flags, 2, "out", "rank 1's trace in --trace_dir");
+  flags.out = dir + "/r.json";
+  flags.split_matrix = matrix;
+  flags.plot = dir + "/./split.txt";
+  ExpectRejected(flags, 2, "plot", "is the same file as --split_matrix");
+  EXPECT_EQ(*ReadFileToString(matrix), "0 8\n16 4\n") << "the input is intact";
+  flags.plot = dir + "/r.svg";
+  EXPECT_TRUE(ResolveOptions(flags, 2).ok());
+}
+
 TEST(ResolveOptions, SplitMatrixWithAnExplicitSizeRangeSaysWhichWins) {
   const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/split2.txt";
   ASSERT_TRUE(WriteFileAtomically(path, "0 8\n16 4\n").ok());

@@ -134,6 +134,12 @@ DoctorCheck CompareBf16ToFp32(DoctorCheck bf16, const DoctorCheck& fp32) {
   return bf16;
 }
 
+int DiskProbeMib(int megabytes, int64_t free_bytes) {
+  const int64_t tenth_mib = free_bytes / 10 / (int64_t{1} << 20);
+  return static_cast<int>(
+      std::max<int64_t>(0, std::min<int64_t>({megabytes, kMaxDiskProbeMib, tenth_mib})));
+}
+
 DoctorCheck CheckDisk(const std::string& directory, int megabytes) {
   const std::string name = "disk";
   auto fail = [&](const std::string& why) {
@@ -144,13 +150,30 @@ DoctorCheck CheckDisk(const std::string& directory, int megabytes) {
   if (absl::Status created = CreateDirectories(directory); !created.ok()) {
     return fail(std::string(created.message()));
   }
+  // Free space first: the probe is sized from it and never fills the disk.
+  struct statvfs fs;
+  if (::statvfs(directory.c_str(), &fs) != 0) {
+    return fail(absl::StrCat("statvfs: ", std::strerror(errno)));
+  }
+  const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+  const bool too_little = free_bytes < int64_t{4} * megabytes * (1 << 20);
+  const std::string too_little_fix = absl::StrCat(
+      "free space is below 4x --disk_check_mb=", megabytes, ": checkpoints will not fit");
+  const int probe_mib = DiskProbeMib(megabytes, free_bytes);
+  if (probe_mib == 0) {
+    DoctorCheck check = fail(absl::StrCat(
+        "only ", FormatByteAmount(static_cast<double>(free_bytes)),
+        " free: no write probe (it would take more than 10% of it)"));
+    if (too_little) check.set_fix(too_little_fix);
+    return check;
+  }
   std::string path = absl::StrCat(directory, "/.mtb_doctor_disk_XXXXXX");
   const int fd = ::mkstemp(path.data());
   if (fd < 0) return fail(absl::StrCat("cannot create a file: ", std::strerror(errno)));
   const std::vector<char> block(1 << 20, 'm');
   const auto start = std::chrono::steady_clock::now();
   bool ok = true;
-  for (int i = 0; i < megabytes && ok; ++i) {
+  for (int i = 0; i < probe_mib && ok; ++i) {
     size_t done = 0;
     while (done < block.size()) {
       const ssize_t n = ::write(fd, block.data() + done, block.size() - done);
@@ -170,20 +193,16 @@ DoctorCheck CheckDisk(const std::string& directory, int megabytes) {
   ::close(fd);
   ::unlink(path.c_str());
   if (!ok) return fail(absl::StrCat("write+fsync failed: ", std::strerror(saved_errno)));
-  struct statvfs fs;
-  if (::statvfs(directory.c_str(), &fs) != 0) {
-    return fail(absl::StrCat("statvfs: ", std::strerror(errno)));
-  }
-  const double free_bytes = static_cast<double>(fs.f_bavail) * fs.f_frsize;
   const double mb_per_second =
-      megabytes * 1.048576 / std::max(seconds, 1e-9);
+      probe_mib * 1.048576 / std::max(seconds, 1e-9);
   const std::string value = absl::StrFormat(
       "%s: write+fsync %s MB/s (%d MiB), %s free", directory,
-      FormatSignificant(mb_per_second, 3), megabytes, FormatByteAmount(free_bytes));
+      FormatSignificant(mb_per_second, 3), probe_mib,
+      FormatByteAmount(static_cast<double>(free_bytes)));
   DoctorCheck check = MakeCheck(kHost, name, "pass", value);
-  if (free_bytes < 4.0 * megabytes * (1 << 20)) {
+  if (too_little) {
     check.set_status("fail");
-    check.set_fix("free space is below 4x the probe: checkpoints will not fit");
+    check.set_fix(too_little_fix);
   }
   check.set_measured(mb_per_second);
   check.set_unit("MB/s");

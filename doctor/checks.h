@@ -5,6 +5,7 @@
 #ifndef MTB_DOCTOR_CHECKS_H_
 #define MTB_DOCTOR_CHECKS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -42,10 +43,17 @@ DoctorCheck CheckMatmul(const std::string& precision);
 // CPU without bf16 matmul units, where --precision=bf16 trains slower.
 DoctorCheck CompareBf16ToFp32(DoctorCheck bf16, const DoctorCheck& fp32);
 
-// Writes `megabytes` MiB to a temporary file in `directory` (created if
-// missing), fsyncs it and removes it: write+fsync MB/s, and the free space
-// (statvfs). Fails when the directory cannot be written or has less free
-// space than 4x what was written.
+// The probe's size: `megabytes` MiB, but at most kMaxDiskProbeMib and 10%
+// of `free_bytes`, so the probe never fills a disk; 0 when even 1 MiB is
+// more than 10% of what is free.
+inline constexpr int kMaxDiskProbeMib = 64;
+int DiskProbeMib(int megabytes, int64_t free_bytes);
+
+// Reads the free space first (statvfs), then writes DiskProbeMib MiB to a
+// temporary file in `directory` (created if missing), fsyncs it and removes
+// it: write+fsync MB/s and the free space. Fails when the directory cannot
+// be written, or when its free space is below 4x `megabytes` (checkpoints
+// will not fit; no probe is written when it is below 10 MiB).
 DoctorCheck CheckDisk(const std::string& directory, int megabytes);
 
 // The addresses `hostname` resolves to (getaddrinfo, IPv4 and IPv6).

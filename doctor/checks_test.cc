@@ -116,6 +116,16 @@ TEST(Checks, TheDiskCheckMeasuresAndLeavesNothingBehind) {
   EXPECT_NE(unwritable.fix().find("--checkpoint_dir"), std::string::npos);
 }
 
+TEST(Checks, TheDiskProbeIsAtMost64MibAndATenthOfTheFreeSpace) {
+  constexpr int64_t kMib = int64_t{1} << 20;
+  EXPECT_EQ(DiskProbeMib(64, 100000 * kMib), 64);
+  EXPECT_EQ(DiskProbeMib(1000, 100000 * kMib), kMaxDiskProbeMib);
+  EXPECT_EQ(DiskProbeMib(64, 200 * kMib), 20);
+  EXPECT_EQ(DiskProbeMib(4, 200 * kMib), 4);
+  EXPECT_EQ(DiskProbeMib(64, 9 * kMib), 0);  // even 1 MiB is more than 10%
+  EXPECT_EQ(DiskProbeMib(64, 0), 0);
+}
+
 TEST(Checks, TheVerdictNamesEveryFailedCheckAndIgnoresWarnings) {
   DoctorResult result;
   *result.add_checks() = MakeCheck("build", "BLAS", "warn", "reference");

@@ -20,7 +20,9 @@ expect() {
 }
 
 expect 2 "unknown flag --no_such_flag" --no_such_flag=1
-expect 2 "--disk_check_mb=0 must be in [1, 65536]" --disk_check_mb=0
+expect 2 "--disk_check_mb=0 must be in [1, 64]" --disk_check_mb=0
+expect 2 "--disk_check_mb=65 must be in [1, 64]" --disk_check_mb=65
+expect 2 "unexpected argument 'stray'" stray
 expect 2 "--expected_world_size=-1 must be >= 0" --expected_world_size=-1
 expect 2 "--connect_timeout" --connect_timeout=0s
 

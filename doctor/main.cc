@@ -26,7 +26,9 @@
 ABSL_FLAG(std::string, checkpoint_dir, "results",
           "the directory checkpoints will go to: its write+fsync bandwidth and "
           "free space are checked");
-ABSL_FLAG(int32_t, disk_check_mb, 64, "MiB written (and fsynced) by the disk check");
+ABSL_FLAG(int32_t, disk_check_mb, 64,
+          "MiB written (and fsynced) by the disk check, at most 64 (and never more than "
+          "10% of the free space)");
 ABSL_FLAG(int32_t, expected_world_size, 0,
           "fail unless the group has this many ranks (0: any)");
 ABSL_FLAG(std::string, out, "",
@@ -75,11 +77,12 @@ int main(int argc, char** argv) {
     return mtb::ReportAndExitCode(
         kProgram, absl::InvalidArgumentError("--checkpoint_dir must name a directory"));
   }
-  if (options.disk_check_mb < 1 || options.disk_check_mb > 65536) {
+  if (options.disk_check_mb < 1 || options.disk_check_mb > mtb::doctor::kMaxDiskProbeMib) {
     return mtb::ReportAndExitCode(
         kProgram, absl::InvalidArgumentError(absl::StrCat(
-                      "--disk_check_mb=", options.disk_check_mb,
-                      " must be in [1, 65536]")));
+                      "--disk_check_mb=", options.disk_check_mb, " must be in [1, ",
+                      mtb::doctor::kMaxDiskProbeMib, "] (the probe never takes more than ",
+                      "10% of the free space either)")));
   }
   if (options.expected_world_size < 0) {
     return mtb::ReportAndExitCode(

@@ -68,6 +68,16 @@ int main(int argc, char** argv) {
   const std::string out = OutFlag().empty()
                               ? mtb::DefaultResultPath(kProgram, "json")
                               : mtb::ResolveUserPath(OutFlag());
+  std::vector<std::string> companions;
+  if (MarkdownFlag()) companions.push_back("md");
+  if (PlotFlag()) companions.insert(companions.end(), {"time.svg", "drops.svg"});
+  std::vector<mtb::NamedPath> outputs = mtb::ResultFileSet(out, companions);
+  for (mtb::NamedPath& file : mtb::RankTraceFiles(trace->dir, world->world_size)) {
+    outputs.push_back(std::move(file));
+  }
+  if (absl::Status distinct = mtb::CheckOutputsAgainstInputs(outputs, {}); !distinct.ok()) {
+    return mtb::ReportAndExitCode(kProgram, distinct);
+  }
   if (absl::Status writable = mtb::CheckOutputWritable("out", out);
       !writable.ok()) {
     return mtb::ReportAndExitCode(kProgram, writable);

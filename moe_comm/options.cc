@@ -1,6 +1,9 @@
 #include "moe_comm/options.h"
 
+#include <cmath>
+
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/base/status.h"
@@ -103,16 +106,20 @@ absl::Status ValidateOptions(const MoeCommOptions& options, int world_size,
     }
   }
   for (double cf : options.capacity_factor()) {
-    if (!(cf > 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--capacity_factor=", cf, " must be > 0"));
+    if (!(cf > 0) || !std::isfinite(cf)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--capacity_factor=", cf, " must be a finite number > 0 (a factor of "
+          "--num_experts or more keeps every assignment)"));
     }
   }
   for (const std::string& text : options.skew()) {
-    ASSIGN_OR_RETURN(const Skew skew, ParseSkew("skew", text));
-    if (skew.kind == Skew::Kind::kLinear) {
+    // ParseSkew's own suggestion names linear, which moe_comm does not take.
+    absl::StatusOr<Skew> skew = ParseSkew("skew", text);
+    if (!skew.ok() && absl::StartsWith(text, "zipf:")) return skew.status();
+    if (!skew.ok() || skew->kind == Skew::Kind::kLinear) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--skew=", text, ": moe_comm takes uniform or zipf:S"));
+          "--skew=", text, ": expected uniform or zipf:S (S a finite number >= 0, e.g. "
+          "zipf:1.2); moe_comm draws routing from these two"));
     }
   }
   if (!(options.rtol() >= 0) || !(options.atol() >= 0)) {

@@ -1,5 +1,8 @@
 #include "moe_comm/options.h"
 
+#include <limits>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace mtb::moe_comm {
@@ -35,13 +38,29 @@ TEST(MoeOptions, TopKAboveTheExpertsOrAboveTwoIsRejected) {
 TEST(MoeOptions, NonPositiveCapacityFactorIsRejected) {
   MoeCommOptions options = DefaultOptions();
   options.set_capacity_factor(0, 0);
-  ExpectRejected(options, 2, "--capacity_factor=0 must be > 0");
+  ExpectRejected(options, 2, "--capacity_factor=0 must be a finite number > 0");
+  options.set_capacity_factor(0, std::numeric_limits<double>::infinity());
+  ExpectRejected(options, 2, "--capacity_factor=inf must be a finite number > 0");
+  // A huge finite factor is valid: the capacity is bounded (ExpertCapacity).
+  options.set_capacity_factor(0, 1e30);
+  EXPECT_TRUE(ValidateOptions(options, 2, "n").ok());
 }
 
-TEST(MoeOptions, MalformedSkewIsRejectedNamingTheFlag) {
+TEST(MoeOptions, MalformedSkewIsRejectedSuggestingOnlyWhatMoeCommTakes) {
   MoeCommOptions options = DefaultOptions();
   options.set_skew(1, "zipf:abc");
-  ExpectRejected(options, 2, "--skew");
+  ExpectRejected(options, 2, "--skew=zipf:abc: the Zipf exponent must be a finite number >= 0");
+  for (const char* text : {"linear", "gaussian"}) {
+    options.set_skew(1, text);
+    const absl::Status status = ValidateOptions(options, 2, "n");
+    EXPECT_EQ(status.message(),
+              std::string("--skew=") + text +
+                  ": expected uniform or zipf:S (S a finite number >= 0, e.g. zipf:1.2); "
+                  "moe_comm draws routing from these two");
+    // The suggestion is one moe_comm accepts.
+    options.set_skew(1, "zipf:1.2");
+    EXPECT_TRUE(ValidateOptions(options, 2, "n").ok());
+  }
 }
 
 TEST(MoeOptions, ListFlagsParseAndNameTheBadValue) {

@@ -140,7 +140,12 @@ absl::StatusOr<std::vector<RankTrace>> ReadTraces(const std::string& directory) 
     RankTrace t;
     t.path = path;
     if (absl::Status read = ReadJsonFile(path, &t.file); !read.ok()) {
-      return absl::DataLossError(read.message());
+      if (!absl::IsDataLoss(read)) return read;
+      // The parser's own words ("Closing quote expected") name no cause.
+      return Bad(path, absl::StrCat("not a complete trace: it does not parse as trace JSON, "
+                                    "so it is truncated (a rank killed while writing it?) "
+                                    "or not a trace (",
+                                    read.message(), ")"));
     }
     const trace::TraceRunInfo& info = t.file.otherdata();
     if (info.run_id().empty() || info.world_size() < 1) {

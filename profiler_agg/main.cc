@@ -37,6 +37,17 @@ int Forensics(int argc, char** argv, const std::string& directory) {
       absl::GetFlag(FLAGS_out).empty()
           ? mtb::DefaultResultPath("profiler_agg_forensics", "json")
           : mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
+  std::vector<mtb::NamedPath> inputs;
+  if (absl::StatusOr<std::vector<std::string>> names = mtb::ListDirectory(directory);
+      names.ok()) {
+    for (const std::string& name : *names) {
+      inputs.push_back({absl::StrCat("the input ", name), directory + "/" + name});
+    }
+  }
+  if (absl::Status distinct = mtb::CheckOutputsAgainstInputs({{"--out", out}}, inputs);
+      !distinct.ok()) {
+    return mtb::ReportAndExitCode(kProgram, distinct);
+  }
   if (absl::Status writable = mtb::CheckOutputWritable("out", out); !writable.ok()) {
     return mtb::ReportAndExitCode(kProgram, writable);
   }
@@ -65,7 +76,8 @@ int main(int argc, char** argv) {
       "merges the per-rank traces of one run: phases, stragglers, overlap;\n"
       "or names where a group diverged from its flight recorder dumps.\n"
       "  profiler_agg TRACE_DIR [--step=N] [--out=PATH]\n"
-      "  profiler_agg forensics LOG_DIR [--out=PATH]");
+      "  profiler_agg forensics LOG_DIR [--out=PATH]",
+      mtb::Operands::kAllowed);
   if (args.size() >= 2 && args[1] == "forensics") {
     if (args.size() != 3) {
       std::cerr << kProgram
@@ -79,14 +91,37 @@ int main(int argc, char** argv) {
     std::cerr << kProgram << ": give one trace directory (a run's --trace_dir)\n";
     return mtb::kExitUsage;
   }
+  if (absl::GetFlag(FLAGS_step) < 0) {
+    std::cerr << kProgram << ": --step=" << absl::GetFlag(FLAGS_step)
+              << " must be >= 1, a step in the traces (0: the middle one)\n";
+    return mtb::kExitUsage;
+  }
   const std::string out = absl::GetFlag(FLAGS_out).empty()
                               ? mtb::DefaultResultPath(kProgram, "json")
                               : mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
+  const std::string trace_dir = mtb::ResolveUserPath(args[1]);
+  // No output may replace a trace it reads (or another output): the step
+  // SVG's name is known once the step is, so it is checked then, before
+  // anything is written.
+  std::vector<mtb::NamedPath> trace_inputs;
+  if (absl::StatusOr<std::vector<std::string>> names =
+          mtb::ListDirectory(trace_dir, "rank_", ".trace.json");
+      names.ok()) {
+    for (const std::string& name : *names) {
+      trace_inputs.push_back({absl::StrCat("the trace ", name), trace_dir + "/" + name});
+    }
+  }
+  std::vector<mtb::NamedPath> outputs =
+      mtb::ResultFileSet(out, {"md", "merged.trace.json"});
+  if (absl::Status distinct = mtb::CheckOutputsAgainstInputs(outputs, trace_inputs);
+      !distinct.ok()) {
+    return mtb::ReportAndExitCode(kProgram, distinct);
+  }
   if (absl::Status writable = mtb::CheckOutputWritable("out", out); !writable.ok()) {
     return mtb::ReportAndExitCode(kProgram, writable);
   }
   absl::StatusOr<std::vector<mtb::profiler_agg::RankTrace>> traces =
-      mtb::profiler_agg::ReadTraces(mtb::ResolveUserPath(args[1]));
+      mtb::profiler_agg::ReadTraces(trace_dir);
   if (!traces.ok()) return mtb::ReportAndExitCode(kProgram, traces.status());
   mtb::RunContext context = mtb::NewRunContext(kProgram, argc, argv);
   mtb::profiler_agg::ProfilerAggResult result = mtb::profiler_agg::Analyze(*traces);
@@ -106,6 +141,11 @@ int main(int argc, char** argv) {
   const std::string md_path = mtb::ReplaceExtension(out, "md");
   const std::string merged_path = mtb::ReplaceExtension(out, "merged.trace.json");
   const std::string svg_name = mtb::BaseName(svg_path);
+  outputs.push_back({"the step SVG beside --out", svg_path});
+  if (absl::Status distinct = mtb::CheckOutputsAgainstInputs(outputs, trace_inputs);
+      !distinct.ok()) {
+    return mtb::ReportAndExitCode(kProgram, distinct);
+  }
   if (absl::Status written = mtb::WriteJsonFile(result, out); !written.ok()) {
     return mtb::ReportAndExitCode(kProgram, written);
   }

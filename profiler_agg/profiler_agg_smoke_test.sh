@@ -15,7 +15,20 @@ grep -qF "no rank_<r>.trace.json files" "$out/stderr" || fail "no-traces message
 grep -qF "mixed_runs/rank_1.trace.json: trace of run another-run" "$out/stderr" || fail "mixed message"
 [[ "$(run "$fixtures/truncated" --out="$out/x.json")" == 1 ]] || fail "truncated: want exit 1"
 [[ "$(wc -l < "$out/stderr")" == 1 ]] || fail "truncated: not one line"
-grep -qF "truncated/rank_1.trace.json: " "$out/stderr" || fail "truncated file not named"
+grep -qF "truncated/rank_1.trace.json: not a complete trace: it does not parse as trace JSON, so it is truncated" "$out/stderr" || fail "truncated file not named"
+
+# No output replaces a trace it reads, by any spelling; nothing is written.
+cp -r "$fixtures/two_ranks" "$out/traces"
+before=$(sha256sum < "$out/traces/rank_0.trace.json")
+[[ "$(run "$out/traces" --out="$out/traces/./rank_0.trace.json")" == 2 ]] || fail "--out onto a trace: want exit 2"
+grep -qF "is the same file as the trace rank_0.trace.json" "$out/stderr" || fail "collision message"
+ln -s "$out/traces/rank_1.trace.json" "$out/link.json"
+[[ "$(run "$out/traces" --out="$out/link.json")" == 2 ]] || fail "--out onto a symlinked trace: want exit 2"
+[[ "$(sha256sum < "$out/traces/rank_0.trace.json")" == "$before" ]] || fail "a trace was changed"
+[[ ! -e "$out/traces/rank_0.md" ]] || fail "a refused run wrote a companion"
+[[ "$(run "$fixtures/two_ranks" --step=-1 --out="$out/z.json")" == 2 ]] || fail "--step=-1: want exit 2"
+grep -qF -- "--step=-1 must be >= 1" "$out/stderr" || fail "--step=-1 message"
+[[ "$(run "$fixtures/two_ranks" stray --out="$out/z.json")" == 2 ]] || fail "a stray argument: want exit 2"
 
 [[ "$(run "$fixtures/two_ranks" --step=1 --out="$out/agg.json")" == 0 ]] || { cat "$out/stderr" >&2; fail "fixtures"; }
 for f in agg.json agg.md agg.step1.svg agg.merged.trace.json; do [[ -s "$out/$f" ]] || fail "no $f"; done

@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> args = mtb::ParseCommandLineOrExit(
       argc, argv,
       "compares result files side by side in one Markdown report.\n"
-      "  report FILE.json... | DIR [--out=report.md] [--allow_mixed]");
+      "  report FILE.json... | DIR [--out=report.md] [--allow_mixed]",
+      mtb::Operands::kAllowed);
   args.erase(args.begin());
   for (std::string& arg : args) arg = mtb::ResolveUserPath(arg);
   if (args.empty()) {
@@ -65,6 +66,20 @@ int main(int argc, char** argv) {
               << "e.g. flight recorder dumps, traces): "
               << absl::StrJoin(skipped, ", ") << "\n";
   }
+  // No output may replace a result it reads: the report, then each SVG
+  // once its name is known, all before anything is written.
+  std::vector<mtb::NamedPath> inputs;
+  for (const mtb::report::ResultFile& file : *files) {
+    inputs.push_back({absl::StrCat("the input ", file.path), file.path});
+  }
+  for (const std::string& path : skipped) {
+    inputs.push_back({absl::StrCat("the input ", path), path});
+  }
+  std::vector<mtb::NamedPath> outputs = {{"--out", out}};
+  if (absl::Status distinct = mtb::CheckOutputsAgainstInputs(outputs, inputs);
+      !distinct.ok()) {
+    return mtb::ReportAndExitCode(kProgram, distinct);
+  }
   const std::vector<std::string> differences =
       mtb::report::ProvenanceDifferences(*files);
   if (!differences.empty() && !absl::GetFlag(FLAGS_allow_mixed)) {
@@ -75,6 +90,14 @@ int main(int argc, char** argv) {
   }
   const mtb::report::RenderedReport report =
       mtb::report::RenderReport(*files, differences, Stem(out));
+  for (const auto& [name, svg] : report.svgs) {
+    outputs.push_back({absl::StrCat("the plot ", name, " beside --out"),
+                       absl::StrCat(mtb::DirectoryOf(out), "/", name)});
+  }
+  if (absl::Status distinct = mtb::CheckOutputsAgainstInputs(outputs, inputs);
+      !distinct.ok()) {
+    return mtb::ReportAndExitCode(kProgram, distinct);
+  }
   if (absl::Status written = mtb::WriteFileAtomically(out, report.markdown);
       !written.ok()) {
     return mtb::ReportAndExitCode(kProgram, written);

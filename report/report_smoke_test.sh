@@ -38,4 +38,14 @@ code=0; "$report" "$out/corrupt.json" --out="$out/c.md" > "$out/stdout" 2> "$out
 [[ "$code" == 1 ]] || fail "corrupt: exit $code, want 1"
 [[ "$(wc -l < "$out/stderr")" == 1 ]] || { cat "$out/stderr" >&2; fail "not one line"; }
 grep -qF "$out/corrupt.json: not a result file" "$out/stderr" || fail "the file is not named"
+# No output replaces an input, by any spelling or link; nothing is written.
+cp "$fixtures/trainer_single.json" "$out/in.json"
+before=$(sha256sum < "$out/in.json")
+code=0; "$report" "$out/in.json" --out="$out/./in.json" > "$out/stdout" 2> "$out/stderr" || code=$?
+[[ "$code" == 2 ]] || fail "--out onto an input: exit $code, want 2"
+grep -qF "is the same file as the input $out/in.json" "$out/stderr" || fail "collision message"
+ln "$out/in.json" "$out/hard.json"
+code=0; "$report" "$out/in.json" --out="$out/hard.json" > "$out/stdout" 2> "$out/stderr" || code=$?
+[[ "$code" == 2 ]] || fail "--out onto a hard link of an input: exit $code, want 2"
+[[ "$(sha256sum < "$out/in.json")" == "$before" ]] || fail "an input was changed"
 echo "PASS"

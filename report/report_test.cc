@@ -63,6 +63,29 @@ TEST(Report, ProvenanceThatDiffersIsListedFieldByField) {
   EXPECT_NE(report.markdown.find("- git_commit differs: "), std::string::npos);
 }
 
+TEST(Report, ResultsOfDifferentKindsFromOneBuildAreNotMixedProvenance) {
+  // comm_bench links no LibTorch and records no BLAS: its empty fields are
+  // not a difference from the trainer's.
+  comm_bench::CommBenchResult bench;
+  ASSERT_TRUE(ReadJsonFile(std::string(kFixtures) + "/comm_bench.json", &bench).ok());
+  bench.mutable_context()->clear_libtorch_version();
+  bench.mutable_context()->clear_blas_library();
+  const std::string path = TempDir() + "/bench_without_torch.json";
+  ASSERT_TRUE(WriteJsonFile(bench, path).ok());
+  absl::StatusOr<std::vector<ResultFile>> files =
+      ReadResultFiles({std::string(kFixtures) + "/trainer_single.json", path});
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_TRUE(ProvenanceDifferences(*files).empty());
+  // The negative case: a recorded version that differs is a difference.
+  bench.mutable_context()->set_libtorch_version("2.0.0");
+  ASSERT_TRUE(WriteJsonFile(bench, path).ok());
+  files = ReadResultFiles({std::string(kFixtures) + "/trainer_single.json", path});
+  ASSERT_TRUE(files.ok()) << files.status();
+  const std::vector<std::string> differences = ProvenanceDifferences(*files);
+  ASSERT_EQ(differences.size(), 1u);
+  EXPECT_EQ(differences[0].rfind("libtorch_version differs: ", 0), 0u) << differences[0];
+}
+
 TEST(Report, CorruptForeignAndUnknownFieldFilesAreRefusedNamingTheFile) {
   const std::string corrupt = TempDir() + "/corrupt.json";
   const std::string foreign = TempDir() + "/foreign.json";

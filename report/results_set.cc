@@ -134,13 +134,15 @@ std::vector<std::string> ProvenanceDifferences(
   for (const auto& [name, value_of] : fields) {
     std::map<std::string, std::vector<std::string>> by_value;
     for (const ResultFile& file : files) {
-      by_value[value_of(file.context)].push_back(file.path);
+      // A field a tool does not record (comm_bench links no LibTorch, a CPU
+      // build no NCCL) is not a difference of provenance but of kind.
+      const std::string value = value_of(file.context);
+      if (!value.empty()) by_value[value].push_back(file.path);
     }
     if (by_value.size() <= 1) continue;
     std::vector<std::string> parts;
     for (const auto& [value, paths] : by_value) {
-      parts.push_back(absl::StrCat(absl::StrJoin(paths, ", "), ": ",
-                                   value.empty() ? "(none)" : value));
+      parts.push_back(absl::StrCat(absl::StrJoin(paths, ", "), ": ", value));
     }
     differences.push_back(absl::StrCat(name, " differs: ", absl::StrJoin(parts, "; ")));
   }

@@ -47,9 +47,15 @@ int main(int argc, char** argv) {
   if (valid.ok()) valid = mtb::ValidateTimeoutOptions(timeouts);
   if (!valid.ok()) return mtb::ReportAndExitCode(kProgram, valid);
   // An output that cannot be written fails now, before any rank starts.
-  if (absl::Status writable =
-          mtb::CheckOutputWritable("out", mtb::ResolveUserPath(OutFlag()));
-      !writable.ok()) {
+  const std::string out_flag = mtb::ResolveUserPath(OutFlag());
+  if (absl::Status distinct = mtb::CheckOutputsAgainstInputs(
+          mtb::ResultFileSet(out_flag, MarkdownFlag() ? std::vector<std::string>{"md"}
+                                                      : std::vector<std::string>{}),
+          {});
+      !distinct.ok()) {
+    return mtb::ReportAndExitCode(kProgram, distinct);
+  }
+  if (absl::Status writable = mtb::CheckOutputWritable("out", out_flag); !writable.ok()) {
     return mtb::ReportAndExitCode(kProgram, writable);
   }
 

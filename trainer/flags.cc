@@ -120,6 +120,12 @@ ABSL_FLAG(std::string, resume, "",
           "latest (the checkpoint DIR/latest names, falling back to the newest "
           "that verifies; none yet: start from step 0) or PATH (one checkpoint "
           "directory); --steps stays the run's total");
+ABSL_FLAG(bool, allow_data_change, false,
+          "resume on a data source other than the checkpoint's, deliberately (the "
+          "differences are recorded in the result; docs/checkpoint.md)");
+ABSL_FLAG(std::string, data_fingerprint, "auto",
+          "how checkpoints identify a token file: auto (SHA-256 of the whole file up to "
+          "256 MiB, a sampled fingerprint above) or full (the whole file, any size)");
 ABSL_FLAG(bool, async_checkpoint, false,
           "save checkpoints in the background: the state is copied at the step "
           "boundary and written while training continues (one save in flight; "
@@ -203,6 +209,9 @@ checkpoint::CheckpointOptions CheckpointOptionsFromFlags() {
   options.resume = resume == "latest" ? resume : ResolveUserPath(resume);
   options.overwrite = absl::GetFlag(FLAGS_overwrite_checkpoints);
   options.async_save = absl::GetFlag(FLAGS_async_checkpoint);
+  options.allow_data_change = absl::GetFlag(FLAGS_allow_data_change);
+  options.data_fingerprint_full = absl::GetFlag(FLAGS_data_fingerprint) == "full";
+  options.data_fingerprint = absl::GetFlag(FLAGS_data_fingerprint);
   return options;
 }
 

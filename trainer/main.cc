@@ -244,6 +244,34 @@ int main(int argc, char** argv) {
       return mtb::ReportAndExitCode(kProgram, writable);
     }
   }
+  // No output may overwrite an input (the data, the resume checkpoint) or
+  // another output, by any spelling, symlink or hard link.
+  {
+    const std::string out = mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
+    std::vector<mtb::NamedPath> outputs = mtb::ResultFileSet(
+        out, absl::GetFlag(FLAGS_markdown) && !out.empty()
+                 ? std::vector<std::string>{"md", "svg"}
+                 : std::vector<std::string>{});
+    if (out.empty()) outputs.clear();
+    for (std::vector<mtb::NamedPath> more :
+         {mtb::RankTraceFiles(mtb::ResolveUserPath(absl::GetFlag(FLAGS_trace_dir)),
+                              world->world_size),
+          mtb::checkpoint::CheckpointOutputs(*checkpoint_plan)}) {
+      outputs.insert(outputs.end(), more.begin(), more.end());
+    }
+    if (!metrics_jsonl.empty()) outputs.push_back({"--metrics_jsonl", metrics_jsonl});
+    std::vector<mtb::NamedPath> inputs = mtb::checkpoint::CheckpointInputs(*checkpoint_plan);
+    if (config.data() != "synthetic") {
+      inputs.push_back({"--data", mtb::ResolveUserPath(config.data())});
+    }
+    if (const std::string init_from = absl::GetFlag(FLAGS_init_from); !init_from.empty()) {
+      inputs.push_back({"--init_from", mtb::ResolveUserPath(init_from)});
+    }
+    if (absl::Status distinct = mtb::CheckOutputsAgainstInputs(outputs, inputs);
+        !distinct.ok()) {
+      return mtb::ReportAndExitCode(kProgram, distinct);
+    }
+  }
   // A missing or corrupt input file is a usage error: nothing starts.
   if (absl::Status data = mtb::OpenDataFor(config).status(); !data.ok()) {
     std::cerr << kProgram << ": --data: " << data.message() << "\n";

@@ -30,20 +30,24 @@ int UsageError(const std::string& message) {
 int main(int argc, char** argv) {
   const std::vector<std::string> args = mtb::ParseCommandLineOrExit(
       argc, argv, "writes text files as a byte-level llm.c token file: "
-                  "make_token_file --out=PATH FILE...");
+                  "make_token_file --out=PATH FILE...",
+      mtb::Operands::kAllowed);
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty() || args.size() < 2) {
     return UsageError("needs --out=PATH and at least one input FILE");
   }
   const std::string path = mtb::ResolveUserPath(out);
   std::vector<std::string> inputs;
+  std::vector<mtb::NamedPath> named_inputs;
   for (size_t i = 1; i < args.size(); ++i) {
     inputs.push_back(mtb::ResolveUserPath(args[i]));
-    // Writing over an input would destroy the text it is made from.
-    if (mtb::SameFile(inputs.back(), path)) {
-      return UsageError(absl::StrCat("--out=", out, " is the input ", args[i],
-                                     ": refusing to overwrite an input"));
-    }
+    named_inputs.push_back({absl::StrCat("input ", args[i]), inputs.back()});
+  }
+  // Writing over an input would destroy the text it is made from.
+  if (absl::Status distinct =
+          mtb::CheckOutputsAgainstInputs({{"--out", path}}, named_inputs);
+      !distinct.ok()) {
+    return UsageError(std::string(distinct.message()));
   }
   if (absl::Status writable = mtb::CheckOutputWritable("out", path);
       !writable.ok()) {

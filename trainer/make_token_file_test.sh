@@ -35,8 +35,10 @@ expect 2 "--out=/proc/no_such_dir/x.bin: cannot write there" --out=/proc/no_such
 
 # --out is an input, spelled differently: refused, the input is intact.
 before=$(sha256sum < "$dir/b.txt")
-expect 2 "--out=$dir/sub/../b.txt is the input $dir/b.txt: refusing to overwrite an input" \
+expect 2 "--out=$dir/sub/../b.txt is the same file as input $dir/b.txt ($dir/b.txt): refusing to overwrite an input" \
   --out="$dir/sub/../b.txt" "$dir/a.txt" "$dir/b.txt"
+ln "$dir/b.txt" "$dir/hard.txt"
+expect 2 "is the same file as input $dir/b.txt" --out="$dir/hard.txt" "$dir/a.txt" "$dir/b.txt"
 [[ "$(sha256sum < "$dir/b.txt")" == "$before" ]] || fail "an input was changed"
 
 expect 0 "" --out="$dir/tokens.bin" "$dir/a.txt" "$dir/b.txt"

@@ -26,6 +26,7 @@
 #include "common/collective/trace_collectives.h"
 #include "common/trace/recorder.h"
 #include "trainer/checkpoint/audit.h"
+#include "trainer/checkpoint/agreement.h"
 #include "trainer/checkpoint/checkpointer.h"
 #include "trainer/data.h"
 #include "trainer/init_from.h"
@@ -166,6 +167,13 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
               << communicator->device_description() << ", local rank "
               << env.local_rank << ", " << config.intra_op_threads()
               << " intra-op thread(s))";
+    // Every rank trains the same run, or none does: compared before step 1
+    // (ranks started by hand or by torchrun were planned apart).
+    if (absl::Status agreed = checkpoint::AgreeOnRun(
+            communicator.get(), checkpoint::AgreementOf(config, options.checkpoint));
+        !agreed.ok()) {
+      return Fail(Annotate(agreed, absl::StrCat("rank ", env.rank)));
+    }
   }
   absl::StatusOr<std::unique_ptr<Strategy>> strategy =
       MakeStrategy(config, communicator.get(), options.sync_fault);

@@ -128,8 +128,17 @@ absl::StatusOr<std::vector<std::string>> ParseCommandLine(int argc,
   return positional;
 }
 
+absl::Status RefuseOperands(const std::vector<std::string>& positional) {
+  if (positional.size() <= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unexpected argument '", positional[1], "'",
+      positional.size() > 2 ? absl::StrCat(" (and ", positional.size() - 2, " more)") : "",
+      ": this tool takes flags only (--name=value; see --help)"));
+}
+
 std::vector<std::string> ParseCommandLineOrExit(int argc, char** argv,
-                                                absl::string_view usage) {
+                                                absl::string_view usage,
+                                                Operands operands) {
   for (int index = 1; index < argc; ++index) {
     const std::string arg = argv[index];
     if (arg == "--") break;
@@ -141,6 +150,11 @@ std::vector<std::string> ParseCommandLineOrExit(int argc, char** argv,
   }
   absl::StatusOr<std::vector<std::string>> positional =
       ParseCommandLine(argc, argv);
+  if (positional.ok() && operands == Operands::kNone) {
+    if (absl::Status refused = RefuseOperands(*positional); !refused.ok()) {
+      positional = refused;
+    }
+  }
   if (!positional.ok()) {
     std::cerr << ProgramName(argc > 0 ? argv[0] : nullptr) << ": "
               << positional.status().message() << "\n";

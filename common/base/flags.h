@@ -39,11 +39,23 @@ void RegisterFlagAlias(absl::string_view alias, absl::string_view canonical);
 absl::StatusOr<std::vector<std::string>> ParseCommandLine(int argc,
                                                           char** argv);
 
+// Whether a binary takes positional arguments (operands) after its flags.
+// Most take none: a stray word ("trainer foo.bin", a flag missing its
+// dashes) would otherwise be accepted and ignored.
+enum class Operands { kNone, kAllowed };
+
 // ParseCommandLine, printing "<program>: <error>" and exiting 2 on error, and
 // printing `usage` plus every flag defined outside Abseil and exiting 0 on
-// --help.
+// --help. With Operands::kNone, any positional argument is an error (exit 2
+// naming it).
 std::vector<std::string> ParseCommandLineOrExit(int argc, char** argv,
-                                                absl::string_view usage);
+                                                absl::string_view usage,
+                                                Operands operands = Operands::kNone);
+
+// The error for positional arguments a binary that takes none was given
+// (`positional` as ParseCommandLine returns it, argv[0] first); OK when
+// there are none.
+absl::Status RefuseOperands(const std::vector<std::string>& positional);
 
 // True when --name (or an alias of it) was given on the command line.
 bool FlagWasSet(absl::string_view name);

@@ -79,5 +79,25 @@ TEST(FlagsDeathTest, ParseOrExitExitsTwoWithOneLine) {
               ::testing::ExitedWithCode(2), "tool: invalid value for --test_count");
 }
 
+TEST(FlagsDeathTest, AStrayPositionalArgumentExitsTwoNamingIt) {
+  std::string arg0 = "tool", arg1 = "--test_count=3", arg2 = "foo.bin";
+  char* argv[] = {arg0.data(), arg1.data(), arg2.data()};
+  EXPECT_EXIT(ParseCommandLineOrExit(3, argv, "usage"), ::testing::ExitedWithCode(2),
+              "tool: unexpected argument 'foo.bin': this tool takes flags only");
+}
+
+TEST(Flags, OperandsAreReturnedToToolsThatTakeThem) {
+  std::string arg0 = "tool", arg1 = "a.json", arg2 = "--", arg3 = "-b.json";
+  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), arg3.data()};
+  EXPECT_EQ(ParseCommandLineOrExit(4, argv, "usage", Operands::kAllowed),
+            (std::vector<std::string>{"tool", "a.json", "-b.json"}));
+  EXPECT_TRUE(RefuseOperands({"tool"}).ok());
+  const absl::Status refused = RefuseOperands({"tool", "x", "y"});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(),
+            "unexpected argument 'x' (and 1 more): this tool takes flags only (--name=value; "
+            "see --help)");
+}
+
 }  // namespace
 }  // namespace mtb

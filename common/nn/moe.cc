@@ -1,7 +1,10 @@
 #include "common/nn/moe.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <string>
+#include <system_error>
 #include <tuple>
 
 #include "ATen/ATen.h"
@@ -13,11 +16,43 @@ namespace nn {
 
 int64_t ExpertCapacity(double capacity_factor, int64_t local_tokens, int top_k,
                        int num_experts) {
-  CHECK_GT(capacity_factor, 0);
+  CHECK(capacity_factor > 0 && std::isfinite(capacity_factor)) << capacity_factor;
   CHECK_GT(num_experts, 0);
-  return static_cast<int64_t>(std::ceil(
-      capacity_factor * static_cast<double>(local_tokens * top_k) /
-      num_experts));
+  CHECK_GE(local_tokens, 0);
+  CHECK_GE(top_k, 1);
+  const int64_t assignments = local_tokens * top_k;
+  CHECK_LT(assignments, int64_t{1} << 40);
+  if (assignments == 0) return 0;
+  // cf * assignments / E >= assignments: the bound.
+  if (capacity_factor >= num_experts) return assignments;
+  // The factor as the decimal the user wrote (the shortest that round-trips:
+  // 1.1 is 11 / 10, not the binary double just above it), so the ceiling is
+  // exact: digits * 10^exponent.
+  char text[64];
+  const std::to_chars_result written =
+      std::to_chars(text, text + sizeof(text), capacity_factor, std::chars_format::scientific);
+  CHECK(written.ec == std::errc());
+  const std::string scientific(text, written.ptr);  // "1.25e+00"
+  const size_t e = scientific.find('e');
+  std::string digits_text = scientific.substr(0, e);
+  digits_text.erase(std::remove(digits_text.begin(), digits_text.end(), '.'), digits_text.end());
+  const int exponent = std::stoi(scientific.substr(e + 1)) -
+                       static_cast<int>(digits_text.size() - 1);
+  const unsigned __int128 digits = std::stoull(digits_text);  // < 10^17
+  unsigned __int128 numerator = digits * static_cast<unsigned __int128>(assignments);  // < 2^97
+  unsigned __int128 denominator = static_cast<unsigned __int128>(num_experts);
+  if (exponent >= 0) {
+    // An integral factor below num_experts: small.
+    for (int i = 0; i < exponent; ++i) numerator *= 10;
+  } else {
+    // 10^30 exceeds any numerator: the ceiling of a positive fraction < 1.
+    if (-exponent >= 30) return 1;
+    for (int i = 0; i < -exponent; ++i) denominator *= 10;  // < 2^31 * 10^29 < 2^128
+  }
+  const unsigned __int128 capacity = (numerator + denominator - 1) / denominator;
+  return std::min(static_cast<int64_t>(std::min<unsigned __int128>(
+                      capacity, static_cast<unsigned __int128>(assignments))),
+                  assignments);
 }
 
 Routing Route(const at::Tensor& x, const at::Tensor& router_weight,

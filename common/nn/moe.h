@@ -43,7 +43,10 @@ struct MoeParams {
 };
 
 // ceil(capacity_factor * local_tokens * top_k / num_experts): assignments
-// one expert takes from one source (Megatron's per-rank form).
+// one expert takes from one source (Megatron's per-rank form), in exact
+// integer arithmetic on the factor's shortest decimal (1.1 is 11/10) and at
+// most local_tokens * top_k (all of them): a huge factor keeps every
+// assignment instead of overflowing. capacity_factor finite and > 0.
 int64_t ExpertCapacity(double capacity_factor, int64_t local_tokens, int top_k,
                        int num_experts);
 

@@ -30,6 +30,20 @@ TEST(ExpertCapacity, IsTheCeilingOfTheMegatronPerRankForm) {
   EXPECT_EQ(ExpertCapacity(2.0, 16, 2, 8), 8);    // exactly 8
 }
 
+TEST(ExpertCapacity, IsExactOnTheDecimalFactorAndBoundedByEveryAssignment) {
+  // 1.1 * 50 / 5 is 11 exactly; in doubles 1.1 * 50 / 5 = 11.000000000000002,
+  // whose ceiling is 12.
+  EXPECT_EQ(ExpertCapacity(1.1, 25, 2, 5), 11);
+  EXPECT_EQ(ExpertCapacity(1.1, 90, 1, 9), 11);
+  // A factor no expert count can use keeps every assignment (tokens x k),
+  // never an overflowed or negative capacity.
+  EXPECT_EQ(ExpertCapacity(1e30, 16, 2, 8), 32);
+  EXPECT_EQ(ExpertCapacity(8.0, 16, 2, 8), 32);
+  EXPECT_EQ(ExpertCapacity(7.99, 16, 2, 8), 32);  // ceil(31.96)
+  EXPECT_EQ(ExpertCapacity(1e-30, 16, 2, 8), 1);
+  EXPECT_EQ(ExpertCapacity(1.25, 0, 2, 8), 0);
+}
+
 TEST(KeepWithinCapacity, DropsTheLowestScoresAndBreaksTiesByTokenIndex) {
   // Capacity 2. Expert 0 receives tokens 0 (0.6), 1 (0.9) and 2 (0.6): it
   // keeps token 1 (highest) and token 0 (ties with token 2, lower index);

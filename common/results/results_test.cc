@@ -174,7 +174,7 @@ TEST(OutputPath, DefaultResultPathNeverNamesAnExistingFile) {
 TEST(OutputPath, UnwritableOutputIsRejectedUpFrontNamingTheFlag) {
   const std::string dir = TempDir();
   EXPECT_TRUE(CheckOutputWritable("out", dir + "/new/sub/x.json").ok());
-  EXPECT_TRUE(Exists(dir + "/new/sub"));
+  EXPECT_FALSE(Exists(dir + "/new")) << "a check creates no directory";
   EXPECT_TRUE(CheckOutputWritable("out", "").ok());
   absl::Status status = CheckOutputWritable("out", "/proc/x/y.json");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -187,6 +187,7 @@ TEST(OutputPath, UnwritableOutputIsRejectedUpFrontNamingTheFlag) {
 
 TEST(OutputPath, TheWritableCheckCreatesAFileAndLeavesNothingBehind) {
   const std::string dir = TempDir() + "/probe";
+  ASSERT_TRUE(CreateDirectories(dir).ok());
   ASSERT_TRUE(CheckOutputWritable("out", dir + "/r.json").ok());
   absl::StatusOr<std::vector<std::string>> names = ListDirectory(dir);
   ASSERT_TRUE(names.ok()) << names.status();
@@ -206,10 +207,11 @@ TEST(Paths, ListDirectoryFiltersAndSortsNames) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(OutputPath, TheDirectoryCheckCreatesItAndRefusesAFileOrAnUnwritablePlace) {
+TEST(OutputPath, TheDirectoryCheckCreatesNothingAndRefusesAFileOrAnUnwritablePlace) {
   const std::string dir = TempDir() + "/dirs";
   EXPECT_TRUE(CheckDirectoryWritable("checkpoint_dir", dir + "/a/b").ok());
-  EXPECT_TRUE(Exists(dir + "/a/b"));
+  EXPECT_FALSE(Exists(dir)) << "a check creates no directory";
+  ASSERT_TRUE(CreateDirectories(dir).ok());
   ASSERT_TRUE(WriteFileAtomically(dir + "/file", "x").ok());
   absl::Status file = CheckDirectoryWritable("checkpoint_dir", dir + "/file");
   EXPECT_EQ(file.code(), absl::StatusCode::kInvalidArgument);

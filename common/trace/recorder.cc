@@ -9,6 +9,7 @@
 #include "common/base/status.h"
 #include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
+#include "common/results/output_path.h"
 
 ABSL_FLAG(int, test_only_shift_clock_of_rank, -1,
           "tests only: this rank's clock reads 1s ahead in its trace and its "
@@ -108,8 +109,7 @@ TraceFile TraceRecorder::Build() const {
 
 absl::Status TraceRecorder::WriteTo(const std::string& directory) const {
   RETURN_IF_ERROR(CreateDirectories(directory));
-  return WriteJsonFile(Build(), absl::StrCat(directory, "/rank_", info_.rank(),
-                                             ".trace.json"));
+  return WriteJsonFile(Build(), RankTracePath(directory, info_.rank()));
 }
 
 ScopedSpan::ScopedSpan(TraceRecorder* recorder, std::string name, std::string cat,

@@ -222,6 +222,10 @@ absl::StatusOr<std::string> PrepareStaging(const std::string& root, int64_t step
   return staging;
 }
 
+absl::Status DiscardStaging(const std::string& root, int64_t step) {
+  return RemoveTree(Join(root, StagingDirName(step)));
+}
+
 absl::StatusOr<RankReport> WriteRankFiles(const std::string& staging, int rank,
                                           const std::vector<TensorShard>& shards,
                                           const RankState& state,
@@ -328,9 +332,11 @@ absl::Status Publish(const std::string& root, CheckpointManifest manifest,
   // Staging is never read, so its files need no temp-and-rename: each is
   // durable (fsynced) before the next is written, and one fsync of the
   // directory makes their names durable before the rename publishes them.
-  RETURN_IF_ERROR(WriteDurably(Join(staging, kManifest), ToJson(manifest)));
+  const std::string manifest_bytes = ToJson(manifest);
+  RETURN_IF_ERROR(WriteDurably(Join(staging, kManifest), manifest_bytes));
   if (hooks.before_ready) hooks.before_ready();
-  RETURN_IF_ERROR(WriteDurably(Join(staging, kReady), absl::StrCat(manifest.run_id(), "\n")));
+  RETURN_IF_ERROR(
+      WriteDurably(Join(staging, kReady), ReadyFileContents(manifest.run_id(), manifest_bytes)));
   RETURN_IF_ERROR(FsyncPath(staging, /*directory=*/true));
   const std::string final_dir = Join(root, StepDirName(manifest.step()));
   std::string aside;
@@ -357,102 +363,22 @@ absl::Status Publish(const std::string& root, CheckpointManifest manifest,
   return absl::OkStatus();
 }
 
-absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir) {
-  CheckpointManifest manifest;
-  const std::string path = Join(dir, kManifest);
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  if (!text.ok()) {
-    if (absl::IsNotFound(text.status())) return absl::NotFoundError(absl::StrCat(path, ": missing"));
-    return text.status();
-  }
-  if (absl::Status parsed = FromJson(*text, &manifest); !parsed.ok()) {
-    return absl::DataLossError(absl::StrCat(path, ": corrupt: ", parsed.message()));
-  }
-  return manifest;
-}
-
-absl::Status Verify(const std::string& dir) {
-  if (!PathExists(Join(dir, kReady))) {
-    return absl::FailedPreconditionError(absl::StrCat(dir, ": no READY: the save never completed"));
-  }
-  ASSIGN_OR_RETURN(const CheckpointManifest manifest, ReadManifest(dir));
-  if (manifest.format_version() != static_cast<int32_t>(kFormatVersion)) {
-    return absl::DataLossError(absl::StrCat(Join(dir, kManifest), ": format version ",
-                                            manifest.format_version(), ", this build reads ",
-                                            kFormatVersion));
-  }
-  std::map<std::string, int64_t> sizes;
-  for (const FileEntry& file : manifest.files()) {
-    const std::string path = Join(dir, file.name());
-    absl::StatusOr<std::string> bytes = ReadFileToString(path);
-    if (!bytes.ok()) {
-      if (absl::IsNotFound(bytes.status())) {
-        return absl::NotFoundError(absl::StrCat(path, ": missing (listed in the manifest)"));
-      }
-      return bytes.status();
-    }
-    if (static_cast<int64_t>(bytes->size()) != file.size()) {
-      return absl::DataLossError(absl::StrCat(path, ": corrupt: ", bytes->size(),
-                                              " bytes, the manifest says ", file.size(),
-                                              bytes->size() < static_cast<size_t>(file.size()) ? " (truncated)" : ""));
-    }
-    if (Sha256Hex(*bytes) != file.sha256()) {
-      return absl::DataLossError(absl::StrCat(path, ": corrupt: SHA-256 differs from the manifest's"));
-    }
-    if (absl::EndsWith(file.name(), ".bin")) {
-      ASSIGN_OR_RETURN(const ShardHeader header, DecodeShardHeader(*bytes, path));
-      (void)header;
-    }
-    sizes[file.name()] = file.size();
-  }
-  for (const TensorEntry& tensor : manifest.tensors()) {
-    int64_t elements = 1;
-    for (int64_t d : tensor.global_shape()) elements *= d;
-    const int64_t element_bytes = ElementBytes(tensor.dtype());
-    if (element_bytes == 0) {
-      return absl::DataLossError(absl::StrCat(tensor.name(), ": unknown dtype ", tensor.dtype()));
-    }
-    int64_t covered = 0;
-    for (const ShardPlacement& shard : tensor.shards()) {
-      if (shard.offset() != covered) {
-        return absl::DataLossError(absl::StrCat(
-            tensor.name(), ": elements ", std::min(covered, shard.offset()), "..",
-            std::max(covered, shard.offset()),
-            shard.offset() > covered ? " are in no shard" : " are in two shards"));
-      }
-      auto file = sizes.find(shard.file());
-      if (file == sizes.end()) {
-        return absl::DataLossError(absl::StrCat(tensor.name(), ": shard file ", shard.file(),
-                                                " is not in the manifest's files"));
-      }
-      if (shard.byte_length() != shard.length() * element_bytes ||
-          shard.byte_offset() < kShardHeaderBytes ||
-          shard.byte_offset() + shard.byte_length() > file->second) {
-        return absl::DataLossError(absl::StrCat(tensor.name(), ": bytes [", shard.byte_offset(),
-                                                ", +", shard.byte_length(), ") do not fit ",
-                                                shard.file()));
-      }
-      covered += shard.length();
-    }
-    if (covered != elements) {
-      return absl::DataLossError(absl::StrCat(tensor.name(), ": shards cover ", covered, " of ",
-                                              elements, " elements"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Resolved> ResolveLatest(const std::string& root) {
+absl::StatusOr<Resolved> ResolveLatest(const std::string& root,
+                                       const std::string& trusted_manifest_sha256) {
   Resolved resolved;
+  auto take = [&](const std::string& dir, VerifiedCheckpoint verified) {
+    resolved.dir = dir;
+    resolved.manifest = std::move(verified.manifest);
+    resolved.manifest_sha256 = std::move(verified.manifest_sha256);
+  };
   std::string problem;
   const std::string named = ReadLatestName(root, &problem);
   if (!named.empty()) {
     const std::string dir = Join(root, named);
-    const absl::Status verified = PathExists(dir) ? Verify(dir)
-                                              : absl::NotFoundError(absl::StrCat(dir, ": missing"));
+    absl::StatusOr<VerifiedCheckpoint> verified =
+        VerifyCheckpoint(dir, trusted_manifest_sha256);
     if (verified.ok()) {
-      ASSIGN_OR_RETURN(resolved.manifest, ReadManifest(dir));
-      resolved.dir = dir;
+      take(dir, *std::move(verified));
       for (const auto& [step, name] : StepDirs(root)) {
         if (step > resolved.manifest.step() && PathExists(Join(Join(root, name), kReady))) {
           resolved.notes.push_back(absl::StrCat(
@@ -463,23 +389,24 @@ absl::StatusOr<Resolved> ResolveLatest(const std::string& root) {
       return resolved;
     }
     problem = absl::StrCat("`latest` names ", named, ", which fails verification (",
-                           verified.message(), ")");
+                           verified.status().message(), ")");
   }
   for (const auto& [step, name] : StepDirs(root)) {
     const std::string dir = Join(root, name);
-    const absl::Status verified = Verify(dir);
+    absl::StatusOr<VerifiedCheckpoint> verified =
+        VerifyCheckpoint(dir, trusted_manifest_sha256);
     if (!verified.ok()) {
-      resolved.notes.push_back(absl::StrCat("skipping ", name, ": ", verified.message()));
+      resolved.notes.push_back(absl::StrCat("skipping ", name, ": ", verified.status().message()));
       continue;
     }
-    ASSIGN_OR_RETURN(resolved.manifest, ReadManifest(dir));
-    resolved.dir = dir;
+    take(dir, *std::move(verified));
+    resolved.latest_problem = problem;
     resolved.notes.insert(resolved.notes.begin(),
                           absl::StrCat(problem, ": falling back to ", name,
                                        ", the newest READY checkpoint that verifies"));
     return resolved;
   }
-  return absl::NotFoundError(absl::StrCat(root, ": no checkpoint to resume from (", problem,
+  return absl::NotFoundError(absl::StrCat(root, ": no usable checkpoint (", problem,
                                           "; no READY checkpoint verifies)"));
 }
 

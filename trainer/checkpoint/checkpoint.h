@@ -53,6 +53,11 @@ struct Hooks {
 // creates it empty. Returns the staging directory's path.
 absl::StatusOr<std::string> PrepareStaging(const std::string& root, int64_t step);
 
+// Rank 0, once a save of `step` failed and no rank writes into it any more:
+// removes its staging directory, so a failed save does not keep holding the
+// disk space it took. Published checkpoints are not touched.
+absl::Status DiscardStaging(const std::string& root, int64_t step);
+
 // Writes rank_<rank>.bin (header + tensors, SHA-256 computed while writing,
 // fsynced) and rank_<rank>.meta (RankState JSON, fsynced) into `staging`
 // (created if missing). Returns what rank 0 needs for the manifest.
@@ -72,11 +77,36 @@ absl::Status Publish(const std::string& root, CheckpointManifest manifest,
                      const std::vector<RankReport>& reports,
                      const Hooks& hooks = {});
 
-// Checks a published checkpoint directory: READY, a manifest that parses,
-// every listed file present (kNotFound) with its size and SHA-256
-// (kDataLoss "corrupt"), shard headers (magic, version, rank), every tensor's
-// elements covered exactly once, byte ranges inside their files. The error
-// names the file and the problem.
+// The READY file of a checkpoint whose manifest.json holds `manifest_bytes`:
+// the format, the run id and the manifest's SHA-256, so that READY vouches
+// for every byte of the manifest (docs/checkpoint.md "Integrity").
+std::string ReadyFileContents(const std::string& run_id, absl::string_view manifest_bytes);
+
+// What VerifyCheckpoint found: the manifest READY vouches for and its digest.
+struct VerifiedCheckpoint {
+  CheckpointManifest manifest;
+  std::string manifest_sha256;
+  // False when the files' bytes were not hashed (a trusted digest).
+  bool content_hashed = true;
+};
+
+// Checks a published checkpoint directory, READY first: the directory
+// exists (kNotFound "not found"); READY exists (kFailedPrecondition "no
+// READY") and records format 2 and the manifest's SHA-256
+// (kFailedPrecondition for a format-1 checkpoint: refused, not read); the
+// manifest's bytes have that digest and READY is exactly what they give
+// (kDataLoss "corrupt", naming the file). Then what the manifest says: one
+// rank_NNNNN.bin and .meta per rank of its world size, each with its size
+// and SHA-256 (kNotFound when missing, kDataLoss "corrupt"), every shard
+// header's format, rank and tensor count, byte ranges tiling each shard
+// file, every tensor's elements covered exactly once, each state file's
+// rank and step.
+//
+// `trusted_manifest_sha256`: when it equals the digest READY records (a
+// launcher verified this very manifest in full and handed the digest to its
+// ranks), the files' bytes are not hashed again; everything else is checked.
+absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(
+    const std::string& dir, const std::string& trusted_manifest_sha256 = "");
 absl::Status Verify(const std::string& dir);
 
 // The manifest of `dir` (no verification).
@@ -85,15 +115,20 @@ absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir);
 struct Resolved {
   std::string dir;  // the checkpoint to resume from
   CheckpointManifest manifest;
+  std::string manifest_sha256;
   // What resolution had to do: "latest names step_00000004, which fails
   // verification (...): falling back to step_00000002", orphans ignored.
   std::vector<std::string> notes;
+  // Why `latest` was not used ("" when it was): it names a checkpoint that
+  // fails verification, names none or is garbage, or is missing.
+  std::string latest_problem;
 };
 
 // `latest` under `root` when it names a checkpoint that verifies; else the
 // newest READY checkpoint that verifies, saying why. kNotFound when there is
-// none.
-absl::StatusOr<Resolved> ResolveLatest(const std::string& root);
+// none. `trusted_manifest_sha256` as for VerifyCheckpoint.
+absl::StatusOr<Resolved> ResolveLatest(const std::string& root,
+                                       const std::string& trusted_manifest_sha256 = "");
 
 // One rank's tensors (by name: its shard's elements as bytes) and state.
 struct RankCheckpoint {

@@ -45,6 +45,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/base/flags.h"
 #include "common/base/logging.h"
@@ -69,6 +70,10 @@ ABSL_FLAG(int32_t, rounds, 5, "alternating rounds (medians and ranges over them)
 ABSL_FLAG(int32_t, vocab_size, 8192, "the state's model: vocabulary");
 ABSL_FLAG(int32_t, d_model, 768, "the state's model: width");
 ABSL_FLAG(int32_t, n_layers, 3, "the state's model: blocks");
+ABSL_FLAG(std::string, resume_ranks, "1,2,4",
+          "world sizes at which a resume (verification + load) is timed, before and after "
+          "verifying once (empty: none)");
+ABSL_FLAG(bool, resume_only, false, "time only the resume section (no save/load table)");
 ABSL_FLAG(std::string, python, "/usr/bin/python3",
           "PyTorch's Python for the torch.save peer (empty: no peer)");
 
@@ -236,6 +241,113 @@ void PrintTable(const std::vector<Row>& rows, const Row& dd) {
   std::printf("%s\n", table.Render().c_str());
 }
 
+// A resume as the trainer does it at `world_size` ranks (threads), from
+// cold pages: the launcher verifies the checkpoint before any rank starts,
+// then every rank verifies and loads its state. `before`: every rank
+// verified in full as well (1 + N hashing passes over the bytes, as before
+// the launcher handed its verdict down); `after`: the ranks check the
+// launcher's manifest digest and the layout, hashing nothing (1 pass).
+// Seconds from the launcher's start to the last rank loaded, per round.
+struct ResumeTimes {
+  std::vector<double> before, after;
+  int64_t bytes = 0;
+};
+
+ResumeTimes TimeResume(const std::string& root, int world_size, int rounds) {
+  ResumeTimes times;
+  absl::Mutex mutex;
+  std::string digest;  // the launcher's verdict, guarded by `mutex`
+  collective::ThreadRanksOptions threads;
+  threads.timeout = absl::Minutes(30);
+  const TrainConfig config = BenchConfig("ddp");
+  Check(collective::RunRanksAsThreads(
+      world_size,
+      [&](collective::Communicator& communicator) {
+        const int rank = communicator.rank();
+        GptModel model(ModelShapeOf(config), config.seed());
+        DdpStrategy ddp(&communicator, DdpOptions{});
+        Check(ddp.Setup(model.store(), AdamWOptions{}));
+        checkpoint::CheckpointPlan plan;
+        plan.options.dir = root;
+        plan.options.save_every = 1;
+        plan.options.keep_last = 0;
+        plan.run_id = "checkpoint-benchmark";
+        checkpoint::Checkpointer saver(plan, config, rank, world_size, &communicator);
+        Check(saver.Start());
+        checkpoint::RankState state;
+        state.set_rank(rank);
+        state.set_step(1);
+        absl::StatusOr<CheckpointSave> saved =
+            saver.Save(1, ddp, state, nullptr, [](const char*) {});
+        Check(saved.status());
+        const std::string dir = absl::StrCat(root, "/", checkpoint::StepDirName(1));
+        for (int round = 0; round < rounds; ++round) {
+          for (const bool once : {false, true}) {
+            if (rank == 0) Evict(dir);
+            Check(saver.Start());  // a barrier: the pages are cold
+            const absl::Time start = absl::Now();
+            if (rank == 0) {
+              absl::StatusOr<checkpoint::VerifiedCheckpoint> launcher =
+                  checkpoint::VerifyCheckpoint(dir);
+              Check(launcher.status());
+              absl::MutexLock lock(&mutex);
+              digest = launcher->manifest_sha256;
+            }
+            Check(saver.Start());  // the ranks start after the launcher's verdict
+            std::string trusted;
+            if (once) {
+              absl::MutexLock lock(&mutex);
+              trusted = digest;
+            }
+            absl::StatusOr<checkpoint::VerifiedCheckpoint> verified =
+                checkpoint::VerifyCheckpoint(dir, trusted);
+            Check(verified.status());
+            CHECK_EQ(verified->content_hashed, !once);
+            checkpoint::CheckpointPlan resume = plan;
+            resume.resume_dir = dir;
+            resume.start_step = 1;
+            resume.resume_manifest = verified->manifest;
+            checkpoint::Checkpointer loader(resume, config, rank, world_size, &communicator);
+            Check(loader.Start());
+            Check(loader.Resume(ddp, state));
+            Check(saver.Start());  // every rank has loaded
+            if (rank == 0) {
+              (once ? times.after : times.before).push_back(Seconds(start));
+              times.bytes = saved->bytes();
+            }
+          }
+        }
+      },
+      threads));
+  fs::remove_all(root);
+  return times;
+}
+
+void PrintResumeTable(const std::string& root, int rounds) {
+  MarkdownTable table;
+  table.headers = {"ranks", "bytes", "before: 1 + N verifications, median s (range)",
+                   "after: 1 verification, median s (range)", "after / before"};
+  for (absl::string_view text :
+       absl::StrSplit(absl::GetFlag(FLAGS_resume_ranks), ',', absl::SkipEmpty())) {
+    int world_size = 0;
+    CHECK(absl::SimpleAtoi(text, &world_size) && world_size >= 1) << text;
+    const ResumeTimes times =
+        TimeResume(absl::StrCat(root, "/resume_", world_size), world_size, rounds);
+    table.rows.push_back(
+        {absl::StrCat(world_size), FormatByteAmount(static_cast<double>(times.bytes)),
+         absl::StrFormat("%.3f (%.3f..%.3f)", Median(times.before), Min(times.before),
+                         Max(times.before)),
+         absl::StrFormat("%.3f (%.3f..%.3f)", Median(times.after), Min(times.after),
+                         Max(times.after)),
+         absl::StrFormat("%.2f", Median(times.after) / Median(times.before))});
+    std::printf("resume at %d rank(s) timed\n", world_size);
+    std::fflush(stdout);
+  }
+  std::printf("resume from cold pages: the launcher's verification, every rank's, every "
+              "rank's load (ddp, ranks as threads)\n%s\n",
+              table.Render().c_str());
+}
+
 std::string LoadAverage() {
   absl::StatusOr<std::string> text = ReadFileToString("/proc/loadavg");
   return text.ok() ? std::string(absl::StripAsciiWhitespace(*text)) : "?";
@@ -255,6 +367,12 @@ int Main() {
   std::printf("checkpoint benchmark in %s, %d rounds; load average at start %s\n",
               root.c_str(), rounds, LoadAverage().c_str());
 
+  if (!absl::GetFlag(FLAGS_resume_ranks).empty()) PrintResumeTable(root, rounds);
+  if (absl::GetFlag(FLAGS_resume_only)) {
+    if (absl::GetFlag(FLAGS_dir).empty()) fs::remove_all(root);
+    std::printf("load average at end %s\n", LoadAverage().c_str());
+    return 0;
+  }
   std::map<std::string, Row> rows;
   // Per save: (write seconds of the slowest rank, publish seconds).
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> phases;

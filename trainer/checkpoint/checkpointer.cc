@@ -45,6 +45,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/text_format.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/data_identity.h"
 #include "trainer/config.h"
 #include "trainer/strategy/scalars.h"
 
@@ -181,6 +182,8 @@ CheckpointInfo Checkpointer::Info() const {
     for (const std::string& change : plan_.layout_changes) info.add_layout_changes(change);
   }
   info.set_async_save(plan_.options.async_save);
+  if (!plan_.data_identity.kind().empty()) info.set_data(DescribeData(plan_.data_identity));
+  for (const std::string& change : plan_.data_changes) info.add_data_changes(change);
   return info;
 }
 
@@ -294,7 +297,11 @@ absl::StatusOr<CheckpointSave> Checkpointer::WriteAndPublish(
     for (const FileEntry& file : other.report().files()) bytes += file.size();
     reports.push_back(other.report());
   }
-  RETURN_IF_ERROR(AgreedVerdict(errors, what));
+  if (absl::Status agreed = AgreedVerdict(errors, what); !agreed.ok()) {
+    // Every rank has reported: nobody writes into staging any more.
+    if (rank_ == 0) (void)DiscardStaging(root, step);
+    return agreed;
+  }
   save.set_write_seconds(write_seconds);
   save.set_bytes(bytes);
 
@@ -307,10 +314,14 @@ absl::StatusOr<CheckpointSave> Checkpointer::WriteAndPublish(
     manifest.set_world_size(world_size_);
     manifest.set_config_json(ToJson(config_));
     manifest.set_config_fingerprint(ConfigFingerprint(config_));
+    *manifest.mutable_data() = plan_.data_identity;
     Hooks hooks;
     hooks.before_ready = [&] { fault_point("checkpoint_before_ready"); };
     hooks.before_latest = [&] { fault_point("checkpoint_before_latest"); };
     absl::Status published = Publish(root, manifest, reports, hooks);
+    // A publish that failed before its rename leaves staging: remove it
+    // (after the rename there is none).
+    if (!published.ok()) (void)DiscardStaging(root, step);
     if (published.ok()) {
       if (test_hooks_.after_publish) test_hooks_.after_publish(step);
       absl::StatusOr<std::vector<std::string>> pruned =

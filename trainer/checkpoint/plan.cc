@@ -1,5 +1,7 @@
 #include "trainer/checkpoint/plan.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
@@ -17,7 +19,9 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/text_format.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/data_identity.h"
 #include "trainer/config.h"
+#include "trainer/memory_estimate.h"
 
 namespace mtb::checkpoint {
 namespace {
@@ -97,6 +101,34 @@ absl::Status CheckOwnership(const CheckpointPlan& plan, int64_t steps) {
   return absl::OkStatus();
 }
 
+// --resume=PATH names one checkpoint directory: a path that does not exist
+// or a checkpoint root (it holds `latest` or step directories) is refused
+// saying so, before any verification message could mislead.
+// The manifest digest the launcher verified in full, when this process is
+// one of its ranks; "" otherwise.
+std::string TrustedManifestDigest() {
+  const char* rank = std::getenv("RANK");
+  const char* digest = std::getenv(kVerifiedCheckpointEnv);
+  if (rank == nullptr || digest == nullptr) return "";
+  return digest;
+}
+
+absl::Status CheckResumePath(const std::string& path) {
+  const std::string flag = absl::StrCat("--resume=", path);
+  if (!PathExists(path)) {
+    return Invalid(absl::StrCat(flag, ": not found (give a checkpoint directory "
+                                      "ROOT/step_NNNNNNNN, or --resume=latest)"));
+  }
+  const bool root = PathExists(absl::StrCat(path, "/latest")) || !ListCheckpoints(path).empty();
+  if (root && !PathExists(absl::StrCat(path, "/READY"))) {
+    return Invalid(absl::StrCat(
+        flag, ": is a checkpoint root (it holds `latest` or step_NNNNNNNN directories), not "
+              "one checkpoint: give --checkpoint_dir=",
+        path, " --resume=latest, or --resume=", path, "/step_NNNNNNNN"));
+  }
+  return absl::OkStatus();
+}
+
 int64_t GlobalBatch(const TrainConfig& config, int world_size) {
   return static_cast<int64_t>(world_size) * config.batch_size() * config.grad_accum();
 }
@@ -122,6 +154,81 @@ std::vector<std::string> LayoutChanges(const TrainConfig& saved, int saved_world
                                    FieldValue(now, field)));
   }
   return changes;
+}
+
+// Bytes one save writes: the resumed checkpoint's own size when resuming
+// (the same state, whatever the layout), else the closed form: the model's
+// fp32 parameters and Adam's two fp32 moments (rank files' headers and state
+// are a few KiB).
+int64_t SaveBytes(const CheckpointPlan& plan, const TrainConfig& config) {
+  if (plan.resuming()) {
+    int64_t bytes = 0;
+    for (const FileEntry& file : plan.resume_manifest.files()) bytes += file.size();
+    return bytes;
+  }
+  return 3 * 4 * GptParameterCount(config);
+}
+
+}  // namespace
+
+std::vector<NamedPath> CheckpointInputs(const CheckpointPlan& plan) {
+  std::vector<NamedPath> inputs;
+  if (!plan.resuming()) return inputs;
+  const std::string what = absl::StrCat("the resume checkpoint ", plan.resume_dir, "'s ");
+  inputs.push_back({what + "manifest.json", plan.resume_dir + "/manifest.json"});
+  inputs.push_back({what + "READY", plan.resume_dir + "/READY"});
+  for (const FileEntry& file : plan.resume_manifest.files()) {
+    inputs.push_back({what + file.name(), absl::StrCat(plan.resume_dir, "/", file.name())});
+  }
+  // A run that saves rewrites `latest` itself: it is one of its outputs.
+  if (plan.options.save_every <= 0) {
+    inputs.push_back({"--checkpoint_dir's `latest`", plan.options.dir + "/latest"});
+  }
+  return inputs;
+}
+
+std::vector<NamedPath> CheckpointOutputs(const CheckpointPlan& plan) {
+  std::vector<NamedPath> outputs;
+  if (!plan.enabled() || plan.options.save_every <= 0) return outputs;
+  outputs.push_back({"--checkpoint_dir's `latest`", plan.options.dir + "/latest"});
+  return outputs;
+}
+
+absl::Status CheckCheckpointSpace(CheckpointPlan* plan, const TrainConfig& config,
+                                  int64_t free_bytes) {
+  if (!plan->enabled() || plan->options.save_every <= 0) return absl::OkStatus();
+  const int64_t save_bytes = SaveBytes(*plan, config);
+  // A save is written into staging and renamed: one save's bytes.
+  if (free_bytes < save_bytes) {
+    return Invalid(absl::StrCat(
+        "--checkpoint_dir=", plan->options.dir, ": not enough free space for one save: a "
+        "checkpoint of this run takes ", Mebibytes(save_bytes), ", the file system has ",
+        Mebibytes(free_bytes), " free (free some, or give another --checkpoint_dir)"));
+  }
+  int64_t saves = 0;
+  for (int64_t step : SaveSteps(*plan, config.steps())) saves += step > plan->start_step;
+  // Retention keeps --keep_last; a new save exists beside them until the
+  // oldest is pruned.
+  const int64_t held = plan->options.keep_last > 0
+                           ? std::min<int64_t>(saves, plan->options.keep_last + 1)
+                           : saves;
+  if (free_bytes < held * save_bytes) {
+    plan->notes.push_back(absl::StrCat(
+        "warning: --checkpoint_dir=", plan->options.dir, " has ", Mebibytes(free_bytes),
+        " free, less than the ", held, " checkpoints of ", Mebibytes(save_bytes),
+        " this run keeps at once (--keep_last=", plan->options.keep_last,
+        "): a later save may fail for space"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status CheckSpace(CheckpointPlan* plan, const TrainConfig& config) {
+  if (!plan->enabled() || plan->options.save_every <= 0) return absl::OkStatus();
+  absl::StatusOr<int64_t> free_bytes = FreeBytesAt(plan->options.dir);
+  if (!free_bytes.ok()) return absl::OkStatus();  // unknown: a failing save says why
+  return CheckCheckpointSpace(plan, config, *free_bytes);
 }
 
 }  // namespace
@@ -154,6 +261,14 @@ bool CheckpointPlan::SavesAt(int64_t step, int64_t steps) const {
 
 absl::Status ValidateCheckpointOptions(const CheckpointOptions& options,
                                        const TrainConfig& config) {
+  if (options.data_fingerprint != "auto" && options.data_fingerprint != "full") {
+    return Invalid(absl::StrCat("--data_fingerprint=", options.data_fingerprint,
+                                ": expected auto or full"));
+  }
+  if (options.allow_data_change && options.resume.empty()) {
+    return Invalid("--allow_data_change needs --resume (it lets a resume continue on other "
+                   "data; a fresh run has no checkpoint data to differ from)");
+  }
   if (options.save_every < 0) {
     return Invalid(absl::StrCat("--save_every=", options.save_every,
                                 " must be >= 0 (0: never save)"));
@@ -226,12 +341,17 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
   if (options.save_every > 0) {
     RETURN_IF_ERROR(CheckDirectoryWritable("checkpoint_dir", options.dir));
   }
+  absl::StatusOr<DataIdentity> data = IdentifyData(*config, options.data_fingerprint_full);
+  if (!data.ok()) return Invalid(absl::StrCat("--data=", config->data(), ": ", data.status().message()));
+  plan.data_identity = *std::move(data);
   if (options.resume.empty()) {
     RETURN_IF_ERROR(CheckOwnership(plan, config->steps()));
+    RETURN_IF_ERROR(CheckSpace(&plan, *config));
     return plan;
   }
 
   const std::string flag = absl::StrCat("--resume=", options.resume);
+  const std::string trusted = TrustedManifestDigest();
   if (options.resume == "latest") {
     bool any_ready = false;
     for (const CheckpointListing& entry : ListCheckpoints(options.dir)) {
@@ -244,22 +364,29 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
                                         "from step 0"));
       return plan;
     }
-    absl::StatusOr<Resolved> resolved = ResolveLatest(options.dir);
+    absl::StatusOr<Resolved> resolved = ResolveLatest(options.dir, trusted);
     if (!resolved.ok()) return Invalid(absl::StrCat(flag, ": ", resolved.status().message()));
     plan.resume_dir = resolved->dir;
     plan.resume_manifest = resolved->manifest;
+    plan.resume_manifest_sha256 = resolved->manifest_sha256;
     for (const std::string& note : resolved->notes) {
       plan.notes.push_back(absl::StrCat(flag, ": ", note));
     }
   } else {
-    if (absl::Status verified = Verify(options.resume); !verified.ok()) {
-      return Invalid(absl::StrCat(flag, ": ", verified.message(),
-                                  " (a PATH must be one checkpoint directory, "
-                                  "step_NNNNNNNN; --resume=latest picks one and "
-                                  "falls back past broken ones)"));
+    RETURN_IF_ERROR(CheckResumePath(options.resume));
+    absl::StatusOr<VerifiedCheckpoint> verified = VerifyCheckpoint(options.resume, trusted);
+    if (!verified.ok()) {
+      return Invalid(absl::StrCat(flag, ": ", verified.status().message(),
+                                  " (--resume=latest picks the newest checkpoint that "
+                                  "verifies)"));
     }
-    ASSIGN_OR_RETURN(plan.resume_manifest, ReadManifest(options.resume));
+    plan.resume_manifest = verified->manifest;
+    plan.resume_manifest_sha256 = verified->manifest_sha256;
     plan.resume_dir = options.resume;
+  }
+  // The ranks this process starts inherit the verdict (see plan.h).
+  if (std::getenv("RANK") == nullptr && !plan.resume_manifest_sha256.empty()) {
+    ::setenv(kVerifiedCheckpointEnv, plan.resume_manifest_sha256.c_str(), /*overwrite=*/1);
   }
   const CheckpointManifest& manifest = plan.resume_manifest;
   plan.start_step = manifest.step();
@@ -290,12 +417,30 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
   // The layout (world size, strategy, per-rank batch split) may change when
   // the global batch stays: the data position and the schedule count global
   // samples and steps.
+  // The data: its identity, not its path (a moved file is the same data).
+  const std::vector<std::string> data_changes =
+      manifest.has_data() ? DataDifferences(manifest.data(), plan.data_identity)
+                          : std::vector<std::string>{};
+  if (!data_changes.empty()) {
+    if (!options.allow_data_change) {
+      return Invalid(absl::StrCat(
+          from, " was trained on other data: ", absl::StrJoin(data_changes, "; "),
+          " (the checkpoint's: ", DescribeData(manifest.data()),
+          "; give --allow_data_change to continue on this data deliberately: the result "
+          "records it)"));
+    }
+    plan.data_changes = data_changes;
+    plan.notes.push_back(absl::StrCat(from, ": --allow_data_change: continuing on other data (",
+                                      absl::StrJoin(data_changes, "; "), ")"));
+  }
+  const bool data_path_may_differ = manifest.has_data() || options.allow_data_change;
   std::vector<std::string> mismatches;
   for (const std::string& mismatch : ConfigMismatches(saved, *config)) {
     bool layout = false;
     for (const std::string& field : LayoutFields()) {
       layout |= absl::StartsWith(mismatch, absl::StrCat("--", field, ":"));
     }
+    if (data_path_may_differ && absl::StartsWith(mismatch, "--data:")) continue;
     if (!layout) mismatches.push_back(mismatch);
   }
   if (GlobalBatch(saved, manifest.world_size()) != GlobalBatch(*config, world_size)) {
@@ -366,6 +511,7 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
                                       saved.steps(), "; this run trains steps ",
                                       plan.start_step + 1, "..", config->steps()));
   }
+  RETURN_IF_ERROR(CheckSpace(&plan, *config));
   return plan;
 }
 

@@ -17,7 +17,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/faults/fault_spec.h"
+#include "common/results/output_path.h"
 #include "trainer/checkpoint/checkpoint.pb.h"
+#include "trainer/checkpoint/data_identity.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb::checkpoint {
@@ -33,6 +35,13 @@ struct CheckpointOptions {
   // --async_checkpoint: snapshot at the step boundary, write and publish in
   // the background (checkpointer.h, SaveAsync).
   bool async_save = false;
+  // --allow_data_change: resume on a data source other than the
+  // checkpoint's, deliberately (recorded in the result).
+  bool allow_data_change = false;
+  // --data_fingerprint=full: hash the whole token file whatever its size.
+  bool data_fingerprint_full = false;
+  // --data_fingerprint as given: "auto" or "full".
+  std::string data_fingerprint = "auto";
 };
 
 // The flag rules alone (no files): kInvalidArgument, one line naming the
@@ -51,6 +60,8 @@ struct CheckpointPlan {
   CheckpointOptions options;
   std::string resume_dir;
   CheckpointManifest resume_manifest;
+  // The SHA-256 of the resume checkpoint's manifest (its READY records it).
+  std::string resume_manifest_sha256;
   int64_t start_step = 0;
   std::string run_id;
   // What planning decided that the user should read (rank 0 prints them):
@@ -61,6 +72,10 @@ struct CheckpointPlan {
   // loads onto another layout (a reshard), with the reason.
   TrainConfig saved_config;
   int saved_world_size = 0;
+  // The run's data source (every manifest records it) and, on a resume
+  // with --allow_data_change, what differs from the checkpoint's.
+  DataIdentity data_identity;
+  std::vector<std::string> data_changes;
   // What differs from the checkpoint's layout ("world size 2 -> 3",
   // "--strategy zero2 -> ddp", ...); empty: the same layout.
   std::vector<std::string> layout_changes;
@@ -81,6 +96,17 @@ struct CheckpointPlan {
   // always the last step (when save_every > 0).
   bool SavesAt(int64_t step, int64_t steps) const;
 };
+
+// Verify once. A resume checkpoint is verified in full (every file hashed)
+// by the process that plans before any rank starts: the launcher, which
+// then puts the manifest's digest into its environment under this name, so
+// the ranks it starts inherit it. A rank (RANK set) planning with that
+// digest checks the same checkpoint's READY, manifest, sizes, headers and
+// layout but hashes no shard again (VerifyCheckpoint's trusted digest); a
+// checkpoint with another manifest (a restart resolving a newer `latest`;
+// ranks started by torchrun, which have no launcher of ours) is hashed in
+// full. The bytes a rank then loads are read once more, unhashed.
+inline constexpr char kVerifiedCheckpointEnv[] = "MTB_VERIFIED_CHECKPOINT_SHA256";
 
 // Whether the user gave a flag (by name, without dashes) on the command line.
 using FlagGiven = std::function<bool(absl::string_view)>;
@@ -137,6 +163,24 @@ struct Exactness {
 };
 Exactness ResumeExactness(const std::vector<std::string>& layout_changes,
                           bool exact_mode = false);
+
+// The files a run's checkpoints read and write, for the check that no
+// output overwrites an input (CheckOutputsAgainstInputs,
+// common/results/output_path.h): inputs are the resume checkpoint's
+// manifest, READY and rank files (and the root's `latest` when the run does
+// not save); the output is `latest` when the run saves (it rewrites it).
+std::vector<NamedPath> CheckpointInputs(const CheckpointPlan& plan);
+std::vector<NamedPath> CheckpointOutputs(const CheckpointPlan& plan);
+
+// Disk before work: kInvalidArgument naming both sizes when `free_bytes`
+// (the checkpoint directory's file system) cannot hold one save of this run
+// (the resumed checkpoint's size, else 12 bytes per parameter: fp32 weights
+// and Adam's two moments); a warning in the plan's notes when it cannot
+// hold the checkpoints retention keeps at once (--keep_last, plus the save
+// being written). PlanCheckpoints applies it with the directory's free
+// space; nothing to check when the run saves nothing.
+absl::Status CheckCheckpointSpace(CheckpointPlan* plan, const TrainConfig& config,
+                                  int64_t free_bytes);
 
 // --fault= checkpoint phases (checkpoint_write, checkpoint_before_ready,
 // checkpoint_before_latest) must name a step the run saves after and runs;

@@ -18,6 +18,11 @@
 #include "common/results/json_io.h"
 #include "gtest/gtest.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "common/results/output_path.h"
+#include "common/base/sha256.h"
+#include "trainer/checkpoint/data_identity.h"
+#include "trainer/memory_estimate.h"
+#include "trainer/token_file.h"
 #include "trainer/test_config.h"
 
 namespace mtb::checkpoint {
@@ -54,6 +59,9 @@ class PlanTest : public ::testing::Test {
     manifest.set_strategy(config.strategy());
     manifest.set_world_size(world_size);
     manifest.set_config_json(ToJson(config));
+    absl::StatusOr<DataIdentity> data = IdentifyData(config, /*full=*/false);
+    ASSERT_TRUE(data.ok()) << data.status();
+    *manifest.mutable_data() = *data;
     ASSERT_TRUE(Publish(root_, manifest, reports).ok());
   }
 
@@ -347,6 +355,154 @@ TEST_F(PlanTest, AnExplicitPathThatDoesNotVerifyIsRefusedWithoutFallback) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->start_step, 2);
   EXPECT_TRUE(absl::StrContains(plan->notes[0], "falling back to step_00000002")) << plan->notes[0];
+}
+
+TEST_F(PlanTest, AResumePathThatIsMissingOrARootIsSaidSo) {
+  Save(2, "run-a", config_);
+  ExpectInvalid(Plan(Options(2, root_ + "/step_00000009")).status(),
+                "--resume=" + root_ + "/step_00000009: not found (give a checkpoint directory "
+                "ROOT/step_NNNNNNNN, or --resume=latest)");
+  ExpectInvalid(Plan(Options(2, root_)).status(),
+                "--resume=" + root_ + ": is a checkpoint root (it holds `latest` or "
+                "step_NNNNNNNN directories), not one checkpoint: give --checkpoint_dir=" +
+                    root_ + " --resume=latest, or --resume=" + root_ + "/step_NNNNNNNN");
+  EXPECT_TRUE(Plan(Options(2, root_ + "/step_00000002")).ok());
+}
+
+TEST_F(PlanTest, RanksTrustTheLaunchersVerdictOnTheSameManifestOnly) {
+  Save(2, "run-a", config_);
+  ASSERT_EQ(::unsetenv("RANK"), 0);
+  ASSERT_EQ(::unsetenv(kVerifiedCheckpointEnv), 0);
+  // The launcher (no RANK) verifies in full and hands the digest down.
+  absl::StatusOr<CheckpointPlan> launcher = Plan(Options(2, "latest"));
+  ASSERT_TRUE(launcher.ok()) << launcher.status();
+  ASSERT_NE(std::getenv(kVerifiedCheckpointEnv), nullptr);
+  EXPECT_EQ(std::string(std::getenv(kVerifiedCheckpointEnv)), launcher->resume_manifest_sha256);
+  // A payload byte flipped after that is what only hashing sees: a rank
+  // with the launcher's digest does not hash again ...
+  std::string bytes = *ReadFileToString(root_ + "/step_00000002/rank_00000.bin");
+  bytes[30] ^= 1;
+  ASSERT_TRUE(WriteFileAtomically(root_ + "/step_00000002/rank_00000.bin", bytes).ok());
+  ASSERT_EQ(::setenv("RANK", "0", 1), 0);
+  EXPECT_TRUE(Plan(Options(2, "latest")).ok());
+  // ... a rank given another digest, or a process that is no rank, does.
+  ASSERT_EQ(::setenv(kVerifiedCheckpointEnv, std::string(64, 'a').c_str(), 1), 0);
+  ExpectInvalid(Plan(Options(2, root_ + "/step_00000002")).status(),
+                "rank_00000.bin: corrupt: SHA-256 differs");
+  ASSERT_EQ(::unsetenv("RANK"), 0);
+  ASSERT_EQ(::setenv(kVerifiedCheckpointEnv, launcher->resume_manifest_sha256.c_str(), 1), 0);
+  ExpectInvalid(Plan(Options(2, root_ + "/step_00000002")).status(),
+                "rank_00000.bin: corrupt: SHA-256 differs");
+  ASSERT_EQ(::unsetenv(kVerifiedCheckpointEnv), 0);
+}
+
+TEST_F(PlanTest, AnOutputOntoTheResumeCheckpointOrLatestIsRefused) {
+  Save(2, "run-a", config_);
+  absl::StatusOr<CheckpointPlan> plan = Plan(Options(2, "latest"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<NamedPath> outputs = CheckpointOutputs(*plan);
+  outputs.push_back({"--out", root_ + "/./latest"});
+  ExpectInvalid(CheckOutputsAgainstInputs(outputs, CheckpointInputs(*plan)),
+                "--out=" + root_ + "/./latest and --checkpoint_dir's `latest`=" + root_ +
+                    "/latest are the same file");
+  outputs.back().path = root_ + "/step_00000002/../step_00000002/rank_00001.bin";
+  ExpectInvalid(CheckOutputsAgainstInputs(outputs, CheckpointInputs(*plan)),
+                "is the same file as the resume checkpoint " + root_ +
+                    "/step_00000002's rank_00001.bin");
+  // A run that does not save reads `latest` only.
+  plan->options.save_every = 0;
+  outputs = {{"--out", root_ + "/latest"}};
+  ExpectInvalid(CheckOutputsAgainstInputs(outputs, CheckpointInputs(*plan)),
+                "is the same file as --checkpoint_dir's `latest`");
+  outputs = {{"--out", root_ + "/result.json"}};
+  EXPECT_TRUE(CheckOutputsAgainstInputs(outputs, CheckpointInputs(*plan)).ok());
+}
+
+TEST_F(PlanTest, ADirectoryThatCannotHoldOneSaveIsRefusedNamingBothSizes) {
+  absl::StatusOr<CheckpointPlan> plan = Plan(Options(2));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const int64_t save_bytes = 12 * GptParameterCount(config_);
+  // 10 steps, a save every 2: 5 saves; --keep_last=3 holds 4 at once.
+  EXPECT_TRUE(CheckCheckpointSpace(&*plan, config_, 4 * save_bytes).ok());
+  EXPECT_TRUE(plan->notes.empty());
+  EXPECT_TRUE(CheckCheckpointSpace(&*plan, config_, save_bytes).ok());
+  ASSERT_EQ(plan->notes.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(plan->notes[0], "less than the 4 checkpoints of " +
+                                                    Mebibytes(save_bytes) +
+                                                    " this run keeps at once (--keep_last=3)"))
+      << plan->notes[0];
+  ExpectInvalid(CheckCheckpointSpace(&*plan, config_, save_bytes - 1),
+                "--checkpoint_dir=" + root_ + ": not enough free space for one save: a "
+                "checkpoint of this run takes " + Mebibytes(save_bytes) +
+                    ", the file system has " + Mebibytes(save_bytes - 1) + " free");
+  // A run that saves nothing needs no space.
+  plan->options.save_every = 0;
+  EXPECT_TRUE(CheckCheckpointSpace(&*plan, config_, 0).ok());
+}
+
+TEST_F(PlanTest, AResumeOnOtherDataIsRefusedNamingWhatDiffersUnlessAllowed) {
+  const std::string data = root_ + "_data/tokens.bin";
+  ASSERT_TRUE(WriteFileAtomically(data, EncodeTokenFile(std::vector<uint16_t>(300, 7))).ok());
+  config_.set_data(data);
+  Save(2, "run-a", config_);
+  absl::StatusOr<CheckpointPlan> same = Plan(Options(2, "latest"));
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->data_identity.digest_kind(), "sha256");
+  EXPECT_EQ(same->data_identity.tokens(), 300);
+  EXPECT_TRUE(same->data_changes.empty());
+  // The same path, other tokens of the same size: only the digest differs.
+  ASSERT_TRUE(WriteFileAtomically(data, EncodeTokenFile(std::vector<uint16_t>(300, 8))).ok());
+  ExpectInvalid(Plan(Options(2, "latest")).status(),
+                "was trained on other data: token file sha256: checkpoint ");
+  ExpectInvalid(Plan(Options(2, "latest")).status(), "give --allow_data_change");
+  // More tokens: size and count are named.
+  ASSERT_TRUE(WriteFileAtomically(data, EncodeTokenFile(std::vector<uint16_t>(400, 7))).ok());
+  ExpectInvalid(Plan(Options(2, "latest")).status(),
+                "token file size: checkpoint 1624 bytes, this run 1824 bytes; token count: "
+                "checkpoint 300, this run 400");
+  // Deliberately: allowed, said, and kept for the result.
+  CheckpointOptions allowed = Options(2, "latest");
+  allowed.allow_data_change = true;
+  absl::StatusOr<CheckpointPlan> changed = Plan(allowed);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  ASSERT_EQ(changed->data_changes.size(), 3u);
+  EXPECT_TRUE(absl::StrContains(changed->notes.back(), "--allow_data_change: continuing on "
+                                                       "other data (token file size"))
+      << changed->notes.back();
+  // The same bytes at another path are the same data.
+  ASSERT_TRUE(WriteFileAtomically(data, EncodeTokenFile(std::vector<uint16_t>(300, 7))).ok());
+  const std::string moved = root_ + "_data/moved.bin";
+  ASSERT_EQ(::rename(data.c_str(), moved.c_str()), 0);
+  config_.set_data(moved);
+  EXPECT_TRUE(Plan(Options(2, "latest")).ok());
+  // Synthetic data after a token file is another kind.
+  config_.set_data("synthetic");
+  ExpectInvalid(Plan(Options(2, "latest")).status(),
+                "data kind: checkpoint token_file, this run synthetic");
+}
+
+TEST(DataIdentity, LargeFilesAreFingerprintedUnlessFullIsAsked) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/large.bin";
+  constexpr int64_t kThreshold = int64_t{4} << 20;
+  std::string bytes(kThreshold + 1, 'x');
+  ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
+  TrainConfig config = TinyConfig();
+  config.set_data(path);
+  absl::StatusOr<DataIdentity> sampled = IdentifyData(config, /*full=*/false, kThreshold);
+  ASSERT_TRUE(sampled.ok()) << sampled.status();
+  EXPECT_EQ(sampled->digest_kind(), "sampled-sha256");
+  EXPECT_EQ(sampled->size(), kThreshold + 1);
+  // A byte inside a sampled block changes the fingerprint.
+  bytes[bytes.size() - 1] = 'y';
+  ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
+  absl::StatusOr<DataIdentity> edited = IdentifyData(config, /*full=*/false, kThreshold);
+  ASSERT_TRUE(edited.ok());
+  EXPECT_NE(edited->digest(), sampled->digest());
+  absl::StatusOr<DataIdentity> full = IdentifyData(config, /*full=*/true, kThreshold);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->digest_kind(), "sha256");
+  EXPECT_EQ(full->digest(), Sha256Hex(bytes));
+  ::unlink(path.c_str());
 }
 
 TEST_F(PlanTest, CheckpointFaultPhasesNeedASaveAtThatStep) {

@@ -16,7 +16,7 @@
 namespace mtb::checkpoint {
 
 inline constexpr char kShardMagic[8] = {'M', 'T', 'B', 'C', 'K', 'P', 'T', '\0'};
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr int64_t kShardHeaderBytes = 24;
 
 struct ShardHeader {
