@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/results/json_io.h"
 #include "common/base/sha256.h"
+#include "common/gemm/backend.h"
 #include "trainer/strategy_name.h"
 
 namespace mtb {
@@ -184,6 +185,10 @@ absl::Status ValidateConfig(const TrainConfig& c) {
     return Invalid(absl::StrCat("--fsdp_prefetch applies to --strategy=fsdp, not ",
                                 c.strategy()));
   }
+  if (!c.gemm().empty()) {
+    const absl::StatusOr<gemm::Backend> backend = gemm::ParseBackend(c.gemm());
+    if (!backend.ok()) return backend.status();
+  }
   if (!c.reduction().empty() && c.reduction() != "float" &&
       c.reduction() != "exact") {
     return Invalid(absl::StrCat("--reduction=", c.reduction(),
@@ -236,8 +241,12 @@ std::string ConfigFingerprint(const TrainConfig& config) {
   TrainConfig canonical = config;
   canonical.clear_timing_warmup_steps();
   canonical.clear_repeat();
-  // Exact mode's bits depend on the thread count (OpenBLAS): it stays in.
-  if (!IsExact(config)) canonical.clear_intra_op_threads();
+  // Exact mode's bits depend on the thread count and the GEMM library: they
+  // stay in.
+  if (!IsExact(config)) {
+    canonical.clear_intra_op_threads();
+    canonical.clear_gemm();
+  }
   canonical.clear_log_every();
   canonical.clear_activation_checkpointing();
   canonical.clear_peak_flops();
