@@ -9,7 +9,7 @@ namespace mtb {
 namespace gemm {
 namespace {
 
-std::atomic<Backend> &Current() {
+std::atomic<Backend>& Current() {
   static std::atomic<Backend> current{Backend::kOneDnn};
   return current;
 }
@@ -23,7 +23,7 @@ absl::StatusOr<Backend> ParseBackend(absl::string_view name) {
       absl::StrCat("--gemm=", name, " is not a GEMM backend: use auto, onednn or blas"));
 }
 
-const char *BackendName(Backend backend) { return backend == Backend::kOneDnn ? "onednn" : "blas"; }
+const char* BackendName(Backend backend) { return backend == Backend::kOneDnn ? "onednn" : "blas"; }
 
 Backend DefaultBackend() { return Current().load(); }
 

@@ -28,7 +28,7 @@ enum class Backend { kOneDnn, kBlas };
 absl::StatusOr<Backend> ParseBackend(absl::string_view name);
 
 // "onednn" or "blas".
-const char *BackendName(Backend backend);
+const char* BackendName(Backend backend);
 
 // The process-wide backend (initially oneDNN). Thread-safe; set it before the
 // ranks start, not while a step runs.
@@ -40,8 +40,8 @@ class ScopedBackend {
  public:
   explicit ScopedBackend(Backend backend);
   ~ScopedBackend();
-  ScopedBackend(const ScopedBackend &) = delete;
-  ScopedBackend &operator=(const ScopedBackend &) = delete;
+  ScopedBackend(const ScopedBackend&) = delete;
+  ScopedBackend& operator=(const ScopedBackend&) = delete;
 
  private:
   Backend previous_;

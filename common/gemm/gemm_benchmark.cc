@@ -17,19 +17,19 @@
 ABSL_FLAG(int32_t, threads, 1, "intra-op threads (oneDNN and OpenBLAS)");
 ABSL_FLAG(int32_t, repeats, 10, "timed runs per product; the best counts");
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   mtb::ParseCommandLineOrExit(argc, argv,
                               "GFLOP/s of every GEMM library at the model's "
                               "shapes: gemm_benchmark [--threads=1]");
   at::set_num_threads(absl::GetFlag(FLAGS_threads));
   // The DDP benchmark's models (trainer/bench/ddp_bench.py), batch 8.
   struct Model {
-    const char *name;
+    const char* name;
     int64_t tokens, d_model, vocab;
   };
   std::vector<mtb::GemmShape> shapes;
-  for (const Model &model : {Model{"tiny", 8 * 64, 128, 512}, Model{"small", 8 * 128, 256, 4096}}) {
-    for (const mtb::GemmShape &shape :
+  for (const Model& model : {Model{"tiny", 8 * 64, 128, 512}, Model{"small", 8 * 128, 256, 4096}}) {
+    for (const mtb::GemmShape& shape :
          mtb::ModelGemmShapes(model.tokens, model.d_model, model.vocab)) {
       if (shape.m != 1024 || shape.k != 1024) shapes.push_back(shape);
     }
@@ -37,8 +37,8 @@ int main(int argc, char **argv) {
   shapes.push_back({1024, 1024, 1024});
   std::cout << "| library | precision | M x N x K | GFLOP/s |\n"
                "| --- | --- | --- | ---: |\n";
-  for (const char *precision : {"fp32", "bf16"}) {
-    for (const mtb::GemmSpeed &speed :
+  for (const char* precision : {"fp32", "bf16"}) {
+    for (const mtb::GemmSpeed& speed :
          mtb::MeasureGemms(precision, shapes, absl::GetFlag(FLAGS_repeats))) {
       std::cout << absl::StrFormat("| %s | %s | %dx%dx%d | %.1f |\n", speed.library,
                                    speed.precision, speed.shape.m, speed.shape.n, speed.shape.k,

@@ -21,7 +21,7 @@ struct Operand {
 };
 
 // The operand view of the last two dimensions of `t`, if one has unit stride.
-bool DescribeOperand(const at::Tensor &t, Operand *operand) {
+bool DescribeOperand(const at::Tensor& t, Operand* operand) {
   const int64_t rows = t.size(-2);
   const int64_t cols = t.size(-1);
   const int64_t row_stride = t.stride(-2);
@@ -46,7 +46,7 @@ bool DescribeOperand(const at::Tensor &t, Operand *operand) {
 
 // The element offsets of every matrix of `t`'s batch dimensions (all but the
 // last two), in row-major batch order.
-std::vector<int64_t> BatchOffsets(const at::Tensor &t) {
+std::vector<int64_t> BatchOffsets(const at::Tensor& t) {
   const int64_t batch_dims = t.dim() - 2;
   std::vector<int64_t> offsets = {0};
   for (int64_t d = 0; d < batch_dims; ++d) {
@@ -62,8 +62,8 @@ std::vector<int64_t> BatchOffsets(const at::Tensor &t) {
   return offsets;
 }
 
-void Sgemm(const Operand &a, const Operand &b, int64_t m, int64_t n, int64_t k, const float *a_data,
-           const float *b_data, float beta, float *c_data, int64_t ldc) {
+void Sgemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, const float* a_data,
+           const float* b_data, float beta, float* c_data, int64_t ldc) {
   const dnnl_status_t status =
       dnnl_sgemm(a.trans, b.trans, m, n, k, 1.0f, a_data, a.ld, b_data, b.ld, beta, c_data, ldc);
   CHECK_EQ(status, dnnl_success) << "dnnl_sgemm " << a.trans << b.trans << " " << m << "x" << n
@@ -72,7 +72,7 @@ void Sgemm(const Operand &a, const Operand &b, int64_t m, int64_t n, int64_t k, 
 
 }  // namespace
 
-void OneDnnMatmulInto(const at::Tensor &a_in, const at::Tensor &b_in, float beta, at::Tensor &out) {
+void OneDnnMatmulInto(const at::Tensor& a_in, const at::Tensor& b_in, float beta, at::Tensor& out) {
   CHECK_GE(a_in.dim(), 2);
   CHECK_EQ(a_in.dim(), b_in.dim());
   CHECK_EQ(a_in.dim(), out.dim());
@@ -101,9 +101,9 @@ void OneDnnMatmulInto(const at::Tensor &a_in, const at::Tensor &b_in, float beta
   const at::Tensor a = DescribeOperand(a_in, &a_op) ? a_in : a_in.contiguous();
   const at::Tensor b = DescribeOperand(b_in, &b_op) ? b_in : b_in.contiguous();
   CHECK(DescribeOperand(a, &a_op) && DescribeOperand(b, &b_op));
-  const float *a_data = a.data_ptr<float>();
-  const float *b_data = b.data_ptr<float>();
-  float *c_data = out.data_ptr<float>();
+  const float* a_data = a.data_ptr<float>();
+  const float* b_data = b.data_ptr<float>();
+  float* c_data = out.data_ptr<float>();
   if (a.dim() == 2) {
     Sgemm(a_op, b_op, m, n, k, a_data, b_data, beta, c_data, n);
     return;

@@ -20,7 +20,7 @@ namespace gemm {
 // matrices in parallel over LibTorch's intra-op threads (oneDNN runs a product
 // called inside a parallel region on its caller's thread). Bits depend on the
 // shapes and the thread count only, never on the data's addresses.
-void OneDnnMatmulInto(const at::Tensor &a, const at::Tensor &b, float beta, at::Tensor &out);
+void OneDnnMatmulInto(const at::Tensor& a, const at::Tensor& b, float beta, at::Tensor& out);
 
 // The threads a dnnl_sgemm called from this thread runs on.
 int OneDnnThreads();

@@ -18,16 +18,16 @@ namespace gemm {
 
 // torch.nn.functional.linear: x (..., K), weight (N, K), bias (N) or
 // undefined -> (..., N).
-at::Tensor Linear(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &bias);
+at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // torch.matmul for equal batch dimensions: a (..., M, K), b (..., K, N) ->
 // (..., M, N). Strided views (transposes, head slices) are read in place.
-at::Tensor Matmul(const at::Tensor &a, const at::Tensor &b);
+at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b);
 
 // The same on an explicit backend (tests, benchmarks).
-at::Tensor Linear(Backend backend, const at::Tensor &x, const at::Tensor &weight,
-                  const at::Tensor &bias);
-at::Tensor Matmul(Backend backend, const at::Tensor &a, const at::Tensor &b);
+at::Tensor Linear(Backend backend, const at::Tensor& x, const at::Tensor& weight,
+                  const at::Tensor& bias);
+at::Tensor Matmul(Backend backend, const at::Tensor& a, const at::Tensor& b);
 
 }  // namespace gemm
 }  // namespace mtb

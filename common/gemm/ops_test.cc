@@ -23,7 +23,7 @@ at::Tensor Random(at::IntArrayRef sizes, uint64_t seed) {
 }
 
 // max over elements of |actual - exact| / bound (<= 1: within the bound).
-double WorstRatio(const at::Tensor &actual, const at::Tensor &exact, const at::Tensor &bound) {
+double WorstRatio(const at::Tensor& actual, const at::Tensor& exact, const at::Tensor& bound) {
   return ((actual.to(at::kDouble) - exact).abs() / bound).max().item<double>();
 }
 
@@ -39,7 +39,7 @@ LinearCase MakeLinearCase(int64_t m, int64_t k, int64_t n) {
 }
 
 // Ratios to the bound for y, dx, dW, db on `backend`.
-std::vector<double> LinearRatios(Backend backend, const LinearCase &c, double scale_error = 0) {
+std::vector<double> LinearRatios(Backend backend, const LinearCase& c, double scale_error = 0) {
   const at::Tensor x = c.x.clone().requires_grad_(true);
   const at::Tensor w = c.weight.clone().requires_grad_(true);
   const at::Tensor b = c.bias.clone().requires_grad_(true);
@@ -61,7 +61,7 @@ std::vector<double> LinearRatios(Backend backend, const LinearCase &c, double sc
 
 TEST(OneDnnGemm, LinearAndItsGradientsAreWithinTheSummationBound) {
   // The model's shapes and awkward ones (odd, prime, one row).
-  for (const auto &[m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+  for (const auto& [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
            {64, 32, 96}, {64, 128, 32}, {37, 53, 11}, {1, 7, 5}, {256, 64, 256}}) {
     const std::vector<double> ratios = LinearRatios(Backend::kOneDnn, MakeLinearCase(m, k, n));
     for (size_t i = 0; i < ratios.size(); ++i) {
@@ -88,6 +88,16 @@ TEST(OneDnnGemm, WithoutBiasAsTheTiedLmHeadIsWithinTheBoundToo) {
             1.0);
 }
 
+TEST(OneDnnGemm, OneRowLeavesTheBiasUntouched) {
+  // One row (an MoE expert given one token): C starts as a copy of the bias,
+  // never the bias itself.
+  const LinearCase c = MakeLinearCase(1, 3, 4);
+  const at::Tensor bias = c.bias.clone();
+  const at::Tensor first = Linear(Backend::kOneDnn, c.x, c.weight, bias);
+  EXPECT_TRUE(at::equal(bias, c.bias));
+  EXPECT_TRUE(at::equal(Linear(Backend::kOneDnn, c.x, c.weight, bias), first));
+}
+
 TEST(OneDnnGemm, AWrongProductBreaksTheBound) {
   // A relative error of 1e-4 is far above γ_K for K = 32 (2e-6).
   const std::vector<double> ratios =
@@ -101,7 +111,7 @@ TEST(OneDnnGemm, BatchedStridedViewsAreReadInPlaceAndWithinTheBound) {
   const int64_t width = heads * head_dim;
   const at::Tensor qkv = Random({batch, seq, 3 * width}, 5);
   const auto parts = qkv.split(width, 2);
-  auto split_heads = [&](const at::Tensor &t) {
+  auto split_heads = [&](const at::Tensor& t) {
     return t.view({batch, seq, heads, head_dim}).transpose(1, 2);
   };
   const at::Tensor q = split_heads(parts[0]).requires_grad_(false);

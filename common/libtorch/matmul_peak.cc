@@ -32,7 +32,7 @@ double BestSeconds(int repeats, Product product) {
   return std::max(best, 1e-9);
 }
 
-GemmSpeed Measure(const std::string &library, const std::string &precision, const GemmShape &shape,
+GemmSpeed Measure(const std::string& library, const std::string& precision, const GemmShape& shape,
                   int repeats) {
   const at::ScalarType dtype = precision == "bf16" ? at::kBFloat16 : at::kFloat;
   const at::Tensor x = Operand(shape.m, shape.k, dtype);
@@ -66,28 +66,28 @@ std::vector<GemmShape> ModelGemmShapes(int64_t tokens, int64_t d_model, int64_t 
           {tokens, vocab_size, d_model},  {1024, 1024, 1024}};
 }
 
-std::vector<std::string> GemmLibraries(const std::string &precision) {
+std::vector<std::string> GemmLibraries(const std::string& precision) {
   CHECK(precision == "fp32" || precision == "bf16") << precision;
   if (precision == "bf16") return {"libtorch"};
   return {"onednn", "blas"};
 }
 
-std::vector<GemmSpeed> MeasureGemms(const std::string &precision,
-                                    const std::vector<GemmShape> &shapes, int repeats) {
+std::vector<GemmSpeed> MeasureGemms(const std::string& precision,
+                                    const std::vector<GemmShape>& shapes, int repeats) {
   CHECK_GT(repeats, 0);
   at::NoGradGuard no_grad;
   std::vector<GemmSpeed> speeds;
-  for (const std::string &library : GemmLibraries(precision)) {
-    for (const GemmShape &shape : shapes) {
+  for (const std::string& library : GemmLibraries(precision)) {
+    for (const GemmShape& shape : shapes) {
       speeds.push_back(Measure(library, precision, shape, repeats));
     }
   }
   return speeds;
 }
 
-const GemmSpeed *FastestGemm(const std::vector<GemmSpeed> &speeds, const std::string &library) {
-  const GemmSpeed *fastest = nullptr;
-  for (const GemmSpeed &speed : speeds) {
+const GemmSpeed* FastestGemm(const std::vector<GemmSpeed>& speeds, const std::string& library) {
+  const GemmSpeed* fastest = nullptr;
+  for (const GemmSpeed& speed : speeds) {
     if (!library.empty() && speed.library != library) continue;
     if (fastest == nullptr || speed.flops_per_second > fastest->flops_per_second) {
       fastest = &speed;

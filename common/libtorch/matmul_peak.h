@@ -40,16 +40,16 @@ struct GemmSpeed {
 std::vector<GemmShape> ModelGemmShapes(int64_t tokens, int64_t d_model, int64_t vocab_size);
 
 // The libraries measured for `precision` ("fp32" or "bf16").
-std::vector<std::string> GemmLibraries(const std::string &precision);
+std::vector<std::string> GemmLibraries(const std::string& precision);
 
 // Every library of `precision` at every shape: one warm-up, then the best of
 // `repeats` runs. Deterministic inputs; ~0.1 s per 1024³ fp32 product.
-std::vector<GemmSpeed> MeasureGemms(const std::string &precision,
-                                    const std::vector<GemmShape> &shapes, int repeats = 5);
+std::vector<GemmSpeed> MeasureGemms(const std::string& precision,
+                                    const std::vector<GemmShape>& shapes, int repeats = 5);
 
 // The fastest of `speeds`, or of those of `library` when it is not empty;
 // nullptr when there is none.
-const GemmSpeed *FastestGemm(const std::vector<GemmSpeed> &speeds, const std::string &library = "");
+const GemmSpeed* FastestGemm(const std::vector<GemmSpeed>& speeds, const std::string& library = "");
 
 }  // namespace mtb
 

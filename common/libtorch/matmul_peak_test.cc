@@ -9,7 +9,7 @@ TEST(MatmulPeak, MeasuresEveryFp32LibraryAtEveryShape) {
   const std::vector<GemmShape> shapes = {{64, 96, 32}, {33, 17, 65}};
   const std::vector<GemmSpeed> speeds = MeasureGemms("fp32", shapes, 1);
   ASSERT_EQ(speeds.size(), 4u);  // onednn and blas, two shapes each
-  for (const GemmSpeed &speed : speeds) {
+  for (const GemmSpeed& speed : speeds) {
     EXPECT_GT(speed.flops_per_second, 0) << speed.Describe();
     EXPECT_EQ(speed.precision, "fp32");
   }
