@@ -22,7 +22,7 @@
 #include "trainer/data.h"
 #include "trainer/test_config.h"
 #include "trainer/trainer.h"
-#include "trainer/worker.h"
+#include "trainer/strategy/factory.h"
 
 namespace mtb {
 namespace {

@@ -4,10 +4,12 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/text_format.h"
 #include "common/results/json_io.h"
 #include "common/base/sha256.h"
+#include "common/base/status.h"
 #include "common/gemm/backend.h"
-#include "trainer/strategy_name.h"
+#include "trainer/strategy/registry.h"
 
 namespace mtb {
 namespace {
@@ -47,7 +49,7 @@ void ResolveConfig(TrainConfig* config, int ranks_per_host) {
   if (config->grad_sync() == "auto") {
     // ddp, zero1 (and the one-rank reference) accumulate locally and
     // synchronise once; zero2 and fsdp synchronise every micro-batch so that
-    // a rank never keeps a full gradient across micro-batches (SPEC §4). An unknown
+    // a rank never keeps a full gradient across micro-batches. An unknown
     // strategy resolves to "last" and fails validation by name.
     const absl::StatusOr<StrategyKind> kind = ParseStrategy(config->strategy());
     config->set_grad_sync(kind.ok() ? AutoGradSync(*kind) : "last");
@@ -64,7 +66,8 @@ void ResolveConfig(TrainConfig* config, int ranks_per_host) {
   }
 }
 
-absl::Status ValidateConfig(const TrainConfig& c) {
+absl::Status ValidateConfig(const TrainConfig& c,
+                            const std::vector<std::string>& flags_set) {
   auto positive = [](const char* flag, int64_t value) -> absl::Status {
     if (value >= 1) return absl::OkStatus();
     return Invalid(absl::StrCat("--", flag, "=", value, " must be at least 1"));
@@ -160,10 +163,17 @@ absl::Status ValidateConfig(const TrainConfig& c) {
                                 " must be in [0, --steps=", c.steps(),
                                 ") so that some step is timed"));
   }
-  if (absl::StatusOr<StrategyKind> kind = ParseStrategy(c.strategy());
-      !kind.ok()) {
-    return kind.status();
+  absl::StatusOr<StrategyKind> kind = ParseStrategy(c.strategy());
+  if (!kind.ok()) return kind.status();
+  // The strategy-scoped flags the config shows (those left at a value that
+  // changes something) and those given on the command line must apply.
+  std::vector<std::string> scoped = flags_set;
+  if (c.ddp_launch_after_backward()) scoped.push_back("ddp_overlap");
+  if (c.fsdp_keep_gathered_until_backward()) {
+    scoped.push_back("reshard_after_forward");
   }
+  if (c.fsdp_prefetch()) scoped.push_back("fsdp_prefetch");
+  RETURN_IF_ERROR(StrategyFlagsApply(*kind, scoped));
   if (c.grad_sync() != "every" && c.grad_sync() != "last") {
     return Invalid(absl::StrCat("--grad_sync=", c.grad_sync(),
                                 " must be auto, every or last"));
@@ -171,19 +181,6 @@ absl::Status ValidateConfig(const TrainConfig& c) {
   if (!(c.bucket_cap_mb() > 0)) {
     return Invalid(absl::StrCat("--bucket_cap_mb=", c.bucket_cap_mb(),
                                 " must be positive"));
-  }
-  if (c.ddp_launch_after_backward() && c.strategy() != "ddp") {
-    return Invalid(absl::StrCat("--ddp_overlap=false applies to --strategy=ddp, not ",
-                                c.strategy()));
-  }
-  if (c.fsdp_keep_gathered_until_backward() && c.strategy() != "fsdp") {
-    return Invalid(absl::StrCat(
-        "--reshard_after_forward=false applies to --strategy=fsdp, not ",
-        c.strategy()));
-  }
-  if (c.fsdp_prefetch() && c.strategy() != "fsdp") {
-    return Invalid(absl::StrCat("--fsdp_prefetch applies to --strategy=fsdp, not ",
-                                c.strategy()));
   }
   if (!c.gemm().empty()) {
     const absl::StatusOr<gemm::Backend> backend = gemm::ParseBackend(c.gemm());
@@ -229,12 +226,46 @@ absl::Status ValidateConfigForWorldSize(const TrainConfig& c, int world_size) {
     return Invalid(absl::StrCat("world size ", world_size,
                                 " must be at least 1"));
   }
-  if (c.strategy() == "single" && world_size != 1) {
+  absl::StatusOr<const StrategyEntry*> entry = FindStrategy(c.strategy());
+  if (!entry.ok()) return entry.status();
+  if ((*entry)->max_world_size > 0 && world_size > (*entry)->max_world_size) {
     return Invalid(absl::StrCat(
-        "--strategy=single runs one rank, but the world size is ", world_size,
-        ": use --strategy=ddp (or zero1, zero2, fsdp) or --nproc=1"));
+        "--strategy=", c.strategy(), " runs ",
+        (*entry)->max_world_size == 1
+            ? std::string("one rank")
+            : absl::StrCat("at most ", (*entry)->max_world_size, " ranks"),
+        ", but the world size is ", world_size,
+        ": use --strategy=ddp (or zero1, zero2, fsdp) or --nproc=",
+        (*entry)->max_world_size));
   }
   return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, std::string>> FlagValues(
+    const TrainConfig& config) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  const google::protobuf::Descriptor* descriptor = config.GetDescriptor();
+  const google::protobuf::Reflection* reflection = config.GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
+    std::string flag = field->name();
+    bool negated = false;
+    for (const NegatedFlag& n : kNegatedFlags) {
+      if (field->name() == n.field) {
+        flag = n.flag;
+        negated = true;
+      }
+    }
+    std::string value;
+    if (negated) {
+      value = reflection->GetBool(config, field) ? "false" : "true";
+    } else {
+      google::protobuf::TextFormat::PrintFieldValueToString(config, field, -1,
+                                                            &value);
+    }
+    rows.push_back({absl::StrCat("--", flag), value});
+  }
+  return rows;
 }
 
 std::string ConfigFingerprint(const TrainConfig& config) {

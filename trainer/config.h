@@ -1,10 +1,11 @@
 // The trainer's configuration (TrainConfig in train_result.proto): derived
 // defaults and the rules every value must satisfy, checked before anything
-// runs (SPEC §11).
+// runs (docs/design.md "One validation pass").
 #ifndef MTB_TRAINER_CONFIG_H_
 #define MTB_TRAINER_CONFIG_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,13 +46,34 @@ inline bool IsExact(const TrainConfig& config) {
 // ("--d_model=100 must be divisible by --n_heads=3"), for the first rule
 // broken. Call after ResolveConfig. Token-file checks that need the file
 // (vocabulary, length) are made when the file is opened (trainer/data.h).
-absl::Status ValidateConfig(const TrainConfig& config);
+// `flags_set`: the flags (without "--") given on the command line; a
+// strategy-scoped one that does nothing for config.strategy() is refused
+// (trainer/strategy/registry.h), as is a scoped field the config sets.
+absl::Status ValidateConfig(const TrainConfig& config,
+                            const std::vector<std::string>& flags_set = {});
 
 // The rules that need the world size (known before any rank communicates:
 // from the launch flags or WORLD_SIZE): --strategy=single needs one rank.
 // kInvalidArgument, one line.
 absl::Status ValidateConfigForWorldSize(const TrainConfig& config,
                                         int world_size);
+
+// The flag that sets each TrainConfig field: the field's own name, except for
+// the fields that hold a flag's negation (the flags keep the names users
+// type; the fields say what the code does when set).
+struct NegatedFlag {
+  const char* field;
+  const char* flag;
+};
+inline constexpr NegatedFlag kNegatedFlags[] = {
+    {"ddp_launch_after_backward", "ddp_overlap"},
+    {"fsdp_keep_gathered_until_backward", "reshard_after_forward"},
+};
+
+// One ("--flag", value) row per TrainConfig field, the value as the flag
+// takes it (a negated field printed as its flag's value).
+std::vector<std::pair<std::string, std::string>> FlagValues(
+    const TrainConfig& config);
 
 // SHA-256 (hex) of the canonical JSON of `config` with the fields that do not
 // change any number of the run cleared: timing_warmup_steps, repeat,

@@ -1,5 +1,6 @@
 #include "trainer/config.h"
 
+#include "absl/flags/reflection.h"
 #include "gtest/gtest.h"
 #include "trainer/flags.h"
 
@@ -135,12 +136,25 @@ TEST(TrainConfig, EachRuleNamesItsFlag) {
   c = Defaults();  // ddp
   c.set_fsdp_keep_gathered_until_backward(true);
   ExpectInvalid(c,
-                "--reshard_after_forward=false applies to --strategy=fsdp, "
-                "not ddp");
+                "--reshard_after_forward applies to --strategy=fsdp, not ddp: "
+                "it would do nothing");
   c = Defaults();
   c.set_strategy("zero2");
   c.set_fsdp_prefetch(true);
   ExpectInvalid(c, "--fsdp_prefetch applies to --strategy=fsdp, not zero2");
+  // Given on the command line: refused even at its default value.
+  const absl::Status given =
+      ValidateConfig(Defaults(), {"reshard_after_forward"});
+  EXPECT_EQ(given.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(given.message(),
+            "--reshard_after_forward applies to --strategy=fsdp, not ddp: it "
+            "would do nothing");
+  TrainConfig sharded = Defaults();
+  sharded.set_strategy("fsdp");
+  EXPECT_EQ(ValidateConfig(sharded, {"bucket_cap_mb"}).message(),
+            "--bucket_cap_mb applies to --strategy=ddp, zero1 or zero2, not "
+            "fsdp: it would do nothing");
+  EXPECT_TRUE(ValidateConfig(Defaults(), {"bucket_cap_mb"}).ok());
   c.set_strategy("fsdp");
   c.set_fsdp_keep_gathered_until_backward(true);
   EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
@@ -295,6 +309,41 @@ TEST(TrainConfig, GemmIsAutoOneDnnOrBlasAndNamesTheFlag) {
   onednn.set_reduction("exact");
   blas.set_reduction("exact");
   EXPECT_NE(ConfigFingerprint(onednn), ConfigFingerprint(blas));
+}
+
+}  // namespace
+}  // namespace mtb
+
+namespace mtb {
+namespace {
+
+// The options table printed at start names flags by FlagValues: every one of
+// them is a trainer flag (a field renamed without its flag, or a flag
+// renamed without the table, fails here).
+TEST(FlagValues, EveryFlagTheOptionsTablePrintsExists) {
+  const std::vector<std::pair<std::string, std::string>> rows =
+      FlagValues(Defaults());
+  ASSERT_EQ(static_cast<int>(rows.size()),
+            TrainConfig::descriptor()->field_count());
+  for (const auto& [flag, value] : rows) {
+    ASSERT_EQ(flag.rfind("--", 0), 0u) << flag;
+    EXPECT_NE(absl::FindCommandLineFlag(flag.substr(2)), nullptr) << flag;
+  }
+  // The negative case: a field's own name where a flag has another.
+  EXPECT_EQ(absl::FindCommandLineFlag("fsdp_keep_gathered_until_backward"),
+            nullptr);
+}
+
+TEST(FlagValues, ANegatedFieldPrintsItsFlagsValue) {
+  TrainConfig config = Defaults();
+  config.set_fsdp_keep_gathered_until_backward(true);
+  bool found = false;
+  for (const auto& [flag, value] : FlagValues(config)) {
+    if (flag != "--reshard_after_forward") continue;
+    found = true;
+    EXPECT_EQ(value, "false");
+  }
+  EXPECT_TRUE(found);
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 #include "trainer/flags.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "common/base/flags.h"
 #include "common/results/output_path.h"
+#include "trainer/strategy/registry.h"
 
 // Model.
 ABSL_FLAG(int32_t, vocab_size, 256, "vocabulary size (byte-level corpus: 256)");
@@ -182,6 +184,19 @@ WarmupsGiven WarmupsGivenOnCommandLine() {
   given.lr_warmup_steps = FlagWasSet("lr_warmup_steps");
   given.timing_warmup_steps = FlagWasSet("timing_warmup_steps");
   return given;
+}
+
+std::vector<std::string> StrategyFlagsOnCommandLine() {
+  std::vector<std::string> set;
+  for (const StrategyEntry& entry : AllStrategyEntries()) {
+    for (const char* flag : entry.flags) {
+      if (FlagWasSet(flag) &&
+          std::find(set.begin(), set.end(), flag) == set.end()) {
+        set.push_back(flag);
+      }
+    }
+  }
+  return set;
 }
 
 checkpoint::CheckpointOptions CheckpointOptionsFromFlags() {

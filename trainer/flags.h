@@ -3,6 +3,9 @@
 #ifndef MTB_TRAINER_FLAGS_H_
 #define MTB_TRAINER_FLAGS_H_
 
+#include <string>
+#include <vector>
+
 #include "trainer/checkpoint/plan.h"
 #include "trainer/config.h"
 #include "trainer/train_result.pb.h"
@@ -14,6 +17,10 @@ TrainConfig TrainConfigFromFlags();
 
 // Which warm-up flags were set on the command line (FlagWasSet).
 WarmupsGiven WarmupsGivenOnCommandLine();
+
+// The strategy-scoped flags (trainer/strategy/registry.h) set on the command
+// line, for ValidateConfig: one that does nothing for --strategy is refused.
+std::vector<std::string> StrategyFlagsOnCommandLine();
 
 // --checkpoint_dir, --save_every, --keep_last, --resume,
 // --overwrite_checkpoints and --async_checkpoint, paths resolved (ResolveUserPath; "latest" stays).

@@ -1,7 +1,8 @@
-// trainer: trains the GPT of SPEC §4 with a distribution strategy (ddp by
+// trainer: trains the GPT (docs/trainer.md) with a distribution strategy (ddp by
 // default) on --nproc ranks (default 2), and writes a TrainResult JSON, a
 // Markdown summary and a loss curve. Every flag is validated here, before the
 // launcher starts any rank; each rank then runs RunWorker (trainer/worker.h).
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -20,12 +21,13 @@
 #include "common/launch/rank_env.h"
 #include "common/launch/timeouts.h"
 #include "common/trace/window.h"
+#include "glog/logging.h"
 #include "trainer/config.h"
 #include "trainer/data.h"
 #include "trainer/flags.h"
 #include "trainer/memory_estimate.h"
 #include "trainer/strategy/sync_fault.h"
-#include "trainer/strategy_name.h"
+#include "trainer/strategy/registry.h"
 #include "trainer/worker.h"
 
 ABSL_FLAG(std::string, out, "",
@@ -68,6 +70,8 @@ constexpr char kUsage[] =
     "  bazel run //trainer -- --nproc=4 --data=synthetic --precision=bf16";
 
 constexpr char kProgram[] = "trainer";
+// The launcher's validated config fingerprint, for its ranks.
+constexpr char kValidatedFingerprintEnv[] = "MTB_TRAINER_VALIDATED_CONFIG";
 
 }  // namespace
 
@@ -98,9 +102,20 @@ int main(int argc, char** argv) {
   std::vector<std::string> notes = mtb::FitDefaultWarmupsToSteps(
       &config, mtb::WarmupsGivenOnCommandLine());
   mtb::ResolveConfig(&config, world->ranks_per_host);
+  // One validation pass: the launcher validates and hands its ranks the
+  // config's fingerprint; a rank whose config has the same fingerprint
+  // trusts it instead of validating again.
+  const std::string fingerprint = mtb::ConfigFingerprint(config);
+  const char* launcher_fingerprint = std::getenv(kValidatedFingerprintEnv);
+  const bool validated = launcher_fingerprint != nullptr &&
+                         fingerprint == launcher_fingerprint;
   for (const absl::Status& status :
-       {mtb::ValidateConfig(config),
-        mtb::ValidateConfigForWorldSize(config, world->world_size)}) {
+       {validated ? absl::OkStatus()
+                  : mtb::ValidateConfig(config,
+                                        mtb::StrategyFlagsOnCommandLine()),
+        validated ? absl::OkStatus()
+                  : mtb::ValidateConfigForWorldSize(config,
+                                                    world->world_size)}) {
     if (!status.ok()) return mtb::ReportAndExitCode(kProgram, status);
   }
   if (absl::GetFlag(FLAGS_estimate_memory)) {
@@ -126,7 +141,8 @@ int main(int argc, char** argv) {
   }
   // A run the host cannot hold is refused now: Linux overcommits, so it
   // would otherwise be SIGKILLed by the kernel in the middle of a step.
-  if (absl::StatusOr<mtb::HostMemory> host = mtb::ReadHostMemory(); host.ok()) {
+  if (absl::StatusOr<mtb::HostMemory> host = mtb::ReadHostMemory();
+      !validated && host.ok()) {
     std::string warning;
     if (absl::Status fits = mtb::CheckMemoryFits(
             mtb::EstimateRankMemory(config, world->world_size),
@@ -170,8 +186,12 @@ int main(int argc, char** argv) {
   if (!checkpoint_plan.ok()) {
     return mtb::ReportAndExitCode(kProgram, checkpoint_plan.status());
   }
+  // A resume may take schedule values from its checkpoint: a config the
+  // plan changed is validated again.
+  const bool planned_as_validated =
+      validated && mtb::ConfigFingerprint(config) == fingerprint;
   for (const absl::Status& status :
-       {mtb::ValidateConfig(config),
+       {planned_as_validated ? absl::OkStatus() : mtb::ValidateConfig(config),
         mtb::checkpoint::ValidateCheckpointFaults(*faults, *checkpoint_plan,
                                                   config.steps())}) {
     if (!status.ok()) return mtb::ReportAndExitCode(kProgram, status);
@@ -197,6 +217,12 @@ int main(int argc, char** argv) {
     return mtb::kExitUsage;
   }
 
+  if (!validated) {
+    setenv(kValidatedFingerprintEnv, fingerprint.c_str(), /*overwrite=*/1);
+  } else {
+    LOG(INFO) << "config fingerprint " << fingerprint.substr(0, 12)
+              << " is the one the launcher validated: not validated again";
+  }
   absl::StatusOr<mtb::LaunchDecision> launch =
       mtb::LaunchOrBecomeWorker(argc, argv, launch_defaults);
   if (!launch.ok()) return mtb::ReportAndExitCode(kProgram, launch.status());

@@ -4,11 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "trainer/strategy/registry.h"
 
 namespace mtb {
 namespace {
 
-constexpr int64_t kFp32 = 4;
 constexpr double kTolerance = 0.10;
 // Unattributed at the peak against the estimate's activations + logits.
 constexpr double kUnattributedOverEstimate = 1.5;
@@ -20,53 +20,26 @@ std::string Mb(int64_t bytes) {
 }  // namespace
 
 MemoryFormula MemoryFormulaFor(const TrainResult& result) {
-  const int64_t p = result.model().parameter_count();
-  const int64_t n = std::max(1, result.memory_size());
-  const int64_t shard = (p + n - 1) / n;
-  int64_t bucket = 0;
+  MemoryInputs in;
+  in.parameters = result.model().parameter_count();
+  in.world_size = std::max(1, result.memory_size());
+  in.reshard_after_forward =
+      !result.config().fsdp_keep_gathered_until_backward();
+  in.prefetch = result.config().fsdp_prefetch();
+  std::vector<int64_t> buckets;
   for (const BucketInfo& b : result.strategy().buckets()) {
-    bucket = std::max(bucket, b.bytes());
+    buckets.push_back(b.bytes());
   }
-  // A reduce-scatter's blocks: n x ceil(bucket elements / n).
-  const int64_t blocks = bucket + kFp32 * n;
-  const std::string& strategy = result.strategy().name();
+  absl::StatusOr<StrategyKind> kind = ParseStrategy(result.strategy().name());
+  const HeldBounds bounds = EntryFor(kind.ok() ? *kind : StrategyKind::kDdp)
+                                .bounds(in, buckets);
   MemoryFormula formula;
-  formula.parameters = kFp32 * p;
-  if (strategy == "zero1") {
-    formula.gradients = kFp32 * p;
-    formula.optimizer_state = 2 * kFp32 * shard;
-    formula.collective_bound = n > 1 ? 2 * blocks : 0;
-  } else if (strategy == "zero2") {
-    formula.gradients = kFp32 * shard;
-    formula.optimizer_state = 2 * kFp32 * shard;
-    formula.gradients_in_flight = bucket;
-    formula.collective_bound = 2 * bucket + (n > 1 ? 2 * blocks : 0);
-  } else if (strategy == "fsdp") {
-    // The strategy's buckets are its units in reduce-scatter order: the
-    // blocks, then the root.
-    const auto& units = result.strategy().buckets();
-    const int64_t root = units.empty() ? 0 : units.rbegin()->bytes();
-    int64_t unit = 0;
-    int64_t all_blocks = 0;
-    for (int u = 0; u + 1 < units.size(); ++u) {
-      unit = std::max(unit, units[u].bytes());
-      all_blocks += units[u].bytes();
-    }
-    const int64_t prefetch = result.config().fsdp_prefetch() ? 1 : 0;
-    formula.parameters = kFp32 * shard + root;
-    formula.parameters_in_flight =
-        result.config().fsdp_keep_gathered_until_backward()
-            ? all_blocks
-            : (1 + prefetch) * unit;
-    formula.gradients = kFp32 * shard;
-    formula.gradients_in_flight = root + 2 * unit;
-    formula.optimizer_state = 2 * kFp32 * shard;
-    formula.collective_bound =
-        n > 1 ? (2 + prefetch) * (unit + kFp32 * n) : 0;
-  } else {  // ddp, single
-    formula.gradients = kFp32 * p;
-    formula.optimizer_state = 2 * kFp32 * p;
-  }
+  formula.parameters = bounds.parameters;
+  formula.parameters_in_flight = bounds.parameters_in_flight;
+  formula.gradients = bounds.gradients;
+  formula.gradients_in_flight = bounds.gradients_in_flight;
+  formula.optimizer_state = bounds.optimizer_state;
+  formula.collective_bound = bounds.collective_bound;
   return formula;
 }
 

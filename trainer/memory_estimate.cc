@@ -43,7 +43,6 @@ MemoryEstimate EstimateRankMemoryFor(const TrainConfig& config, int world_size,
                                      StrategyKind strategy) {
   const int64_t p = GptParameterCount(config);
   const int64_t n = std::max(1, world_size);
-  const int64_t shard = (p + n - 1) / n;  // elements, rounded up
   const int64_t bucket_bytes = std::min<int64_t>(
       p * kFp32,
       std::max<int64_t>(1, static_cast<int64_t>(config.bucket_cap_mb() *
@@ -66,55 +65,23 @@ MemoryEstimate EstimateRankMemoryFor(const TrainConfig& config, int world_size,
   const int64_t kept_blocks_values =
       config.activation_checkpointing() ? l * b * t * d + block_values
                                         : l * block_values;
+  MemoryInputs in;
+  in.parameters = p;
+  in.world_size = static_cast<int>(n);
+  in.bucket_bytes = bucket_bytes;
+  in.root_unit = GptRootUnitCount(config);
+  in.block_unit = GptBlockUnitCount(config);
+  in.n_layers = config.n_layers();
+  in.grad_sync_every = every;
+  in.accumulates = accumulates;
+  in.reshard_after_forward = !config.fsdp_keep_gathered_until_backward();
+  in.prefetch = config.fsdp_prefetch();
+  const StateMemory state = EntryFor(strategy).estimate(in);
   MemoryEstimate estimate;
-  estimate.set_parameters(p * kFp32);
-  switch (strategy) {
-    case StrategyKind::kSingle:
-    case StrategyKind::kDdp:
-      estimate.set_gradients(p * kFp32);
-      estimate.set_optimizer_state(2 * p * kFp32);
-      estimate.set_collective_staging(0);
-      break;
-    case StrategyKind::kZero1:
-      estimate.set_gradients((p + (every ? shard : 0)) * kFp32);
-      estimate.set_optimizer_state(2 * shard * kFp32);
-      // Two buckets' reduce-scatter blocks in flight, never more than the
-      // model.
-      estimate.set_collective_staging(
-          n > 1 ? std::min(2 * bucket_bytes, p * kFp32) : 0);
-      break;
-    case StrategyKind::kZero2:
-      estimate.set_gradients(
-          (shard + (!every && accumulates ? p : 0)) * kFp32);
-      estimate.set_optimizer_state(2 * shard * kFp32);
-      // Two buckets' staging copies and reduce-scatter blocks in flight.
-      estimate.set_collective_staging(
-          std::min(2 * bucket_bytes, p * kFp32) * (n > 1 ? 2 : 1));
-      break;
-    case StrategyKind::kFsdp: {
-      const int64_t root = GptRootUnitCount(config);
-      const int64_t unit = GptBlockUnitCount(config);
-      const bool reshard = !config.fsdp_keep_gathered_until_backward();
-      const int64_t prefetch = config.fsdp_prefetch() ? 1 : 0;
-      // The root gathered for the whole step; a block gathered while it
-      // computes, and the prefetched next one (reshard), or every block at
-      // the end of the forward (no reshard).
-      estimate.set_parameters(
-          (shard + root + (reshard ? (1 + prefetch) * unit : l * unit)) *
-          kFp32);
-      // The root's and the computing unit's full gradients before their
-      // reduce-scatters; every unit's across micro-batches under last.
-      estimate.set_gradients(
-          (shard + (!every && accumulates ? p : root + unit)) * kFp32);
-      estimate.set_optimizer_state(2 * shard * kFp32);
-      // The previous unit's reduce-scatter in flight (its full gradient and
-      // the received blocks) and, with prefetch, the gather in flight's
-      // replicated input.
-      estimate.set_collective_staging(n > 1 ? (2 + prefetch) * unit * kFp32
-                                            : 0);
-      break;
-    }
-  }
+  estimate.set_parameters(state.parameters);
+  estimate.set_gradients(state.gradients);
+  estimate.set_optimizer_state(state.optimizer_state);
+  estimate.set_collective_staging(state.collective_staging);
   // Embeddings' sum and the final LayerNorm (2 BTd) beside the blocks.
   estimate.set_activations((kept_blocks_values + 2 * b * t * d) * kFp32);
   estimate.set_logits(3 * b * t * config.vocab_size() * kFp32);
@@ -134,22 +101,20 @@ std::string RenderMemoryEstimates(const TrainConfig& config, int world_size) {
   auto bytes = [](int64_t value) {
     return FormatByteAmount(static_cast<double>(value));
   };
-  for (StrategyKind kind : AllStrategies()) {
-    if (kind == StrategyKind::kSingle && world_size != 1) continue;
+  for (const StrategyEntry& entry : AllStrategyEntries()) {
+    if (entry.max_world_size > 0 && world_size > entry.max_world_size) {
+      continue;
+    }
     TrainConfig resolved = config;
-    resolved.set_strategy(StrategyName(kind));
-    // fsdp's switches mean nothing to the others (and are refused there).
-    if (kind != StrategyKind::kFsdp) {
-      resolved.clear_fsdp_keep_gathered_until_backward();
-      resolved.clear_fsdp_prefetch();
-    }
+    resolved.set_strategy(entry.name);
     if (config.grad_sync() == "auto") {
-      resolved.set_grad_sync(AutoGradSync(kind));
+      resolved.set_grad_sync(entry.auto_grad_sync);
     }
-    const MemoryEstimate e = EstimateRankMemoryFor(resolved, world_size, kind);
+    const MemoryEstimate e =
+        EstimateRankMemoryFor(resolved, world_size, entry.kind);
     table.rows.push_back(
-        {absl::StrCat(StrategyName(kind), " (grad_sync ",
-                      resolved.grad_sync(), ")"),
+        {absl::StrCat(entry.name, " (grad_sync ", resolved.grad_sync(), ") ",
+                      entry.memory_label),
          bytes(e.parameters()), bytes(e.gradients()),
          bytes(e.optimizer_state()), bytes(e.collective_staging()),
          bytes(e.activations()), bytes(e.logits()), bytes(e.total())});

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/base/host_memory.h"
-#include "trainer/strategy_name.h"
+#include "trainer/strategy/registry.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {

@@ -7,6 +7,7 @@
 #include "common/base/status.h"
 #include "common/libtorch/counting_allocator.h"
 #include "glog/logging.h"
+#include "trainer/strategy/scalars.h"
 
 namespace mtb {
 namespace {
@@ -122,7 +123,8 @@ absl::StatusOr<std::vector<MemoryAtPeak>> GatherMemoryAtPeak(
   AppendText(mine.where(), &values);
   const size_t per_rank = values.size();
   ASSIGN_OR_RETURN(const std::vector<double> all,
-                   strategy.GatherScalars(values));
+                   GatherScalarsOverRanks(strategy.communicator(), values,
+                                          "memory at the peak"));
   std::vector<MemoryAtPeak> ranks;
   for (size_t offset = 0; offset < all.size(); offset += per_rank) {
     const double* v = all.data() + offset;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "trainer/strategy/registry.h"
 #include "absl/strings/str_join.h"
 #include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
@@ -50,11 +51,12 @@ std::string ProcessHighWater(const TrainResult& result) {
   return absl::StrJoin(parts, ", ");
 }
 
-// "zero2: 4P + 12P/N" and friends: the closed form the breakdown is held to.
-std::string ClosedFormName(const std::string& strategy) {
-  if (strategy == "zero1") return "8P + 8P/N";
-  if (strategy == "zero2") return "4P + 12P/N + buckets in flight";
-  return "16P";
+// The registry entry of the result's strategy (ddp's for a result that
+// names none).
+const StrategyEntry& EntryOf(const TrainResult& result) {
+  const absl::StatusOr<StrategyKind> kind =
+      ParseStrategy(result.strategy().name());
+  return EntryFor(kind.ok() ? *kind : StrategyKind::kDdp);
 }
 
 // One row per counted rank (rank 0 and the largest peak beyond 8 ranks):
@@ -98,7 +100,7 @@ std::vector<std::vector<std::string>> MemoryAtPeakRows(
     rows.push_back(
         {"closed form / rank",
          absl::StrCat(result.strategy().name(), " ",
-                      ClosedFormName(result.strategy().name()),
+                      EntryOf(result).memory_label,
                       ": parameters ", Bytes(static_cast<double>(e.parameters())),
                       ", gradients ", Bytes(static_cast<double>(e.gradients())),
                       ", AdamW ", Bytes(static_cast<double>(e.optimizer_state())),
@@ -167,7 +169,8 @@ std::string RenderSummaryTable(const TrainResult& result) {
        Bytes(static_cast<double>(result.memory_estimate().total()))});
   table.rows.push_back(
       {"wall s (run 1)", FormatSignificant(first_run.wall_seconds(), 3)});
-  if (result.config().strategy() == "fsdp") {
+  // Only a strategy that gathers parameters during the step (fsdp) has it.
+  if (s.param_gather_in_flight_ms() > 0) {
     table.rows.push_back(
         {"param all-gather ms/step in flight (hidden)",
          absl::StrCat(FormatSignificant(s.param_gather_in_flight_ms(), 3), " (",
@@ -206,9 +209,16 @@ std::string RenderMarkdownReport(const TrainResult& result,
   absl::StrAppend(
       &out,
       "Tokens/s is global tokens / the slowest rank's step time. Gradient "
-      "bytes are what rank 0 sent for gradient all-reduces, counted by the "
-      "collective layer; the closed form is 2(n-1)/n x gradient bytes x "
-      "syncs per step. Peak memory is LibTorch CPU tensor storage per rank "
+      "bytes are what rank 0 sent for gradient synchronisation, counted by "
+      "the collective layer; the closed form is ",
+      EntryOf(result).grad_bytes_label,
+      " per step (n ranks; the exact per-rank pieces when n does not divide "
+      "a bucket)",
+      EntryOf(result).gather_bytes_label[0] == '\0'
+          ? std::string()
+          : absl::StrCat(", and for the parameter all-gathers ",
+                         EntryOf(result).gather_bytes_label),
+      ". Peak memory is LibTorch CPU tensor storage per rank "
       "(a counting allocator; process-global, so only ranks run as processes "
       "are counted); at the peak, the parameters, gradients, AdamW state and "
       "collective temporaries are the tensors the strategy held, walked, and "

@@ -5,6 +5,7 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
+#include "common/collective/communicator.h"
 #include "trainer/state_pieces.h"
 
 namespace mtb {
@@ -33,9 +34,22 @@ HeldMemory SingleStrategy::Held() const {
   return held;
 }
 
-std::string SingleStrategy::Describe() const {
-  return "single: one rank, gradients used as computed (no buckets, no "
-         "hooks)";
+StrategySummary SingleStrategy::Summary() const {
+  return {"single",
+          "single: one rank, gradients used as computed (no buckets, no "
+          "hooks)",
+          {}};
+}
+
+int Strategy::world_size() const {
+  const collective::Communicator* c = communicator();
+  return c == nullptr ? 1 : c->world_size();
+}
+
+std::string Strategy::backend() const {
+  const collective::Communicator* c = communicator();
+  return c != nullptr && c->world_size() > 1 ? std::string(c->backend())
+                                             : "none";
 }
 
 absl::Status SingleStrategy::Setup(ParameterStore& store,
@@ -50,11 +64,6 @@ absl::Status SingleStrategy::Setup(ParameterStore& store,
 
 void SingleStrategy::ZeroGradients() { store_->ZeroGradients(); }
 
-absl::Status SingleStrategy::BeforeBackward(int, int) {
-  return absl::OkStatus();
-}
-
-absl::Status SingleStrategy::AfterBackward() { return absl::OkStatus(); }
 
 std::vector<ExactGroup> SingleStrategy::ExactGroups() {
   ExactGroup all;
@@ -63,52 +72,26 @@ std::vector<ExactGroup> SingleStrategy::ExactGroups() {
   return {all};
 }
 
-absl::Status Strategy::BeforeLocalBackward(int, int) {
-  return absl::UnimplementedError(absl::StrCat(
-      "--reduction=exact is not implemented for --strategy=", name()));
-}
-
-absl::Status Strategy::AfterLocalBackwards() {
-  return absl::UnimplementedError(absl::StrCat(
-      "--reduction=exact is not implemented for --strategy=", name()));
-}
-
 absl::StatusOr<double> SingleStrategy::GlobalGradNorm() {
   return GradNorm(store_->parameters());
 }
 
-absl::Status SingleStrategy::ScaleGradients(double factor) {
-  at::NoGradGuard no_grad;
-  store_->flat_gradients().mul_(factor);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<double> SingleStrategy::ReduceScalar(double value,
-                                                    ScalarReduction) {
-  return value;
-}
-
-absl::StatusOr<std::vector<double>> SingleStrategy::GatherScalars(
-    const std::vector<double>& values) {
-  return values;
-}
-
-absl::Status SingleStrategy::OptimizerStep(double lr) {
+absl::Status SingleStrategy::OptimizerStep(double lr, double gradient_scale) {
+  if (gradient_scale != 1) {
+    at::NoGradGuard no_grad;
+    store_->flat_gradients().mul_(gradient_scale);
+  }
   optimizer_->Step(lr, {store_->flat_gradients()});
   return absl::OkStatus();
 }
 
-std::vector<StatePiece> SingleStrategy::CheckpointPiecesToSave() const {
+std::vector<StatePiece> SingleStrategy::CheckpointPieces(CheckpointUse) {
   const std::vector<FlatRange> all = {{0, store_->numel()}};
   std::vector<StatePiece> pieces = ModelPieces(*store_, all);
   std::vector<StatePiece> state = OptimizerPieces(*store_, *optimizer_, all);
   pieces.insert(pieces.end(), state.begin(), state.end());
   pieces.push_back(OptimizerStepPiece(*optimizer_));
   return pieces;
-}
-
-std::vector<StatePiece> SingleStrategy::CheckpointPiecesToLoad() {
-  return CheckpointPiecesToSave();
 }
 
 }  // namespace mtb

@@ -6,8 +6,8 @@
 // (trainer/strategy/zero.h, zero1 and zero2) and FsdpStrategy
 // (trainer/strategy/fsdp.h) are the distributed ones. Every strategy works
 // on the flat parameter store (trainer/parameter_store.h); which one
-// --strategy names is decided in one place (trainer/strategy_name.h,
-// MakeStrategy in trainer/worker.h).
+// --strategy names is decided in one place (trainer/strategy/registry.h,
+// its factory in trainer/strategy/factory.h).
 //
 // Collective contract: on every rank the loop makes the same calls in the same
 // order with the same step, so a strategy may issue collectives from any of
@@ -82,8 +82,6 @@ namespace mtb {
 namespace collective {
 class Communicator;
 }  // namespace collective
-
-enum class ScalarReduction { kSum, kMean, kMax };
 
 // What one optimizer step's gradient synchronisation cost this rank.
 struct StepCommunication {
@@ -170,21 +168,38 @@ struct ExactGroup {
   at::Tensor destination;
 };
 
+// How the step's gradient is reduced (--reduction; trainer/run/
+// gradient_reduction.h): kFloat, the strategy's own fp32 collectives during
+// backward; kExact, a backward that synchronises nothing (every piece's
+// gradient lands whole in the parameters' .grad) before the int64 reduction
+// of ExactGroups().
+enum class ReductionMode { kFloat, kExact };
+
+// Which checkpoint list CheckpointPieces returns (see the file comment).
+enum class CheckpointUse { kSave, kLoad };
+
+// What a strategy says about itself in logs and results.
+struct StrategySummary {
+  std::string name;         // "ddp", "zero2", ... (trainer/strategy/registry.h)
+  std::string description;  // one line: how gradients are synchronised
+  std::vector<BucketSummary> buckets;  // in launch order; empty without
+};
+
+// The interface every strategy implements: 15 methods, in the order the loop
+// uses them. Nothing here is a scalar collective: the step's scalars go over
+// communicator() (trainer/run/step_scalars.h).
 class Strategy {
  public:
   virtual ~Strategy() = default;
 
-  virtual std::string name() const = 0;
-  // One line for logs and reports: how gradients are synchronised.
-  virtual std::string Describe() const = 0;
-  virtual int world_size() const = 0;
-  // "gloo", or "none" when nothing is communicated.
-  virtual std::string backend() const = 0;
+  virtual StrategySummary Summary() const = 0;
+  // The ranks' communicator (nullptr: one rank, nothing to communicate).
+  virtual collective::Communicator* communicator() const = 0;
 
   // Called once per model (each --repeat run builds a new one), before any
   // step: e.g. check every rank built the same model, broadcast rank 0's
-  // parameters, register gradient hooks, shard. `parameters` outlive the
-  // strategy's use of them (until the next Setup or the strategy's end).
+  // parameters, register gradient hooks, shard. `store` outlives the
+  // strategy's use of it (until the next Setup or the strategy's end).
   virtual absl::Status Setup(ParameterStore& store,
                              const AdamWOptions& optimizer) = 0;
 
@@ -192,46 +207,35 @@ class Strategy {
   // strategy that keeps only a shard drops the full gradients).
   virtual void ZeroGradients() = 0;
 
-  // Before micro-batch `micro_batch`'s backward (0-based, of `micro_batches`):
-  // where DDP decides whether this backward synchronises (no_sync).
-  virtual absl::Status BeforeBackward(int micro_batch, int micro_batches) = 0;
+  // Before piece `piece`'s backward (0-based, of `pieces`): under kFloat,
+  // where DDP decides whether this backward synchronises (no_sync); under
+  // kExact, a backward that synchronises nothing.
+  virtual absl::Status BeforeBackward(int piece, int pieces,
+                                      ReductionMode mode) = 0;
 
-  // After the last micro-batch's backward: gradient reduction completes here.
-  virtual absl::Status AfterBackward() = 0;
+  // After the last piece's backward: under kFloat the gradient reduction
+  // completes here; under kExact the local backward ends (fsdp frees the
+  // root).
+  virtual absl::Status AfterBackward(ReductionMode mode) = 0;
+
+  // sqrt(sum of squares) of the whole model's gradient (correct when
+  // gradients are sharded), in fp64. The same value on every rank (kFloat).
+  virtual absl::StatusOr<double> GlobalGradNorm() = 0;
+
+  // Multiplies the whole gradient (every shard) by `gradient_scale` (1: not
+  // at all; clipping), then the AdamW update with learning rate `lr`
+  // (sharded strategies update their shard, then gather).
+  virtual absl::Status OptimizerStep(double lr, double gradient_scale) = 0;
 
   // The step's communication figures (since the last BeforeBackward(0, K)),
   // after OptimizerStep.
   virtual StepCommunication TakeStepCommunication() = 0;
 
-  // The gradient buckets in launch order (empty for strategies without).
-  virtual std::vector<BucketSummary> Buckets() const = 0;
-
-  // sqrt(sum of squares) of the whole model's gradient (correct when gradients
-  // are sharded), in fp64. The same value on every rank.
-  virtual absl::StatusOr<double> GlobalGradNorm() = 0;
-
-  // Multiplies the whole gradient (every shard) by `factor`.
-  virtual absl::Status ScaleGradients(double factor) = 0;
-
-  // Reduces one value over ranks (the identity on one rank).
-  virtual absl::StatusOr<double> ReduceScalar(double value,
-                                              ScalarReduction op) = 0;
-
-  // Every rank's `values` (the same count on every rank), rank by rank:
-  // element r * values.size() + i is rank r's values[i]. Bit-exact.
-  virtual absl::StatusOr<std::vector<double>> GatherScalars(
-      const std::vector<double>& values) = 0;
-
-  // The AdamW update with learning rate `lr` (sharded strategies update their
-  // shard, then gather).
-  virtual absl::Status OptimizerStep(double lr) = 0;
-
   // Local: the bytes of the tensors this strategy owns now, walked.
   virtual HeldMemory Held() const = 0;
 
   // Checkpoint state: the contract is in the file comment. Call after Setup.
-  virtual std::vector<StatePiece> CheckpointPiecesToSave() const = 0;
-  virtual std::vector<StatePiece> CheckpointPiecesToLoad() = 0;
+  virtual std::vector<StatePiece> CheckpointPieces(CheckpointUse use) = 0;
   virtual absl::Status FinishCheckpointLoad() = 0;
 
   // The strategy's per-unit points in the model's forward
@@ -239,24 +243,10 @@ class Strategy {
   // Valid after Setup, until the next Setup.
   virtual UnitHooks* unit_hooks() { return nullptr; }
 
-  // Exact mode (trainer/exact.h). The loop replaces the micro-batch calls:
-  //   ZeroGradients(); for each chunk c of `chunks`: forward,
-  //   BeforeLocalBackward(c, chunks), backward (each chunk's gradient is read
-  //   from the parameters' .grad and zeroed by the loop); then
-  //   AfterLocalBackwards(); the loop reduces ExactGroups() as int64 through
-  //   communicator() and writes every destination; then GlobalGradNorm is
-  //   the loop's (ScaleGradients, OptimizerStep, TakeStepCommunication as
-  //   usual; the latter's gradient figures are the loop's).
-  // A backward that synchronises nothing: the whole local gradient lands in
-  // the parameters' .grad. Default: kUnimplemented (no exact mode).
-  virtual absl::Status BeforeLocalBackward(int chunk, int chunks);
-  // After the last chunk's backward (fsdp: frees the root).
-  virtual absl::Status AfterLocalBackwards();
-  // The reduction pieces, covering every flat element once, in a fixed order
-  // that is the same on every rank. Valid after Setup.
-  virtual std::vector<ExactGroup> ExactGroups() { return {}; }
-  // Where the int64 reductions go (nullptr: one rank, nothing to reduce).
-  virtual collective::Communicator* communicator() const { return nullptr; }
+  // kExact: the reduction pieces, covering every flat element once, in a
+  // fixed order that is the same on every rank (ExactGroup). Valid after
+  // Setup.
+  virtual std::vector<ExactGroup> ExactGroups() = 0;
 
   // Collective: makes every parameter tensor hold its full values (e.g. to
   // dump them after the last step). fsdp gathers every unit, which stays
@@ -264,8 +254,24 @@ class Strategy {
   // already.
   virtual absl::Status GatherFullParameters() { return absl::OkStatus(); }
 
+  // Derived, for callers.
+  std::string name() const { return Summary().name; }
+  std::string Describe() const { return Summary().description; }
+  std::vector<BucketSummary> Buckets() const { return Summary().buckets; }
+  int world_size() const;
+  // The communicator's backend ("gloo"), or "none" when nothing is
+  // communicated.
+  std::string backend() const;
+  std::vector<StatePiece> CheckpointPiecesToSave() const {
+    // Listing the pieces to save changes nothing.
+    return const_cast<Strategy*>(this)->CheckpointPieces(CheckpointUse::kSave);
+  }
+  std::vector<StatePiece> CheckpointPiecesToLoad() {
+    return CheckpointPieces(CheckpointUse::kLoad);
+  }
+
   // Where the memory marks go (nullptr: nowhere, the default). The loop sets
-  // it for a step when the counting allocator runs (trainer/trainer.cc).
+  // it to the run's components for every step (trainer/trainer.cc).
   // Contract for implementations: call MarkMemory right after every change
   // of what Held() counts (a tensor it walks allocated or freed, a
   // collective issued or finished), before anything else is allocated, so
@@ -289,33 +295,24 @@ int64_t StorageBytes(const at::Tensor& tensor);
 // must equal.
 class SingleStrategy : public Strategy {
  public:
-  std::string name() const override { return "single"; }
-  std::string Describe() const override;
-  int world_size() const override { return 1; }
-  std::string backend() const override { return "none"; }
+  StrategySummary Summary() const override;
+  collective::Communicator* communicator() const override { return nullptr; }
   absl::Status Setup(ParameterStore& store,
                      const AdamWOptions& optimizer) override;
   void ZeroGradients() override;
-  absl::Status BeforeBackward(int micro_batch, int micro_batches) override;
-  absl::Status AfterBackward() override;
-  StepCommunication TakeStepCommunication() override { return {}; }
-  std::vector<BucketSummary> Buckets() const override { return {}; }
-  absl::StatusOr<double> GlobalGradNorm() override;
-  absl::Status ScaleGradients(double factor) override;
-  absl::StatusOr<double> ReduceScalar(double value,
-                                      ScalarReduction op) override;
-  absl::StatusOr<std::vector<double>> GatherScalars(
-      const std::vector<double>& values) override;
-  absl::Status OptimizerStep(double lr) override;
-  HeldMemory Held() const override;
-  // Everything, on its one rank.
-  std::vector<StatePiece> CheckpointPiecesToSave() const override;
-  std::vector<StatePiece> CheckpointPiecesToLoad() override;
-  absl::Status FinishCheckpointLoad() override { return absl::OkStatus(); }
-  absl::Status BeforeLocalBackward(int, int) override {
+  absl::Status BeforeBackward(int, int, ReductionMode) override {
     return absl::OkStatus();
   }
-  absl::Status AfterLocalBackwards() override { return absl::OkStatus(); }
+  absl::Status AfterBackward(ReductionMode) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<double> GlobalGradNorm() override;
+  absl::Status OptimizerStep(double lr, double gradient_scale) override;
+  StepCommunication TakeStepCommunication() override { return {}; }
+  HeldMemory Held() const override;
+  // Everything, on its one rank, to save and to load.
+  std::vector<StatePiece> CheckpointPieces(CheckpointUse use) override;
+  absl::Status FinishCheckpointLoad() override { return absl::OkStatus(); }
   // The whole flat gradient (one rank: the "all-reduce" is local).
   std::vector<ExactGroup> ExactGroups() override;
 

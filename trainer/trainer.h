@@ -1,6 +1,9 @@
-// The training loop (SPEC §4 "Loop"): per optimizer step, K micro-batches of
-// forward and backward, then the strategy's gradient hook, the global gradient
-// norm, the non-finite stop, clipping and AdamW, all timed.
+// The training loop: per optimizer step, this rank's pieces of the global
+// batch (K micro-batches, or exact mode's chunks) forward and backward, the
+// gradient synchronisation (trainer/run/gradient_reduction.h), the global
+// gradient norm, the non-finite stop, clipping and AdamW, all timed; around
+// it the run components (trainer/run/run_component.h). docs/design.md "The
+// step" walks through it.
 //
 // Global batch layout. A step's global batch holds world_size * K * B samples
 // (B = --batch_size, K = --grad_accum). Micro-batch m of rank r is samples
@@ -26,11 +29,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "trainer/data.h"
-#include "trainer/exact.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/model.h"
+#include "trainer/run/gradient_reduction.h"
+#include "trainer/run/run_component.h"
 #include "trainer/strategy.h"
-#include "common/faults/fault_injector.h"
 #include "common/faults/fault_spec.h"
 #include "common/trace/recorder.h"
 #include "trainer/checkpoint/checkpoint.pb.h"
@@ -41,15 +44,6 @@ namespace checkpoint {
 class Checkpointer;
 }  // namespace checkpoint
 class BlockSpans;
-
-struct RankInfo {
-  int rank = 0;
-  int world_size = 1;
-};
-
-// The first global sample index of micro-batch `micro_batch` on `rank`.
-int64_t FirstSampleOf(int micro_batch, const RankInfo& rank,
-                      int64_t batch_size);
 
 ModelShape ModelShapeOf(const TrainConfig& config);
 LrSchedule LrScheduleOf(const TrainConfig& config);
@@ -73,11 +67,12 @@ checkpoint::RankState ProgressState(const TrainConfig& config,
 // Not thread-safe; one Trainer per rank (thread or process).
 class Trainer {
  public:
-  // `config` must be resolved and valid (trainer/config.h). `strategy` and
-  // `data` must outlive the Trainer. Calls strategy->Setup.
+  // `config` must be resolved and valid (trainer/config.h). `strategy`,
+  // `data` and `components` (nullptr: none) must outlive the Trainer. Calls
+  // strategy->Setup.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(
       const TrainConfig& config, const RankInfo& rank, Strategy* strategy,
-      const DataSource* data);
+      const DataSource* data, RunComponents* components = nullptr);
 
   // Runs optimizer step completed_steps() + 1. kAborted, naming the step and
   // the rank(s) whose loss is not finite, when the loss or the gradient norm
@@ -93,81 +88,49 @@ class Trainer {
   // after it, and the timing warm-up counts from here (this process's
   // steps). Before the first Step().
   void RestoreProgress(int64_t completed_steps);
-  // Phase spans (data, forward, backward, optimizer) of every step go to
-  // `trace` (nullptr: none; the default).
+  // Phase spans (data, forward, backward, optimizer) and per-block spans go
+  // to `trace` (nullptr: none; the default). The tracing component sets it
+  // for the steps of --trace_steps' window.
   void set_trace(trace::TraceRecorder* trace) { trace_ = trace; }
-  // --fault=: injected at the start of each phase of the steps they name
-  // (common/faults/fault_spec.h), on the first attempt only (`attempt` is
-  // the launcher's restart count; common/faults/fault_injector.h).
-  void set_faults(std::vector<Fault> faults, int attempt = 0);
-  // Told (step, phase) at the start of every phase, before any fault acts
-  // there (the flight recorder's position: heartbeats and dumps say where a
-  // rank is). Empty: nobody.
-  void set_phase_observer(std::function<void(int64_t, absl::string_view)> observer) {
-    phase_observer_ = std::move(observer);
-  }
-  // A preemption notice (trainer/preemption.h): asked once per step on every
-  // rank and gathered with the loss, so the ranks agree on the step to stop
-  // after. Empty: never.
-  void set_stop_notice(std::function<bool()> notice) { stop_notice_ = std::move(notice); }
-  // The step during which some rank first had a notice (every rank returns
-  // the same), or 0. The caller saves a checkpoint of it and stops.
-  int64_t stop_after_step() const { return stop_after_step_; }
-  // This rank's corrupt fault of `step` (attempt 0 only), or nullptr: the
-  // caller flips a byte of its shard of that step's published checkpoint.
-  const Fault* CorruptionAt(int64_t step) const { return injector_.Corruption(step); }
   const GptModel& model() const { return model_; }
   // Global tokens per optimizer step.
   int64_t tokens_per_step() const;
 
  private:
   Trainer(const TrainConfig& config, const RankInfo& rank, Strategy* strategy,
-          const DataSource* data);
-  // Samples [first_sample, + count) of `step`, timed into record.data_ms.
-  Batch GetBatch(int64_t step, int64_t first_sample, int64_t count,
+          const DataSource* data, RunComponents* components);
+  // The piece's samples of `step`, timed into record.data_ms.
+  Batch GetBatch(int64_t step, const BackwardPiece& piece,
                  StepRecord& record) const;
-  // The loss of `batch` (micro-batch or chunk `index` of `step`): the forward
-  // through the strategy's unit hooks, traced per block into `block_spans`
-  // when tracing (the caller keeps it until after the backward: the loss's
-  // graph holds its hooks); NaN under a nan fault. `mark` (may be empty) is
-  // told "forward of micro-batch" just before the forward.
-  absl::StatusOr<at::Tensor> ForwardLoss(
-      int64_t step, const Batch& batch, int index,
-      std::optional<BlockSpans>* block_spans,
-      const std::function<void(const char*, int)>& mark);
-  // Exact mode (trainer/exact.h): the step's chunks, forward and backward,
-  // their int64 reduction (redone on a coarser grid after an overflow) and
-  // the exact gradient norm (NaN when a chunk was not finite: nothing is
-  // reduced then). `chunk_losses`: this rank's, in its chunk order.
-  absl::StatusOr<double> ExactBackward(int64_t step, StepRecord& record,
-                                       std::vector<double>* chunk_losses,
-                                       ExactTraffic* traffic);
-  std::string NonFiniteMessage(int64_t step, const std::vector<int>& loss_ranks,
-                               const std::vector<double>& losses,
-                               bool norm_finite, double norm) const;
+  // The loss of `batch` (piece `index` of `step`): the forward through the
+  // strategy's unit hooks, traced per block into `block_spans` when tracing
+  // (the caller keeps it until after the backward: the loss's graph holds
+  // its hooks); NaN when a component poisons the forward (a nan fault).
+  absl::StatusOr<at::Tensor> ForwardLoss(int64_t step, const Batch& batch,
+                                         int index,
+                                         std::optional<BlockSpans>* block_spans,
+                                         StepRecord& record);
+  absl::Status Backward(int64_t step, const BackwardPiece& piece,
+                        const at::Tensor& loss, StepRecord& record);
+  // kAborted (deterministic) when a rank's loss or the norm is not finite.
+  absl::Status CheckFinite(int64_t step, const StepScalars::Gathered& all) const;
+  // Clipping (torch.nn.utils.clip_grad_norm_'s coefficient), then AdamW.
+  absl::Status ClipAndUpdate(int64_t step, StepRecord& record);
+  // What the strategy holds now and the step's traffic, into `record`.
+  void RecordFigures(StepRecord& record) const;
 
   TrainConfig config_;
   RankInfo rank_;
   Strategy* strategy_;
   const DataSource* data_;
+  RunComponents none_;  // when the caller gives none
+  RunComponents* components_;
   GptModel model_;
   LrSchedule schedule_;
-  std::unique_ptr<ExactReducer> exact_;  // --reduction=exact only
+  std::unique_ptr<GradientReduction> reduction_;
   int64_t completed_steps_ = 0;
   int64_t first_step_ = 1;  // the first step this process runs
   trace::TraceRecorder* trace_ = nullptr;
-  std::vector<Fault> faults_;
-  mutable FaultInjector injector_;
-  std::function<void(int64_t, absl::string_view)> phase_observer_;
-  std::function<bool()> stop_notice_;
-  int64_t stop_after_step_ = 0;
-
- public:
-  // Reports the phase to the observer, then acts on a fault of this rank at
-  // (step, phase): kill, exit and hang do not return; slow sleeps (once per
-  // step); returns whether a nan fault fires here. The loop calls it at each
-  // step phase, checkpoints at theirs.
-  bool InjectFaults(int64_t step, const char* phase) const;
 };
 
 struct RunHooks {

@@ -20,8 +20,11 @@ expect 2 "--wait_progress_every=0 must be a positive" "${tiny[@]}" --wait_progre
 expect 2 "the run cannot fit in memory: estimated " "${tiny[@]}" --vocab_size=65536 --d_model=8192 --n_layers=48 --n_heads=64
 expect 2 "--trace_steps=2:9 must be A:B with 1 <= A <= B <= --steps=3" "${tiny[@]}" --trace_dir="$out/t" --trace_steps=2:9
 expect 2 "--trace_steps needs --trace_dir" "${tiny[@]}" --trace_steps=1:2
-expect 2 "--ddp_overlap=false applies to --strategy=ddp, not zero1" "${tiny[@]}" --strategy=zero1 --ddp_overlap=false
-expect 2 "--reshard_after_forward=false applies to --strategy=fsdp, not zero2" "${tiny[@]}" --strategy=zero2 --reshard_after_forward=false
+expect 2 "--ddp_overlap applies to --strategy=ddp, not zero1: it would do nothing" "${tiny[@]}" --strategy=zero1 --ddp_overlap=false
+expect 2 "--reshard_after_forward applies to --strategy=fsdp, not zero2: it would do nothing" "${tiny[@]}" --strategy=zero2 --reshard_after_forward=false
+# Given at its default value, a flag that does nothing is refused too.
+expect 2 "--bucket_cap_mb applies to --strategy=ddp, zero1 or zero2, not fsdp: it would do nothing" "${tiny[@]}" --strategy=fsdp --bucket_cap_mb=25
+expect 2 "--reshard_after_forward applies to --strategy=fsdp, not ddp: it would do nothing" "${tiny[@]}" --strategy=ddp --reshard_after_forward
 # Nothing started: no launcher line.
 expect 2 "--n_heads=3" "${tiny[@]}" --n_heads=3
 ! grep -q "launch:" "$out/stderr" || fail "a bad flag reached the launcher"

@@ -1,3 +1,4 @@
+#include "trainer/run/components.h"
 #include "trainer/trainer.h"
 
 #include <memory>
@@ -102,9 +103,12 @@ TEST(Trainer, NonFiniteLossStopsBeforeTheUpdateNamingTheStep) {
   TrainConfig config = TinyConfig();
   const auto data = MakeSyntheticData(7, 64, 16);
   SingleStrategy strategy;
-  auto trainer = Trainer::Create(config, RankInfo{}, &strategy, data.get());
+  RunComponents faults;
+  faults.Add(MakeFaultComponent(
+      *ParseFaults("nan:rank=0,step=2", TrainerFaultGrammar()), 0));
+  auto trainer = Trainer::Create(config, RankInfo{}, &strategy, data.get(),
+                                 &faults);
   ASSERT_TRUE(trainer.ok()) << trainer.status();
-  (*trainer)->set_faults(*ParseFaults("nan:rank=0,step=2", TrainerFaultGrammar()));
   ASSERT_TRUE((*trainer)->Step().ok());
   std::vector<at::Tensor> before;
   for (const NamedParameter& p : (*trainer)->model().parameters()) {

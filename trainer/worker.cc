@@ -34,10 +34,7 @@
 #include "trainer/output.h"
 #include "trainer/preemption.h"
 #include "trainer/restart_history.h"
-#include "trainer/strategy/ddp.h"
-#include "trainer/strategy/fsdp.h"
-#include "trainer/strategy/zero.h"
-#include "trainer/strategy_name.h"
+#include "trainer/strategy/factory.h"
 #include "trainer/trainer.h"
 
 namespace mtb {
@@ -111,45 +108,6 @@ void KeepFreedMemoryInTheProcess() {
 }
 
 }  // namespace
-
-absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
-    const TrainConfig& config, collective::Communicator* communicator,
-    const SyncTestFault& sync_fault) {
-  ASSIGN_OR_RETURN(const StrategyKind kind, ParseStrategy(config.strategy()));
-  RETURN_IF_ERROR(CheckSyncTestFaultApplies(sync_fault, kind));
-  switch (kind) {
-    case StrategyKind::kSingle:
-      if (communicator != nullptr && communicator->world_size() != 1) {
-        return absl::InvalidArgumentError(
-            "--strategy=single runs one rank only");
-      }
-      return std::unique_ptr<Strategy>(new SingleStrategy());
-    case StrategyKind::kDdp: {
-      DdpOptions options =
-          DdpOptionsFromConfig(config.bucket_cap_mb(), config.grad_sync());
-      options.testonly_fault = sync_fault;
-      options.overlap = !config.ddp_launch_after_backward();
-      return std::unique_ptr<Strategy>(new DdpStrategy(communicator, options));
-    }
-    case StrategyKind::kZero1:
-    case StrategyKind::kZero2: {
-      ZeroOptions options =
-          ZeroOptionsFromConfig(kind == StrategyKind::kZero1 ? 1 : 2,
-                                config.bucket_cap_mb(), config.grad_sync());
-      options.testonly_fault = sync_fault;
-      return std::unique_ptr<Strategy>(new ZeroStrategy(communicator, options));
-    }
-    case StrategyKind::kFsdp: {
-      FsdpOptions options =
-          FsdpOptionsFromConfig(!config.fsdp_keep_gathered_until_backward(),
-                                config.fsdp_prefetch(), config.grad_sync());
-      options.testonly_keep_gathered_units =
-          sync_fault.kind == SyncTestFault::Kind::kKeepGatheredUnits;
-      return std::unique_ptr<Strategy>(new FsdpStrategy(communicator, options));
-    }
-  }
-  return absl::InternalError("unreachable");
-}
 
 absl::Status DumpParameters(const std::vector<NamedParameter>& parameters,
                             int rank, const std::string& directory) {

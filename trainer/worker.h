@@ -20,7 +20,7 @@
 #include "common/launch/timeouts.h"
 #include "trainer/checkpoint/plan.h"
 #include "trainer/strategy.h"
-#include "trainer/strategy/ddp.h"
+#include "trainer/strategy/sync_fault.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -56,13 +56,6 @@ struct WorkerOptions {
   int argc = 0;
   char** argv = nullptr;
 };
-
-// The strategy `config` names for this rank over `communicator` (nullptr on
-// one rank), with `sync_fault` (tests only; kInvalidArgument when the
-// strategy cannot apply it).
-absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
-    const TrainConfig& config, collective::Communicator* communicator,
-    const SyncTestFault& sync_fault = {});
 
 // Runs this rank to completion and returns the process exit code
 // (docs/errors.md): 0; 1 when the run failed; 3 (kExitDeterministicFailure)

@@ -10,6 +10,7 @@
 #include "common/base/stats.h"
 #include "common/report/report.h"
 #include "glog/logging.h"
+#include "trainer/strategy/registry.h"
 
 namespace mtb {
 namespace {
@@ -33,12 +34,55 @@ const std::vector<StrategyMatrixModel>& StrategyMatrixModels() {
   return kModels;
 }
 
-const std::vector<std::string>& MatrixStrategies() {
-  static const std::vector<std::string> kStrategies = {
-      "ddp",       "zero1",       "zero2",       "fsdp",
-      "fsdp_no_reshard", "fsdp_prefetch", "ddp_exact", "zero1_exact",
-      "zero2_exact", "fsdp_exact"};
-  return kStrategies;
+const std::vector<MatrixVariant>& MatrixVariants() {
+  static const std::vector<MatrixVariant>* const kVariants = [] {
+    // PyTorch's counterpart of a strategy, where the peers have one.
+    const std::map<StrategyKind, std::string> kPeers = {
+        {StrategyKind::kDdp, "pytorch_ddp"},
+        {StrategyKind::kZero1, "pytorch_zero1"}};
+    auto* variants = new std::vector<MatrixVariant>;
+    std::vector<MatrixVariant> exact;
+    for (const StrategyEntry& entry : AllStrategyEntries()) {
+      if (entry.max_world_size == 1) continue;  // the one-rank reference
+      const std::string strategy = absl::StrCat("--strategy=", entry.name);
+      const auto peer = kPeers.find(entry.kind);
+      variants->push_back({entry.name,
+                           {strategy},
+                           peer == kPeers.end() ? "" : peer->second,
+                           false});
+      // --reduction=exact (trainer/exact.h), chunks of kMatrixExactChunk,
+      // against the same strategy in float mode of the same rounds.
+      exact.push_back({absl::StrCat(entry.name, kExactSuffix),
+                       {strategy, "--reduction=exact",
+                        absl::StrCat("--exact_chunk=", kMatrixExactChunk)},
+                       entry.name,
+                       true});
+    }
+    // fsdp's switches.
+    const std::string fsdp =
+        absl::StrCat("--strategy=", StrategyName(StrategyKind::kFsdp));
+    variants->push_back(
+        {"fsdp_no_reshard", {fsdp, "--reshard_after_forward=false"}, "", false});
+    variants->push_back({"fsdp_prefetch", {fsdp, "--fsdp_prefetch"}, "", false});
+    variants->insert(variants->end(), exact.begin(), exact.end());
+    return variants;
+  }();
+  return *kVariants;
+}
+
+const MatrixVariant* FindMatrixVariant(const std::string& name) {
+  for (const MatrixVariant& variant : MatrixVariants()) {
+    if (variant.name == name) return &variant;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> MatrixStrategies() {
+  std::vector<std::string> names;
+  for (const MatrixVariant& variant : MatrixVariants()) {
+    names.push_back(variant.name);
+  }
+  return names;
 }
 
 namespace {
@@ -71,22 +115,9 @@ std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
         std::string("--log_every=100000"), std::string("--nomarkdown")}) {
     flags.push_back(std::move(flag));
   }
-  if (absl::EndsWith(strategy, kExactSuffix)) {
-    // --reduction=exact (trainer/exact.h), chunks of kMatrixExactChunk.
-    flags.push_back(absl::StrCat(
-        "--strategy=",
-        strategy.substr(0, strategy.size() - std::strlen(kExactSuffix))));
-    flags.push_back("--reduction=exact");
-    flags.push_back(absl::StrCat("--exact_chunk=", kMatrixExactChunk));
-  } else if (strategy == "fsdp_no_reshard") {
-    flags.push_back("--strategy=fsdp");
-    flags.push_back("--reshard_after_forward=false");
-  } else if (strategy == "fsdp_prefetch") {
-    flags.push_back("--strategy=fsdp");
-    flags.push_back("--fsdp_prefetch");
-  } else {
-    flags.push_back(absl::StrCat("--strategy=", strategy));
-  }
+  const MatrixVariant* variant = FindMatrixVariant(strategy);
+  CHECK(variant != nullptr) << strategy;
+  flags.insert(flags.end(), variant->flags.begin(), variant->flags.end());
   return flags;
 }
 

@@ -34,7 +34,22 @@ inline constexpr int kStrategyMatrixBatch = 8;
 // fsdp_no_reshard (--strategies' default), fsdp_prefetch, and each of ddp,
 // zero1, zero2, fsdp with --reduction=exact ("<strategy>_exact", chunks of
 // kMatrixExactChunk samples), whose peer is the same strategy in float mode.
-const std::vector<std::string>& MatrixStrategies();
+// One column of the matrix: the trainer under a strategy with the variant's
+// flags, compared against `peer`: PyTorch's counterpart, or for an exact
+// variant (peer_is_ours) the same strategy in float mode of the same rounds.
+// Built from the strategy registry (trainer/strategy/registry.h): every
+// strategy, fsdp's switches and every strategy in exact mode.
+struct MatrixVariant {
+  std::string name;
+  std::vector<std::string> flags;
+  std::string peer;  // "" when there is none
+  bool peer_is_ours = false;
+};
+const std::vector<MatrixVariant>& MatrixVariants();
+// nullptr when `name` is not a variant.
+const MatrixVariant* FindMatrixVariant(const std::string& name);
+// The variants' names, in order.
+std::vector<std::string> MatrixStrategies();
 inline constexpr char kExactSuffix[] = "_exact";
 inline constexpr int kMatrixExactChunk = 4;
 

@@ -184,8 +184,7 @@ int Main(int argc, char** argv) {
   const std::vector<std::string> strategies =
       absl::StrSplit(absl::GetFlag(FLAGS_strategies), ',');
   for (const std::string& s : strategies) {
-    if (std::find(MatrixStrategies().begin(), MatrixStrategies().end(), s) ==
-        MatrixStrategies().end()) {
+    if (FindMatrixVariant(s) == nullptr) {
       std::cerr << kProgram << ": --strategies: '" << s << "' is not one of "
                 << absl::StrJoin(MatrixStrategies(), ", ") << "\n";
       return kExitUsage;
@@ -260,22 +259,16 @@ int Main(int argc, char** argv) {
                   << std::endl;
       }
       for (const std::string& strategy : strategies) {
-        std::string peer = strategy == "ddp"     ? "pytorch_ddp"
-                           : strategy == "zero1" ? "pytorch_zero1"
-                                                 : "";
+        const MatrixVariant& variant = *FindMatrixVariant(strategy);
+        const std::string& peer = variant.peer;
         std::vector<double> peer_tokens;
-        if (!peer.empty() && theirs.count(peer) > 0) {
-          for (const PeerRun& run : theirs[peer]) {
-            peer_tokens.push_back(run.tokens_per_second());
-          }
-        }
-        if (absl::EndsWith(strategy, kExactSuffix)) {
-          // Exact mode against the same strategy in float mode, measured in
-          // the same rounds (when --strategies has it).
-          peer = strategy.substr(0, strategy.size() -
-                                        std::strlen(kExactSuffix));
+        if (variant.peer_is_ours) {
           for (const MatrixRun& run : ours[peer]) {
             peer_tokens.push_back(run.tokens_per_second);
+          }
+        } else if (!peer.empty() && theirs.count(peer) > 0) {
+          for (const PeerRun& run : theirs[peer]) {
+            peer_tokens.push_back(run.tokens_per_second());
           }
         }
         *result.add_rows() =

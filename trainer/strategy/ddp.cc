@@ -96,13 +96,7 @@ bool DdpStrategy::communicating() const {
   return communicator_ != nullptr && communicator_->world_size() > 1;
 }
 
-int DdpStrategy::world_size() const {
-  return communicator_ == nullptr ? 1 : communicator_->world_size();
-}
 
-std::string DdpStrategy::backend() const {
-  return communicating() ? std::string(communicator_->backend()) : "none";
-}
 
 std::string DdpStrategy::Describe() const {
   return absl::StrCat(
@@ -300,15 +294,7 @@ absl::Status DdpStrategy::ScaleGradients(double factor) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> DdpStrategy::ReduceScalar(double value,
-                                                 ScalarReduction op) {
-  return ReduceScalarOverRanks(communicator_, value, op, "ddp");
-}
 
-absl::StatusOr<std::vector<double>> DdpStrategy::GatherScalars(
-    const std::vector<double>& values) {
-  return GatherScalarsOverRanks(communicator_, values, "ddp");
-}
 
 HeldMemory DdpStrategy::Held() const {
   HeldMemory held;
@@ -324,7 +310,9 @@ HeldMemory DdpStrategy::Held() const {
   return held;
 }
 
-absl::Status DdpStrategy::OptimizerStep(double lr) {
+absl::Status DdpStrategy::OptimizerStep(double lr, double gradient_scale) {
+  // Clipping: 1 when the norm is within the limit.
+  if (gradient_scale != 1) RETURN_IF_ERROR(ScaleGradients(gradient_scale));
   optimizer_->Step(lr, {store_->flat_gradients()});
   return absl::OkStatus();
 }

@@ -51,10 +51,11 @@ class DdpStrategy final : public Strategy {
   DdpStrategy(const DdpStrategy&) = delete;
   DdpStrategy& operator=(const DdpStrategy&) = delete;
 
-  std::string name() const override { return "ddp"; }
-  std::string Describe() const override;
-  int world_size() const override;
-  std::string backend() const override;
+  std::string name() const { return "ddp"; }
+  std::string Describe() const;
+  StrategySummary Summary() const override {
+    return {name(), Describe(), Buckets()};
+  }
 
   // Collective. Fails with kFailedPrecondition, naming the first rank that
   // differs, when the ranks' parameter lists (count, names, shapes) disagree;
@@ -63,34 +64,43 @@ class DdpStrategy final : public Strategy {
   absl::Status Setup(ParameterStore& store,
                      const AdamWOptions& optimizer) override;
   void ZeroGradients() override;
-  absl::Status BeforeBackward(int micro_batch, int micro_batches) override;
+  absl::Status BeforeBackward(int micro_batch, int micro_batches);
+  absl::Status BeforeBackward(int piece, int pieces,
+                              ReductionMode mode) override {
+    return mode == ReductionMode::kExact ? BeforeLocalBackward(piece, pieces)
+                                         : BeforeBackward(piece, pieces);
+  }
   // Waits for every bucket (the time blocked is the step's wait_ms); the
   // buckets are slices of the flat gradient buffer, reduced in place, so
   // nothing is copied back. kFailedPrecondition, naming the parameter, when
   // a parameter got no gradient in a synchronised backward.
-  absl::Status AfterBackward() override;
+  absl::Status AfterBackward();
+  absl::Status AfterBackward(ReductionMode mode) override {
+    return mode == ReductionMode::kExact ? AfterLocalBackwards()
+                                         : AfterBackward();
+  }
   StepCommunication TakeStepCommunication() override;
-  std::vector<BucketSummary> Buckets() const override;
+  std::vector<BucketSummary> Buckets() const;
   // Local: after AfterBackward every rank holds the same averaged gradients.
   absl::StatusOr<double> GlobalGradNorm() override;
-  absl::Status ScaleGradients(double factor) override;
-  absl::StatusOr<double> ReduceScalar(double value,
-                                      ScalarReduction op) override;
-  absl::StatusOr<std::vector<double>> GatherScalars(
-      const std::vector<double>& values) override;
-  absl::Status OptimizerStep(double lr) override;
+  absl::Status ScaleGradients(double factor);
+  absl::Status OptimizerStep(double lr, double gradient_scale) override;
   HeldMemory Held() const override;
   // Replicated state, written once: rank r saves the parameters and AdamW
   // state of its even slice r of the flat layout (EvenSlice; rank 0 also the
   // step), so every rank writes ~1/n of the bytes, in parallel. Every rank
   // loads everything.
-  std::vector<StatePiece> CheckpointPiecesToSave() const override;
-  std::vector<StatePiece> CheckpointPiecesToLoad() override;
+  std::vector<StatePiece> CheckpointPiecesToSave() const;
+  std::vector<StatePiece> CheckpointPiecesToLoad();
+  std::vector<StatePiece> CheckpointPieces(CheckpointUse use) override {
+    return use == CheckpointUse::kSave ? CheckpointPiecesToSave()
+                                       : CheckpointPiecesToLoad();
+  }
   absl::Status FinishCheckpointLoad() override { return absl::OkStatus(); }
   // Exact mode (strategy.h): a no_sync backward; one int64 all-reduce per
   // bucket into the flat gradient.
-  absl::Status BeforeLocalBackward(int chunk, int chunks) override;
-  absl::Status AfterLocalBackwards() override { return FinishSync(); }
+  absl::Status BeforeLocalBackward(int chunk, int chunks);
+  absl::Status AfterLocalBackwards() { return FinishSync(); }
   std::vector<ExactGroup> ExactGroups() override;
   collective::Communicator* communicator() const override {
     return communicator_;

@@ -19,6 +19,7 @@
 #include "trainer/strategy/buckets.h"
 #include "trainer/strategy/rank_runs.h"
 #include "trainer/test_config.h"
+#include "trainer/run/components.h"
 #include "trainer/trainer.h"
 
 namespace mtb {
@@ -409,11 +410,12 @@ TEST(Ddp, NonFiniteLossOnOneRankStopsEveryRankAtThatStepNamingIt) {
       collective::RunRanksAsThreads(2, [&](collective::Communicator& communicator) {
         const int rank = communicator.rank();
         DdpStrategy strategy(&communicator, SmallBuckets());
+        RunComponents faults;
+        faults.Add(MakeFaultComponent(
+            *ParseFaults("nan:rank=1,step=2", TrainerFaultGrammar()), rank));
         auto trainer = Trainer::Create(config, RankInfo{rank, 2}, &strategy,
-                                       data.get());
+                                       data.get(), &faults);
         ASSERT_TRUE(trainer.ok()) << trainer.status();
-        (*trainer)->set_faults(
-            *ParseFaults("nan:rank=1,step=2", TrainerFaultGrammar()));
         ASSERT_TRUE((*trainer)->Step().ok());
         for (const NamedParameter& p : (*trainer)->model().parameters()) {
           before[rank].push_back(p.tensor.detach().clone());

@@ -133,13 +133,7 @@ bool FsdpStrategy::communicating() const {
   return communicator_ != nullptr && communicator_->world_size() > 1;
 }
 
-int FsdpStrategy::world_size() const {
-  return communicator_ == nullptr ? 1 : communicator_->world_size();
-}
 
-std::string FsdpStrategy::backend() const {
-  return communicating() ? std::string(communicator_->backend()) : "none";
-}
 
 std::string FsdpStrategy::UnitName(int unit) const {
   return store_ == nullptr ? absl::StrCat(unit) : store_->units()[unit].name;
@@ -538,17 +532,11 @@ absl::Status FsdpStrategy::ScaleGradients(double factor) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> FsdpStrategy::ReduceScalar(double value,
-                                                  ScalarReduction op) {
-  return ReduceScalarOverRanks(communicator_, value, op, name());
-}
 
-absl::StatusOr<std::vector<double>> FsdpStrategy::GatherScalars(
-    const std::vector<double>& values) {
-  return GatherScalarsOverRanks(communicator_, values, name());
-}
 
-absl::Status FsdpStrategy::OptimizerStep(double lr) {
+absl::Status FsdpStrategy::OptimizerStep(double lr, double gradient_scale) {
+  // Clipping: 1 when the norm is within the limit.
+  if (gradient_scale != 1) RETURN_IF_ERROR(ScaleGradients(gradient_scale));
   std::vector<at::Tensor> grads;
   std::vector<at::Tensor> params;
   for (const Unit& unit : units_) {

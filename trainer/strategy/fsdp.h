@@ -76,10 +76,11 @@ class FsdpStrategy final : public Strategy, public UnitHooks {
   FsdpStrategy(const FsdpStrategy&) = delete;
   FsdpStrategy& operator=(const FsdpStrategy&) = delete;
 
-  std::string name() const override { return "fsdp"; }
-  std::string Describe() const override;
-  int world_size() const override;
-  std::string backend() const override;
+  std::string name() const { return "fsdp"; }
+  std::string Describe() const;
+  StrategySummary Summary() const override {
+    return {name(), Describe(), Buckets()};
+  }
 
   // Collective: checks the ranks built the same model, broadcasts rank 0's
   // parameters, splits the store into per-unit buffers (each then freed),
@@ -89,39 +90,48 @@ class FsdpStrategy final : public Strategy, public UnitHooks {
   // Local: starts the step at rest (every unit freed, no full gradient) and
   // its communication figures.
   void ZeroGradients() override;
-  absl::Status BeforeBackward(int micro_batch, int micro_batches) override;
+  absl::Status BeforeBackward(int micro_batch, int micro_batches);
+  absl::Status BeforeBackward(int piece, int pieces,
+                              ReductionMode mode) override {
+    return mode == ReductionMode::kExact ? BeforeLocalBackward(piece, pieces)
+                                         : BeforeBackward(piece, pieces);
+  }
   // Waits for every reduce-scatter and frees the root: at rest again, this
   // rank's gradient shards complete. kFailedPrecondition, naming the
   // parameter, when one got no gradient.
-  absl::Status AfterBackward() override;
+  absl::Status AfterBackward();
+  absl::Status AfterBackward(ReductionMode mode) override {
+    return mode == ReductionMode::kExact ? AfterLocalBackwards()
+                                         : AfterBackward();
+  }
   StepCommunication TakeStepCommunication() override;
   // The units in reduce-scatter order (blocks last to first, then the root).
-  std::vector<BucketSummary> Buckets() const override;
+  std::vector<BucketSummary> Buckets() const;
   // Collective: the fp64 sum of squares of this rank's gradient shards,
   // summed over ranks.
   absl::StatusOr<double> GlobalGradNorm() override;
-  absl::Status ScaleGradients(double factor) override;
-  absl::StatusOr<double> ReduceScalar(double value,
-                                      ScalarReduction op) override;
-  absl::StatusOr<std::vector<double>> GatherScalars(
-      const std::vector<double>& values) override;
+  absl::Status ScaleGradients(double factor);
   // AdamW on this rank's shards (no gather: the next forward gathers).
-  absl::Status OptimizerStep(double lr) override;
+  absl::Status OptimizerStep(double lr, double gradient_scale) override;
   // Shards, gathered units, full gradients held, reduce-scatter outputs.
   HeldMemory Held() const override;
   // Checkpoint state (trainer/strategy.h): this rank's shard of every unit,
   // parameters and AdamW state, split per parameter (the step from rank 0);
   // loading writes the same shards.
-  std::vector<StatePiece> CheckpointPiecesToSave() const override;
-  std::vector<StatePiece> CheckpointPiecesToLoad() override;
+  std::vector<StatePiece> CheckpointPiecesToSave() const;
+  std::vector<StatePiece> CheckpointPiecesToLoad();
+  std::vector<StatePiece> CheckpointPieces(CheckpointUse use) override {
+    return use == CheckpointUse::kSave ? CheckpointPiecesToSave()
+                                       : CheckpointPiecesToLoad();
+  }
   // Local: frees any unit gathered with the values before the load.
   absl::Status FinishCheckpointLoad() override;
   UnitHooks* unit_hooks() override { return this; }
   // Exact mode (strategy.h): a backward that reduce-scatters nothing (every
   // unit's full gradient is kept until the step ends); one int64
   // reduce-scatter per unit into this rank's gradient shard.
-  absl::Status BeforeLocalBackward(int chunk, int chunks) override;
-  absl::Status AfterLocalBackwards() override { return AfterBackward(); }
+  absl::Status BeforeLocalBackward(int chunk, int chunks);
+  absl::Status AfterLocalBackwards() { return AfterBackward(); }
   std::vector<ExactGroup> ExactGroups() override;
   collective::Communicator* communicator() const override {
     return communicator_;

@@ -25,6 +25,7 @@
 #include "trainer/strategy/rank_runs.h"
 #include "trainer/strategy/zero.h"
 #include "trainer/test_config.h"
+#include "trainer/run/components.h"
 #include "trainer/trainer.h"
 
 namespace mtb {
@@ -295,11 +296,12 @@ TEST(Fsdp, NonFiniteLossOnOneRankStopsEveryRankBeforeTheUpdate) {
       2, [&](collective::Communicator& communicator) {
         const int rank = communicator.rank();
         FsdpStrategy fsdp(&communicator, FsdpOptions());
-        auto trainer =
-            Trainer::Create(config, RankInfo{rank, 2}, &fsdp, data.get());
+        RunComponents faults;
+        faults.Add(MakeFaultComponent(
+            *ParseFaults("nan:rank=1,step=2", TrainerFaultGrammar()), rank));
+        auto trainer = Trainer::Create(config, RankInfo{rank, 2}, &fsdp,
+                                       data.get(), &faults);
         ASSERT_TRUE(trainer.ok()) << trainer.status();
-        (*trainer)->set_faults(
-            *ParseFaults("nan:rank=1,step=2", TrainerFaultGrammar()));
         ASSERT_TRUE((*trainer)->Step().ok());
         auto parameters = [&] {
           EXPECT_TRUE(fsdp.GatherFullParameters().ok());

@@ -1,5 +1,6 @@
-// The scalar collectives every strategy uses (Strategy::ReduceScalar and
-// GatherScalars), and the byte exchange checkpoints use, in one home. `communicator` may be nullptr or of world size
+// Scalar collectives over a communicator (the step's scalar gather,
+// trainer/run/step_scalars.h, and the step time's maximum), and the byte
+// exchange checkpoints use, in one home. `communicator` may be nullptr or of world size
 // 1: then nothing is communicated. Collective otherwise: every rank calls in
 // the same order.
 #ifndef MTB_TRAINER_STRATEGY_SCALARS_H_
@@ -13,6 +14,8 @@
 #include "trainer/strategy.h"
 
 namespace mtb {
+
+enum class ScalarReduction { kSum, kMean, kMax };
 
 // One fp64 value reduced over ranks; `who` prefixes errors ("zero2").
 absl::StatusOr<double> ReduceScalarOverRanks(

@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "trainer/strategy_name.h"
+#include "trainer/strategy/registry.h"
 
 namespace mtb {
 

@@ -100,13 +100,7 @@ bool ZeroStrategy::communicating() const {
   return communicator_ != nullptr && communicator_->world_size() > 1;
 }
 
-int ZeroStrategy::world_size() const {
-  return communicator_ == nullptr ? 1 : communicator_->world_size();
-}
 
-std::string ZeroStrategy::backend() const {
-  return communicating() ? std::string(communicator_->backend()) : "none";
-}
 
 std::string ZeroStrategy::Describe() const {
   const bool every = options_.grad_sync == GradSync::kEvery;
@@ -409,17 +403,11 @@ absl::Status ZeroStrategy::ScaleGradients(double factor) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> ZeroStrategy::ReduceScalar(double value,
-                                                  ScalarReduction op) {
-  return ReduceScalarOverRanks(communicator_, value, op, name());
-}
 
-absl::StatusOr<std::vector<double>> ZeroStrategy::GatherScalars(
-    const std::vector<double>& values) {
-  return GatherScalarsOverRanks(communicator_, values, name());
-}
 
-absl::Status ZeroStrategy::OptimizerStep(double lr) {
+absl::Status ZeroStrategy::OptimizerStep(double lr, double gradient_scale) {
+  // Clipping: 1 when the norm is within the limit.
+  if (gradient_scale != 1) RETURN_IF_ERROR(ScaleGradients(gradient_scale));
   std::vector<at::Tensor> grads;
   for (const Piece& piece : pieces_) grads.push_back(piece.grad_shard);
   optimizer_->Step(lr, grads);

@@ -55,35 +55,41 @@ class ZeroStrategy final : public Strategy {
   ZeroStrategy(const ZeroStrategy&) = delete;
   ZeroStrategy& operator=(const ZeroStrategy&) = delete;
 
-  std::string name() const override;
-  std::string Describe() const override;
-  int world_size() const override;
-  std::string backend() const override;
+  std::string name() const;
+  std::string Describe() const;
+  StrategySummary Summary() const override {
+    return {name(), Describe(), Buckets()};
+  }
 
   // Collective. kFailedPrecondition when the ranks' parameter lists differ;
   // kInvalidArgument when a test fault names a bucket that does not exist.
   absl::Status Setup(ParameterStore& store,
                      const AdamWOptions& optimizer) override;
   void ZeroGradients() override;
-  absl::Status BeforeBackward(int micro_batch, int micro_batches) override;
+  absl::Status BeforeBackward(int micro_batch, int micro_batches);
+  absl::Status BeforeBackward(int piece, int pieces,
+                              ReductionMode mode) override {
+    return mode == ReductionMode::kExact ? BeforeLocalBackward(piece, pieces)
+                                         : BeforeBackward(piece, pieces);
+  }
   // Waits for every bucket's reduce-scatter: this rank's gradient shards are
   // complete after it. kFailedPrecondition, naming the parameter, when a
   // parameter got no gradient in a synchronised backward.
-  absl::Status AfterBackward() override;
+  absl::Status AfterBackward();
+  absl::Status AfterBackward(ReductionMode mode) override {
+    return mode == ReductionMode::kExact ? AfterLocalBackwards()
+                                         : AfterBackward();
+  }
   StepCommunication TakeStepCommunication() override;
-  std::vector<BucketSummary> Buckets() const override;
+  std::vector<BucketSummary> Buckets() const;
   // Collective: the fp64 sum of squares of this rank's gradient shards,
   // summed over ranks (never a sum of per-shard norms).
   absl::StatusOr<double> GlobalGradNorm() override;
   // Scales this rank's gradient shards (every rank scales its own).
-  absl::Status ScaleGradients(double factor) override;
-  absl::StatusOr<double> ReduceScalar(double value,
-                                      ScalarReduction op) override;
-  absl::StatusOr<std::vector<double>> GatherScalars(
-      const std::vector<double>& values) override;
+  absl::Status ScaleGradients(double factor);
   // Collective: AdamW on this rank's shard of every bucket, then the updated
   // parameters all-gathered bucket by bucket.
-  absl::Status OptimizerStep(double lr) override;
+  absl::Status OptimizerStep(double lr, double gradient_scale) override;
   // Gradients: zero1's flat buffer, every shard that is not a view of it,
   // and any .grad tensor alive outside the flat buffer (zero2 between a
   // bucket's backward and its launch, or across no_sync micro-batches).
@@ -93,13 +99,17 @@ class ZeroStrategy final : public Strategy {
   HeldMemory Held() const override;
   // Saves this rank's shard of the parameters and of the AdamW state (rank 0
   // also the step); loads the whole model and its own state shard.
-  std::vector<StatePiece> CheckpointPiecesToSave() const override;
-  std::vector<StatePiece> CheckpointPiecesToLoad() override;
+  std::vector<StatePiece> CheckpointPiecesToSave() const;
+  std::vector<StatePiece> CheckpointPiecesToLoad();
+  std::vector<StatePiece> CheckpointPieces(CheckpointUse use) override {
+    return use == CheckpointUse::kSave ? CheckpointPiecesToSave()
+                                       : CheckpointPiecesToLoad();
+  }
   absl::Status FinishCheckpointLoad() override { return absl::OkStatus(); }
   // Exact mode (strategy.h): a no_sync backward; one int64 reduce-scatter
   // per bucket into this rank's gradient shard.
-  absl::Status BeforeLocalBackward(int chunk, int chunks) override;
-  absl::Status AfterLocalBackwards() override { return FinishSync(); }
+  absl::Status BeforeLocalBackward(int chunk, int chunks);
+  absl::Status AfterLocalBackwards() { return FinishSync(); }
   std::vector<ExactGroup> ExactGroups() override;
   collective::Communicator* communicator() const override {
     return communicator_;

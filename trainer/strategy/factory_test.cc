@@ -1,0 +1,35 @@
+#include "trainer/strategy/factory.h"
+
+#include "gtest/gtest.h"
+#include "trainer/test_config.h"
+
+namespace mtb {
+namespace {
+
+TEST(StrategyFactory, EveryRegistryEntryBuildsItsStrategyOnOneRank) {
+  for (const StrategyEntry& entry : AllStrategyEntries()) {
+    SCOPED_TRACE(entry.name);
+    EXPECT_TRUE(HasFactory(entry.kind));
+    TrainConfig config = TinyConfig();
+    config.set_strategy(entry.name);
+    absl::StatusOr<std::unique_ptr<Strategy>> strategy =
+        MakeStrategy(config, nullptr);
+    ASSERT_TRUE(strategy.ok()) << strategy.status();
+    EXPECT_EQ((*strategy)->name(), entry.name);
+    EXPECT_EQ((*strategy)->world_size(), 1);
+    EXPECT_EQ((*strategy)->backend(), "none");
+  }
+}
+
+TEST(StrategyFactory, AnUnknownStrategyIsInvalidArgument) {
+  TrainConfig config = TinyConfig();
+  config.set_strategy("pipeline");
+  const absl::Status status = MakeStrategy(config, nullptr).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("--strategy=pipeline is not a strategy"),
+            absl::string_view::npos)
+      << status;
+}
+
+}  // namespace
+}  // namespace mtb
