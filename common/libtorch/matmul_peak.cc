@@ -61,6 +61,7 @@ std::string GemmSpeed::Describe() const {
 }
 
 std::vector<GemmShape> ModelGemmShapes(int64_t tokens, int64_t d_model, int64_t vocab_size) {
+  tokens = std::min(tokens, kMaxGemmRows);
   return {{tokens, 3 * d_model, d_model}, {tokens, d_model, d_model},
           {tokens, 4 * d_model, d_model}, {tokens, d_model, 4 * d_model},
           {tokens, vocab_size, d_model},  {1024, 1024, 1024}};

@@ -19,6 +19,8 @@
 namespace mtb {
 
 // out (M, N) = x (M, K) · W (N, K)ᵀ: a linear layer's forward layout.
+inline constexpr int64_t kMaxGemmRows = 4096;
+
 struct GemmShape {
   int64_t m = 0;
   int64_t n = 0;
@@ -35,8 +37,10 @@ struct GemmSpeed {
 };
 
 // The shapes of the model's forward products for `tokens` rows per
-// micro-batch (batch x seq_len): QKV (3D), attention output (D), MLP up (4D)
-// and down (K = 4D), the LM head (V); then the 1024³ reference.
+// micro-batch (batch x seq_len, at most kMaxGemmRows: more rows do not change
+// a product's speed, and a batch too big for memory must fail in its step,
+// not here): QKV (3D), attention output (D), MLP up (4D) and down (K = 4D),
+// the LM head (V); then the 1024³ reference.
 std::vector<GemmShape> ModelGemmShapes(int64_t tokens, int64_t d_model, int64_t vocab_size);
 
 // The libraries measured for `precision` ("fp32" or "bf16").

@@ -41,6 +41,8 @@ TEST(MatmulPeak, ModelShapesEndWithTheCubeReference) {
   EXPECT_EQ(shapes[3].k, 256);  // MLP down
   EXPECT_EQ(shapes[4].n, 256);  // LM head
   EXPECT_EQ(shapes[5].m, 1024);
+  // A huge batch measures at most kMaxGemmRows rows.
+  EXPECT_EQ(ModelGemmShapes(int64_t{1} << 30, 64, 256)[0].m, kMaxGemmRows);
 }
 
 }  // namespace
