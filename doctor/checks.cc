@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/libtorch/matmul_peak.h"
+#include "glog/logging.h"
 #include "common/report/report.h"
 #include "common/results/atomic_file.h"
 
@@ -109,15 +110,27 @@ DoctorCheck CheckMemory(const absl::StatusOr<HostMemory>& memory) {
   return check;
 }
 
-DoctorCheck CheckMatmul(const std::string& precision) {
-  const MatmulPeak peak = MeasureMatmulPeak(precision, /*size=*/512, 3);
-  DoctorCheck check = MakeCheck(
-      kHost, absl::StrCat("matmul ", precision), "pass",
-      absl::StrCat(FormatSignificant(peak.flops_per_second / 1e9, 3),
-                   " GFLOP/s (", peak.description, ")"));
-  check.set_measured(peak.flops_per_second / 1e9);
-  check.set_unit("GFLOP/s");
-  return check;
+std::vector<DoctorCheck> CheckGemms(const std::string& precision) {
+  const std::vector<GemmSpeed> speeds =
+      MeasureGemms(precision, {{512, 512, 512}}, /*repeats=*/3);
+  auto row = [](const std::string& name, const GemmSpeed& speed) {
+    DoctorCheck check = MakeCheck(
+        kHost, name, "pass",
+        absl::StrCat(FormatSignificant(speed.flops_per_second / 1e9, 3),
+                     " GFLOP/s (", speed.Describe(), ", best of 3)"));
+    check.set_measured(speed.flops_per_second / 1e9);
+    check.set_unit("GFLOP/s");
+    return check;
+  };
+  const GemmSpeed* fastest = FastestGemm(speeds);
+  CHECK(fastest != nullptr);
+  std::vector<DoctorCheck> checks = {
+      row(absl::StrCat("matmul ", precision), *fastest)};
+  for (const GemmSpeed& speed : speeds) {
+    checks.push_back(
+        row(absl::StrCat("gemm ", speed.library, " ", precision), speed));
+  }
+  return checks;
 }
 
 DoctorCheck CompareBf16ToFp32(DoctorCheck bf16, const DoctorCheck& fp32) {

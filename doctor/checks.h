@@ -35,9 +35,12 @@ DoctorCheck CheckThreads(int intra_op_threads, int cores,
 
 DoctorCheck CheckMemory(const absl::StatusOr<HostMemory>& memory);
 
-// A square matmul's best FLOP/s in `precision` ("fp32", "bf16") on this
-// process's threads (probes the machine, ~0.5 s).
-DoctorCheck CheckMatmul(const std::string& precision);
+// Every GEMM library of `precision` ("fp32": oneDNN and BLAS; "bf16":
+// LibTorch's oneDNN brgemm) on a 512^3 product on this process's threads
+// (probes the machine, ~0.5 s): first "matmul <precision>", the fastest (the
+// trainer's MFU peak takes the fastest too), then one "gemm <library>
+// <precision>" row per library.
+std::vector<DoctorCheck> CheckGemms(const std::string& precision);
 
 // `bf16` with a warning when its GFLOP/s is below a quarter of `fp32`'s: a
 // CPU without bf16 matmul units, where --precision=bf16 trains slower.

@@ -51,9 +51,11 @@ std::vector<DoctorCheck> HostChecks(const DoctorOptions& options,
   cores_check.set_unit("cores");
   checks.push_back(cores_check);
   checks.push_back(CheckMemory(ReadHostMemory()));
-  const DoctorCheck fp32 = CheckMatmul("fp32");
-  checks.push_back(fp32);
-  checks.push_back(CompareBf16ToFp32(CheckMatmul("bf16"), fp32));
+  const std::vector<DoctorCheck> fp32 = CheckGemms("fp32");
+  std::vector<DoctorCheck> bf16 = CheckGemms("bf16");
+  bf16[0] = CompareBf16ToFp32(bf16[0], fp32[0]);
+  checks.insert(checks.end(), fp32.begin(), fp32.end());
+  checks.insert(checks.end(), bf16.begin(), bf16.end());
   checks.push_back(CheckDisk(options.checkpoint_dir, options.disk_check_mb));
   const std::string hostname = Hostname();
   checks.push_back(

@@ -8,6 +8,7 @@
 #include "common/results/json_io.h"
 #include "common/base/sha256.h"
 #include "common/base/status.h"
+#include "common/gemm/backend.h"
 #include "trainer/strategy/registry.h"
 
 namespace mtb {
@@ -185,6 +186,10 @@ absl::Status ValidateConfig(const TrainConfig& c,
     return Invalid(absl::StrCat("--bucket_cap_mb=", c.bucket_cap_mb(),
                                 " must be positive"));
   }
+  if (!c.gemm().empty()) {
+    const absl::StatusOr<gemm::Backend> backend = gemm::ParseBackend(c.gemm());
+    if (!backend.ok()) return backend.status();
+  }
   if (!c.reduction().empty() && c.reduction() != "float" &&
       c.reduction() != "exact") {
     return Invalid(absl::StrCat("--reduction=", c.reduction(),
@@ -271,8 +276,12 @@ std::string ConfigFingerprint(const TrainConfig& config) {
   TrainConfig canonical = config;
   canonical.clear_timing_warmup_steps();
   canonical.clear_repeat();
-  // Exact mode's bits depend on the thread count (OpenBLAS): it stays in.
-  if (!IsExact(config)) canonical.clear_intra_op_threads();
+  // Exact mode's bits depend on the thread count and the GEMM library: they
+  // stay in.
+  if (!IsExact(config)) {
+    canonical.clear_intra_op_threads();
+    canonical.clear_gemm();
+  }
   canonical.clear_log_every();
   canonical.clear_activation_checkpointing();
   canonical.clear_peak_flops();

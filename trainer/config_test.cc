@@ -293,6 +293,25 @@ TEST(TrainConfig, ExactModeRefusesWhatItCannotMakeExact) {
   EXPECT_TRUE(ValidateConfig(c).ok());
 }
 
+TEST(TrainConfig, GemmIsAutoOneDnnOrBlasAndNamesTheFlag) {
+  TrainConfig c = Defaults();
+  for (const char* gemm : {"", "auto", "onednn", "blas"}) {
+    c.set_gemm(gemm);
+    EXPECT_TRUE(ValidateConfig(c).ok()) << gemm;
+  }
+  c.set_gemm("mkl");
+  EXPECT_EQ(ValidateConfig(c).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "--gemm=mkl is not a GEMM backend: use auto, onednn or blas");
+  // Float mode's numbers do not pin the library; exact mode's do.
+  TrainConfig onednn = Defaults(), blas = Defaults();
+  blas.set_gemm("blas");
+  EXPECT_EQ(ConfigFingerprint(onednn), ConfigFingerprint(blas));
+  onednn.set_reduction("exact");
+  blas.set_reduction("exact");
+  EXPECT_NE(ConfigFingerprint(onednn), ConfigFingerprint(blas));
+}
+
 }  // namespace
 }  // namespace mtb
 

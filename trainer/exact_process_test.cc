@@ -9,7 +9,9 @@
 // grid is redone identically on every layout, a checkpoint of 2 ranks
 // resumed on 2, 4 and 1 continues with the uninterrupted bits (reported
 // exact), and a NaN stops the step.
-// One strategy per shard.
+// Every run uses the default GEMM backend (oneDNN) but one test, which
+// repeats the hardest layouts under --gemm=blas and shows that the backend
+// really changed the bits. One strategy per shard.
 #include <string>
 #include <vector>
 
@@ -188,6 +190,26 @@ TEST(Exact, FsdpEqualsDdpBitForBit) {
   const TrainerLaunch reference = Reference();
   ASSERT_EQ(reference.exit_code, 0);
   ExpectLayoutsEqualReference("fsdp", reference);
+}
+
+TEST(Exact, TheBlasBackendIsExactAcrossLayoutsTooAndDiffersFromOneDnn) {
+  // One rank x 16 against fsdp's 2 x (4 x grad_accum 2) and zero1's 4 x 4.
+  const std::vector<std::string> blas = {"--gemm=blas"};
+  const TrainerLaunch one = Launch("ddp", kLayouts[0], blas, "_blas");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  for (const auto& [strategy, layout] :
+       std::vector<std::pair<std::string, Layout>>{{"fsdp", kLayouts[3]},
+                                                   {"zero1", kLayouts[2]}}) {
+    const TrainerLaunch launch = Launch(strategy, layout, blas, "_blas");
+    ASSERT_EQ(launch.exit_code, 0) << launch.output;
+    ExpectSameBits(launch, one,
+                   absl::StrCat(strategy, " on ", layout.ranks,
+                                " ranks under --gemm=blas"));
+  }
+  const TrainerLaunch onednn = Reference();
+  ASSERT_EQ(onednn.exit_code, 0);
+  EXPECT_NE(one.result.parameter_digest(), onednn.result.parameter_digest())
+      << "--gemm=blas and oneDNN gave the same bits: the flag changed nothing";
 }
 
 TEST(Exact, FloatModeDiffersAcrossLayoutsAndTheDigestIsTheDumpsSha256) {

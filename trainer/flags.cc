@@ -73,6 +73,10 @@ ABSL_FLAG(int32_t, testonly_exact_grid_finer_bits, 0,
 ABSL_FLAG(int32_t, exact_chunk, 1,
           "--reduction=exact: global samples per chunk (forward and backward "
           "run chunk by chunk; --batch_size must be a multiple)");
+ABSL_FLAG(std::string, gemm, "auto",
+          "the model's matrix products: auto (onednn), onednn (oneDNN's "
+          "sgemm; bf16 stays on LibTorch's oneDNN kernels) or blas "
+          "(LibTorch's own path, OpenBLAS); docs/gemm.md");
 ABSL_FLAG(int32_t, log_every, 1, "progress line every this many steps");
 ABSL_FLAG(std::string, strategy, "ddp",
           "how steps are distributed: ddp (replicated parameters, bucketed "
@@ -169,6 +173,7 @@ TrainConfig TrainConfigFromFlags() {
   c.set_bucket_cap_mb(absl::GetFlag(FLAGS_bucket_cap_mb));
   c.set_grad_sync(absl::GetFlag(FLAGS_grad_sync));
   c.set_reduction(absl::GetFlag(FLAGS_reduction));
+  c.set_gemm(absl::GetFlag(FLAGS_gemm));
   c.set_exact_chunk(absl::GetFlag(FLAGS_exact_chunk));
   c.set_testonly_exact_grid_finer_bits(
       absl::GetFlag(FLAGS_testonly_exact_grid_finer_bits));

@@ -51,15 +51,24 @@ absl::StatusOr<std::vector<double>> TrainLosses(const TrainConfig& config) {
   return losses;
 }
 
-std::string FormatGoldenLosses(const std::vector<double>& losses) {
+std::string FormatGoldenLosses(const std::vector<double>& losses,
+                               const std::string& gemm) {
   std::string text =
       "# First losses of trainer/golden.h's GoldenConfig(): a seeded tiny GPT\n"
       "# (vocab 64, d_model 32, 2 layers, seq 16, batch 4 x grad_accum 2,\n"
       "# synthetic data, dropout 0.1, AdamW cosine, clip 1.0, seed 2024, "
-      "fp32).\n"
-      "# Regenerate: bazel run //trainer:golden_losses > "
-      "testdata/golden_losses_tiny.txt\n"
-      "# <step> <loss>\n";
+      "fp32).\n";
+  if (gemm == "blas") {
+    absl::StrAppend(&text,
+                    "# Regenerate: bazel run //trainer:golden_losses > "
+                    "testdata/golden_losses_tiny.txt\n");
+  } else {
+    absl::StrAppend(&text, "# GEMMs: ", gemm,
+                    ". Regenerate: bazel run //trainer:golden_losses -- "
+                    "--gemm=", gemm, " > testdata/golden_losses_tiny_", gemm,
+                    ".txt\n");
+  }
+  absl::StrAppend(&text, "# <step> <loss>\n");
   for (size_t i = 0; i < losses.size(); ++i) {
     absl::StrAppend(&text, i + 1, " ", absl::StrFormat("%.17g", losses[i]),
                     "\n");

@@ -26,8 +26,11 @@ TrainConfig GoldenConfig();
 absl::StatusOr<std::vector<double>> TrainLosses(const TrainConfig& config);
 
 // The golden file: '#' comment lines (what and how to regenerate), then one
-// "<step> <loss>" line per step with 17 significant digits.
-std::string FormatGoldenLosses(const std::vector<double>& losses);
+// "<step> <loss>" line per step with 17 significant digits. `gemm` names the
+// GEMM backend the losses were computed with ("blas": golden_losses_tiny.txt,
+// "onednn": golden_losses_tiny_onednn.txt).
+std::string FormatGoldenLosses(const std::vector<double>& losses,
+                               const std::string& gemm = "blas");
 absl::StatusOr<std::vector<double>> ParseGoldenLosses(absl::string_view text);
 
 }  // namespace mtb

@@ -94,6 +94,10 @@ TrainSummary SummarizeRuns(const TrainResult& result) {
     summary.set_mfu(summary.model_flops_per_second() /
                     result.peak_flops().job_flops_per_second());
   }
+  if (result.peak_flops().blas_job_flops_per_second() > 0) {
+    summary.set_blas_mfu(summary.model_flops_per_second() /
+                         result.peak_flops().blas_job_flops_per_second());
+  }
   // Communication means over the timed steps of every run.
   double wait_ms = 0, sent = 0, expected = 0, in_flight = 0, hidden = 0;
   int steps = 0;

@@ -5,6 +5,7 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/counter_rng.h"
+#include "common/gemm/ops.h"
 #include "common/nn/checkpoint.h"
 #include "common/nn/init.h"
 #include "glog/logging.h"
@@ -146,7 +147,7 @@ at::Tensor GptModel::Forward(const at::Tensor& tokens,
     x = after(BlockUnit(layer), x);
   }
   x = nn::LayerNorm(x, final_ln_weight_, final_ln_bias_);
-  return after(kRootUnit, at::linear(x, token_embedding_));  // (B, T, V)
+  return after(kRootUnit, gemm::Linear(x, token_embedding_, at::Tensor()));  // (B, T, V)
 }
 
 int64_t GptModel::ParameterCount() const {

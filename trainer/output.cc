@@ -142,7 +142,15 @@ std::string RenderSummaryTable(const TrainResult& result) {
                           ? "--peak_flops"
                           : "measured"),
                   // Never a bare "400%": say the denominator is wrong.
-                  s.mfu() > 1 ? " EXCEEDS 100%: the peak is too low" : "")},
+                  s.mfu() > 1 ? " EXCEEDS 100%: the peak is too low" : "",
+                  s.blas_mfu() > 0
+                      ? absl::StrFormat(
+                            "; BLAS-only %.1f%% of %s", 100 * s.blas_mfu(),
+                            FormatSignificant(result.peak_flops()
+                                                      .blas_job_flops_per_second() /
+                                                  1e9,
+                                              3))
+                      : "")},
       {"comm wait ms/step", FormatSignificant(s.comm_wait_ms(), 3)},
       {"grad bytes sent/step (closed form)",
        absl::StrCat(Bytes(s.grad_bytes_sent_per_step()), " (",

@@ -21,6 +21,7 @@
 #include "common/results/output_path.h"
 #include "common/results/run_context.h"
 #include "common/base/status.h"
+#include "common/gemm/backend.h"
 #include "common/libtorch/torch_info.h"
 #include "glog/logging.h"
 #include "common/collective/trace_collectives.h"
@@ -140,6 +141,9 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
               const WorkerOptions& options) {
   KeepFreedMemoryInTheProcess();
   at::set_num_threads(config.intra_op_threads());
+  // Validated with the configuration; oneDNN's threads follow the line above.
+  gemm::SetDefaultBackend(
+      gemm::ParseBackend(config.gemm().empty() ? "auto" : config.gemm()).value());
   InstallCountingCpuAllocator();
   absl::StatusOr<std::unique_ptr<DataSource>> data = OpenDataFor(config);
   if (!data.ok()) {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ATen/ATen.h"
+#include "common/gemm/ops.h"
 #include "glog/logging.h"
 
 namespace mtb {
@@ -25,7 +26,7 @@ at::Tensor CausalSelfAttention(const AttentionParams& params,
       << "attention dropout on a head shard needs the whole sample's mask";
 
   const at::Tensor qkv =
-      at::linear(x, params.qkv_weight, params.qkv_bias);  // (B, T, 3W)
+      gemm::Linear(x, params.qkv_weight, params.qkv_bias);  // (B, T, 3W)
   const std::vector<at::Tensor> parts = qkv.split(width, /*dim=*/2);
   auto heads = [&](const at::Tensor& t) {  // (B, T, W) -> (B, H, T, Dh)
     return t.view({batch, seq_len, n_heads, head_dim}).transpose(1, 2);
@@ -34,7 +35,7 @@ at::Tensor CausalSelfAttention(const AttentionParams& params,
   const at::Tensor k = heads(parts[1]);
   const at::Tensor v = heads(parts[2]);
 
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) *
+  at::Tensor scores = gemm::Matmul(q, k.transpose(-2, -1)) *
                       (1.0 / std::sqrt(static_cast<double>(head_dim)));
   // (B, H, T, T)
   const at::Tensor future =
@@ -45,10 +46,10 @@ at::Tensor CausalSelfAttention(const AttentionParams& params,
   probabilities =
       dropout.Apply(probabilities, layer, DropoutSite::kAttentionProbabilities);
 
-  const at::Tensor context = at::matmul(probabilities, v)  // (B, H, T, Dh)
+  const at::Tensor context = gemm::Matmul(probabilities, v)  // (B, H, T, Dh)
                                  .transpose(1, 2)
                                  .reshape({batch, seq_len, width});
-  return at::linear(context, params.proj_weight, params.proj_bias);
+  return gemm::Linear(context, params.proj_weight, params.proj_bias);
 }
 
 }  // namespace nn

@@ -1,6 +1,7 @@
 // Causal multi-head self-attention with a fused QKV projection, functional
 // (parameters passed in). Shapes: B batch, T sequence, D model width, H heads,
-// Dh = D / H.
+// Dh = D / H. The projections and the batched Q·Kᵀ and A·V run on the
+// process's GEMM backend (common/gemm/ops.h).
 #ifndef MTB_COMMON_NN_ATTENTION_H_
 #define MTB_COMMON_NN_ATTENTION_H_
 

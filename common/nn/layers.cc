@@ -1,6 +1,7 @@
 #include "common/nn/layers.h"
 
 #include "ATen/ATen.h"
+#include "common/gemm/ops.h"
 #include "glog/logging.h"
 
 namespace mtb {
@@ -18,8 +19,8 @@ at::Tensor Gelu(const at::Tensor& x) { return at::gelu(x); }
 
 at::Tensor Mlp(const MlpParams& params, const at::Tensor& x) {
   const at::Tensor hidden =
-      Gelu(at::linear(x, params.fc_weight, params.fc_bias));  // (..., 4D)
-  return at::linear(hidden, params.proj_weight, params.proj_bias);
+      Gelu(gemm::Linear(x, params.fc_weight, params.fc_bias));  // (..., 4D)
+  return gemm::Linear(hidden, params.proj_weight, params.proj_bias);
 }
 
 at::Tensor TokenAndPositionEmbedding(const at::Tensor& tokens,

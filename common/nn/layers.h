@@ -6,6 +6,7 @@
 // Precision: under CPU bf16 autocast (common/nn/autocast.h) linear layers run in
 // bf16; LayerNorm and cross-entropy run in fp32 (LayerNorm casts by hand:
 // LibTorch 1.13's autocast crashes on bf16 input with fp32 weights).
+// Matrix products run on the process's GEMM backend (common/gemm/ops.h).
 #ifndef MTB_COMMON_NN_LAYERS_H_
 #define MTB_COMMON_NN_LAYERS_H_
 

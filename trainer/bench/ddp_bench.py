@@ -11,6 +11,9 @@ data, dropout 0, AdamW with the same weight-decay groups, clipping at 1.0.
 Both sides load the same LibTorch, oneDNN and BLAS (printed). Tokens/s is the
 timed steps' global tokens / the slowest rank's step time on both sides.
 
+--gemms=onednn,blas runs ours once per GEMM backend (--gemm, docs/gemm.md) in
+each round, next to the same PyTorch run: one row per backend.
+
 --strategies=zero1 compares our --strategy=zero1 with DDP plus PyTorch 1.13's
 ZeroRedundancyOptimizer (ddp_peer.py --strategy=zero1) the same way.
 
@@ -25,12 +28,13 @@ the largest rank's) and its growth over VmRSS before the model was built,
 with our counting allocator's tensor peak beside it. The host's load average
 (1 min) before each round is printed as a range: the machine is shared.
 Goals: >= 1.2x on tiny, >= 1.0x on small; with the flat parameter store, >= 1.2x on tiny
-fp32 at 2 ranks.
+fp32 at 2 ranks; with oneDNN GEMMs at 2 ranks: tiny fp32 >= 1.6x, small fp32
+>= 1.5x, bf16 >= 1.3x.
 
 Usage (from the checkout):
   /usr/bin/python3 trainer/bench/ddp_bench.py [--rounds=3] [--models=tiny,small]
       [--precisions=fp32,bf16] [--worlds=1,2] [--strategies=ddp,zero1]
-      [--out=results/ddp_bench.md]
+      [--gemms=onednn,blas] [--out=results/ddp_bench.md]
 """
 
 import argparse
@@ -63,13 +67,14 @@ def build_ours():
     return os.path.join(bin_dir, "trainer", "trainer")
 
 
-def run_ours(binary, model, precision, world, strategy, workdir):
+def run_ours(binary, model, precision, world, strategy, workdir, gemm):
     shape = MODELS[model]
-    out = os.path.join(workdir,
-                       f"ours_{model}_{precision}_{world}_{strategy}.json")
+    out = os.path.join(
+        workdir, f"ours_{model}_{precision}_{world}_{strategy}_{gemm}.json")
     flags = [f"--{k}={v}" for k, v in shape.items()] + [
         "--data=synthetic", f"--batch_size={BATCH}", f"--precision={precision}",
         f"--nproc={world}", "--intra_op_threads=1", f"--strategy={strategy}",
+        f"--gemm={gemm}",
         "--peak_flops=1e11", "--log_every=100000", "--nomarkdown",
         f"--out={out}"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -121,6 +126,38 @@ def mb(value):
     return f"{value / 1e6:.1f}"
 
 
+def summarise(ours, theirs, facts, **key):
+    """One row: medians over the alternating rounds of one backend."""
+    facts.update(blas_ours=ours[0]["blas"], blas_theirs=theirs[0]["blas"],
+                 libtorch=ours[0]["libtorch"], torch=theirs[0]["torch"],
+                 build=ours[0]["build"], foreach=theirs[0]["adamw_foreach"])
+    ratios = [o["tokens_per_second"] / t["tokens_per_second"]
+              for o, t in zip(ours, theirs)]
+    # PyTorch's CPU time / ours: tokens per CPU-second.
+    cpu_ratios = [t["cpu_ms"] / o["cpu_ms"] for o, t in zip(ours, theirs)]
+
+    def median(runs, name):
+        return statistics.median(r[name] for r in runs)
+
+    phases = {k: statistics.median(o["phases"][k] for o in ours)
+              for k in ours[0]["phases"]}
+    return dict(key,
+                ours=median(ours, "tokens_per_second"),
+                theirs=median(theirs, "tokens_per_second"),
+                ratio=statistics.median(ratios),
+                low=min(ratios), high=max(ratios),
+                cpu_ours=median(ours, "cpu_ms"),
+                cpu_theirs=median(theirs, "cpu_ms"),
+                cpu_ratio=statistics.median(cpu_ratios),
+                cpu_low=min(cpu_ratios), cpu_high=max(cpu_ratios),
+                buckets=ours[0]["buckets"], phases=phases,
+                hwm_ours=median(ours, "vm_hwm"),
+                hwm_theirs=median(theirs, "vm_hwm"),
+                growth_ours=median(ours, "vm_growth"),
+                growth_theirs=median(theirs, "vm_growth"),
+                tensor_peak=median(ours, "tensor_peak"))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -128,6 +165,7 @@ def main():
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--worlds", default="1,2")
     parser.add_argument("--strategies", default="ddp")
+    parser.add_argument("--gemms", default="onednn,blas")
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     if args.rounds < 1:
@@ -143,65 +181,45 @@ def main():
                     for world in [int(w) for w in args.worlds.split(",")]:
                         if strategy != "ddp" and world == 1:
                             continue  # nothing to shard
-                        ours, theirs = [], []
+                        gemms = args.gemms.split(",")
+                        ours = {gemm: [] for gemm in gemms}
+                        theirs = []
                         for round_ in range(args.rounds):
                             loads.append(os.getloadavg()[0])
-                            ours.append(run_ours(binary, model, precision,
-                                                 world, strategy, workdir))
+                            for gemm in gemms:
+                                ours[gemm].append(run_ours(
+                                    binary, model, precision, world, strategy,
+                                    workdir, gemm))
                             theirs.append(run_theirs(model, precision, world,
                                                      strategy))
+                            ours_text = ", ".join(
+                                f"{gemm} {ours[gemm][-1]['tokens_per_second']:.0f}"
+                                for gemm in gemms)
                             print(f"{strategy} {model} {precision} world "
                                   f"{world} round {round_ + 1} (load "
-                                  f"{loads[-1]:.1f}): ours "
-                                  f"{ours[-1]['tokens_per_second']:.0f} tok/s,"
-                                  f" PyTorch "
+                                  f"{loads[-1]:.1f}): ours ({ours_text}) "
+                                  f"tok/s, PyTorch "
                                   f"{theirs[-1]['tokens_per_second']:.0f}",
                                   flush=True)
-                        facts.update(blas_ours=ours[0]["blas"],
-                                     blas_theirs=theirs[0]["blas"],
-                                     libtorch=ours[0]["libtorch"],
-                                     torch=theirs[0]["torch"],
-                                     build=ours[0]["build"],
-                                     foreach=theirs[0]["adamw_foreach"])
-                        ratios = [o["tokens_per_second"] /
-                                  t["tokens_per_second"]
-                                  for o, t in zip(ours, theirs)]
-                        # PyTorch's CPU time / ours: tokens per CPU-second.
-                        cpu_ratios = [t["cpu_ms"] / o["cpu_ms"]
-                                      for o, t in zip(ours, theirs)]
-                        median = lambda runs, key: statistics.median(
-                            r[key] for r in runs)
-                        phases = {k: statistics.median(o["phases"][k]
-                                                       for o in ours)
-                                  for k in ours[0]["phases"]}
-                        rows.append(dict(
-                            strategy=strategy, model=model,
-                            precision=precision, world=world,
-                            ours=median(ours, "tokens_per_second"),
-                            theirs=median(theirs, "tokens_per_second"),
-                            ratio=statistics.median(ratios),
-                            low=min(ratios), high=max(ratios),
-                            cpu_ours=median(ours, "cpu_ms"),
-                            cpu_theirs=median(theirs, "cpu_ms"),
-                            cpu_ratio=statistics.median(cpu_ratios),
-                            cpu_low=min(cpu_ratios), cpu_high=max(cpu_ratios),
-                            buckets=ours[0]["buckets"], phases=phases,
-                            hwm_ours=median(ours, "vm_hwm"),
-                            hwm_theirs=median(theirs, "vm_hwm"),
-                            growth_ours=median(ours, "vm_growth"),
-                            growth_theirs=median(theirs, "vm_growth"),
-                            tensor_peak=median(ours, "tensor_peak")))
+                        for gemm in gemms:
+                            rows.append(summarise(ours[gemm], theirs, facts,
+                                                  strategy=strategy,
+                                                  model=model,
+                                                  precision=precision,
+                                                  world=world, gemm=gemm))
     lines = [
-        "| strategy | model | precision | ranks | ours tok/s | PyTorch tok/s | "
+        "| strategy | model | precision | ranks | gemm | ours tok/s | "
+        "PyTorch tok/s | "
         "ratio (median) | ratio range | CPU ms/step ours / PyTorch | "
         "CPU ratio (range) | our fwd / bwd / opt / comm-wait ms | buckets |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-        "--- | ---: |"]
+        "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | "
+        "---: | --- | ---: |"]
     for r in rows:
         phases = r["phases"]
         lines.append(
             f"| {r['strategy']} | {r['model']} | {r['precision']} | "
-            f"{r['world']} | {r['ours']:.0f} | {r['theirs']:.0f} | "
+            f"{r['world']} | {r['gemm']} | {r['ours']:.0f} | "
+            f"{r['theirs']:.0f} | "
             f"{r['ratio']:.2f}x | {r['low']:.2f}-{r['high']:.2f} | "
             f"{r['cpu_ours']:.1f} / {r['cpu_theirs']:.1f} | "
             f"{r['cpu_ratio']:.2f}x ({r['cpu_low']:.2f}-{r['cpu_high']:.2f}) | "
@@ -210,13 +228,15 @@ def main():
             f"{r['buckets']} |")
     lines += [
         "",
-        "| strategy | model | precision | ranks | ours VmHWM MB | PyTorch "
-        "VmHWM MB | ours growth MB | PyTorch growth MB | our tensor peak MB |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        "| strategy | model | precision | ranks | gemm | ours VmHWM MB | "
+        "PyTorch VmHWM MB | ours growth MB | PyTorch growth MB | "
+        "our tensor peak MB |",
+        "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         lines.append(
             f"| {r['strategy']} | {r['model']} | {r['precision']} | "
-            f"{r['world']} | {mb(r['hwm_ours'])} | {mb(r['hwm_theirs'])} | "
+            f"{r['world']} | {r['gemm']} | {mb(r['hwm_ours'])} | "
+            f"{mb(r['hwm_theirs'])} | "
             f"{mb(r['growth_ours'])} | {mb(r['growth_theirs'])} | "
             f"{mb(r['tensor_peak'])} |")
     lines += [

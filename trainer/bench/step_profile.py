@@ -8,12 +8,13 @@ exposes no hardware counters), every rank process included, at two step
 counts, and prints CPU milliseconds per step by shared object. The difference
 between the two runs divided by the difference in steps removes start-up
 (dynamic linking, Python's imports, model creation), so what is left is the
-steady-state step: GEMM in OpenBLAS, LibTorch's kernels and dispatcher,
-Python, the kernel (scheduling, page faults), ...
+steady-state step: GEMM in oneDNN (libdnnl; --gemm=onednn) or OpenBLAS
+(--gemm=blas), LibTorch's kernels and dispatcher, Python, the kernel
+(scheduling, page faults), ...
 
 Usage (from the checkout):
   /usr/bin/python3 trainer/bench/step_profile.py [--model=tiny]
-      [--precision=fp32] [--world=2] [--steps=60,300]
+      [--precision=fp32] [--world=2] [--steps=60,300] [--gemm=onednn]
 """
 
 import argparse
@@ -51,12 +52,13 @@ def perf_by_dso(command, data, env):
     return samples
 
 
-def commands(binary, model, precision, world, steps, workdir):
+def commands(binary, model, precision, world, steps, workdir, gemm):
     shape = dict(ddp_bench.MODELS[model], steps=steps, timing_warmup_steps=1)
     ours = [binary] + [f"--{k}={v}" for k, v in shape.items()] + [
         "--data=synthetic", f"--batch_size={ddp_bench.BATCH}",
         f"--precision={precision}", f"--nproc={world}",
         "--intra_op_threads=1", "--strategy=ddp", "--peak_flops=1e11",
+        f"--gemm={gemm}",
         "--log_every=100000", "--nomarkdown",
         f"--out={os.path.join(workdir, 'ours.json')}"]
     theirs = [ddp_bench.PYTHON, os.path.join(HERE, "ddp_peer.py")] + [
@@ -72,6 +74,7 @@ def main():
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--world", type=int, default=2)
     parser.add_argument("--steps", default="60,300")
+    parser.add_argument("--gemm", default="onednn")
     args = parser.parse_args()
     short, long = (int(s) for s in args.steps.split(","))
     binary = ddp_bench.build_ours()
@@ -82,7 +85,8 @@ def main():
             counts = []
             for steps in (short, long):
                 ours, theirs = commands(binary, args.model, args.precision,
-                                        args.world, steps, workdir)
+                                        args.world, steps, workdir,
+                                        args.gemm)
                 counts.append(perf_by_dso(
                     ours if side == "ours" else theirs,
                     os.path.join(workdir, f"{side}_{steps}.data"), env))
@@ -94,7 +98,8 @@ def main():
                   key=lambda d: -max(per_step["ours"].get(d, 0),
                                      per_step["PyTorch"].get(d, 0)))
     lines = [f"CPU ms per step, all {args.world} rank process(es) together "
-             f"({args.model}, {args.precision}; runs of {short} and {long} "
+             f"({args.model}, {args.precision}, ours --gemm={args.gemm}; "
+             f"runs of {short} and {long} "
              "steps, their difference):", "",
              "| shared object | ours | PyTorch |", "| --- | ---: | ---: |"]
     for dso in dsos:
