@@ -12,6 +12,7 @@
 #include "planner/cluster.h"
 #include "planner/cost_model.h"
 #include "planner/predict.h"
+#include "planner/strategy_traits.h"
 
 namespace mtb::planner {
 namespace {
@@ -129,7 +130,7 @@ struct TimedSums {
 absl::StatusOr<TimedSums> TimedSteps(const TrainResult& result, const std::string& file) {
   const int world = result.run_context().world_size();
   const std::string& strategy = result.config().strategy();
-  if (world > 1 && strategy != "ddp") {
+  if (world > 1 && !SyncsGradientsByAllReduce(strategy)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--trainer=", file, " ran ", strategy, " on ", world,
                      " ranks: calibrate compute from ddp runs (the other strategies "

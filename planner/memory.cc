@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "planner/strategy_traits.h"
 #include "trainer/memory_estimate.h"
 #include "trainer/strategy/registry.h"
 
@@ -22,7 +23,7 @@ TrainConfig TrainerConfigFor(const ModelSpec& model, const Layout& layout) {
   config.set_bucket_cap_mb(layout.bucket_cap_mb());
   const absl::StatusOr<StrategyKind> kind = ParseStrategy(layout.strategy());
   config.set_grad_sync(AutoGradSync(kind.ok() ? *kind : StrategyKind::kDdp));
-  if (layout.strategy() == "fsdp") {
+  if (GathersParametersPerUnit(layout.strategy())) {
     config.set_fsdp_prefetch(layout.fsdp_prefetch());
     config.set_fsdp_keep_gathered_until_backward(!layout.fsdp_reshard_after_forward());
   }

@@ -19,6 +19,7 @@
 #include "planner/cluster.h"
 #include "planner/cost_model.h"
 #include "planner/memory.h"
+#include "planner/strategy_traits.h"
 #include "trainer/memory_estimate.h"
 #include "trainer/strategy/registry.h"
 
@@ -105,10 +106,10 @@ absl::Status ValidateLayout(const ModelSpec& model, const Layout& layout, const 
   }
   ASSIGN_OR_RETURN(const StrategyKind kind, ParseStrategy(layout.strategy()));
   const int world = layout.dp() * layout.tp() * layout.pp();
-  if (kind == StrategyKind::kSingle && world != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--strategy=single runs one rank, but dp ",
-                                                   layout.dp(), " x tp ", layout.tp(), " x pp ",
-                                                   layout.pp(), " = ", world));
+  if (const int most = EntryFor(kind).max_world_size; most > 0 && world > most) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--strategy=", layout.strategy(), " runs at most ", most, " rank(s), but dp ",
+                     layout.dp(), " x tp ", layout.tp(), " x pp ", layout.pp(), " = ", world));
   }
   if (!cluster.oversubscribed_ranks_share_devices() && world > TotalDevices(cluster)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -244,7 +245,7 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
     };
     const bool every = config.grad_sync() == "every";
     const int syncs = every ? m : 1;
-    if (kind == StrategyKind::kFsdp) {
+    if (GathersParametersPerUnit(kind)) {
       optimizer_params = std::ceil(optimizer_params / dp);
       const bool reshard = layout.fsdp_reshard_after_forward();
       std::vector<double> gather_f, compute_f, gather_b, compute_b;
@@ -272,7 +273,7 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
       dp_comm = root_gather + m * micro_comm;
       dp_exposed = root_gather + m * micro_exposed;
     } else {
-      const bool all_reduce = kind == StrategyKind::kDdp || kind == StrategyKind::kSingle;
+      const bool all_reduce = SyncsGradientsByAllReduce(kind);
       const Collective op = all_reduce ? Collective::kAllReduce : Collective::kReduceScatter;
       const int64_t cap = static_cast<int64_t>(layout.bucket_cap_mb() * (1 << 20));
       std::vector<QueuedTransfer> queue;
@@ -326,9 +327,9 @@ absl::StatusOr<Prediction> Predict(const ModelSpec& model, const Layout& layout,
       {step.tp_comm_s(), "tensor-parallel activation collectives"},
       {step.pp_comm_s(), "pipeline point-to-point transfers"},
       {dp_exposed, absl::StrCat("data-parallel ",
-                                kind == StrategyKind::kFsdp  ? "gathers and reduce-scatters"
-                                : kind == StrategyKind::kDdp ? "all-reduce"
-                                                             : "reduce-scatter and gather",
+                                GathersParametersPerUnit(kind)    ? "gathers and reduce-scatters"
+                                : SyncsGradientsByAllReduce(kind) ? "all-reduce"
+                                                                  : "reduce-scatter and gather",
                                 " not hidden")},
       {step.optimizer_s(), "optimizer step (memory bandwidth)"},
   };
@@ -362,7 +363,7 @@ std::string TrainerCommand(const ModelSpec& model, const Layout& layout) {
   if (layout.activation_checkpointing()) {
     args.push_back("--activation_checkpointing");
   }
-  if (layout.strategy() == "fsdp") {
+  if (GathersParametersPerUnit(layout.strategy())) {
     if (layout.fsdp_prefetch()) args.push_back("--fsdp_prefetch");
     if (!layout.fsdp_reshard_after_forward()) {
       args.push_back("--reshard_after_forward=false");

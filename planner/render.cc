@@ -6,14 +6,16 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/report/report.h"
+#include "planner/strategy_traits.h"
 
 namespace mtb::planner {
 namespace {
 
 std::string LayoutName(const Layout& l) {
   std::string name = absl::StrCat("dp", l.dp(), " tp", l.tp(), " pp", l.pp(), " ", l.strategy());
-  if (l.strategy() == "fsdp" && l.fsdp_prefetch()) absl::StrAppend(&name, "+prefetch");
-  if (l.strategy() == "fsdp" && !l.fsdp_reshard_after_forward()) {
+  const bool per_unit = GathersParametersPerUnit(l.strategy());
+  if (per_unit && l.fsdp_prefetch()) absl::StrAppend(&name, "+prefetch");
+  if (per_unit && !l.fsdp_reshard_after_forward()) {
     absl::StrAppend(&name, " no-reshard");
   }
   absl::StrAppend(&name, " b", l.micro_batch(), " m", l.micro_batches());

@@ -8,6 +8,7 @@
 #include "common/report/report.h"
 #include "planner/cluster.h"
 #include "planner/predict.h"
+#include "planner/strategy_traits.h"
 
 namespace mtb::planner {
 
@@ -45,7 +46,7 @@ absl::StatusOr<PlannerResult> Search(const SearchOptions& options, const Cluster
             layout.set_micro_batches(static_cast<int>(m));
             layout.set_activation_checkpointing(checkpointing);
             layout.set_precision(options.precision);
-            layout.set_fsdp_prefetch(std::string(strategy) == "fsdp");
+            layout.set_fsdp_prefetch(FlagApplies(std::string(strategy), "fsdp_prefetch"));
             layout.set_sequence_parallel(tp > 1);
             layout.set_gradient_bytes(options.gradient_bytes);
             if (!ValidateLayout(options.model, layout, cluster).ok()) continue;

@@ -10,6 +10,7 @@
 #include "common/base/status.h"
 #include "planner/model.h"
 #include "planner/predict.h"
+#include "planner/strategy_traits.h"
 #include "trainer/bench/strategy_matrix.h"
 
 namespace mtb::planner {
@@ -17,7 +18,7 @@ namespace {
 
 // The matrix's name for a strategy -> the layout's switches.
 bool LayoutForMatrixStrategy(const std::string& name, Layout* layout) {
-  if (name == "ddp" || name == "zero1" || name == "zero2" || name == "fsdp") {
+  if (ParseStrategy(name).ok()) {
     layout->set_strategy(name);
   } else if (name == "fsdp_no_reshard") {
     layout->set_strategy("fsdp");

@@ -1,6 +1,6 @@
 // tp_check: proves Megatron-style tensor and sequence parallelism against the
-// unsharded common/nn layers, forward and backward, on --nproc ranks (SPEC
-// §10, docs/tp_check.md). Flags are validated before any rank starts; rank 0
+// unsharded common/nn layers, forward and backward, on --nproc ranks
+// (docs/tp_check.md). Flags are validated before any rank starts; rank 0
 // writes the TpCheckResult JSON (and --markdown) and prints one line per check.
 // Exit 0 when every check passes, 1 when one fails, 2 for bad flags.
 #include <iostream>
