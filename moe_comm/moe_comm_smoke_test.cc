@@ -109,7 +109,7 @@ TEST(MoeCommBinary, BadFlagsExitTwoWithOneLineBeforeAnyRank) {
   ExpectUsageError("topk", "--nproc=1 --num_experts=1 --top_k=2",
                    "--top_k=2 exceeds --num_experts=1");
   ExpectUsageError("capacity", "--nproc=2 --capacity_factor=0",
-                   "--capacity_factor=0 must be > 0");
+                   "--capacity_factor=0 must be a finite number > 0");
   ExpectUsageError("skew", "--nproc=2 --skew=zipf:x", "--skew");
   ExpectUsageError("fault", "--nproc=2 --skew=uniform --fault=hang:rank=0,step=2",
                    "--fault=hang:rank=0,step=2: configuration 2 is after the last "

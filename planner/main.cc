@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args =
       mtb::ParseCommandLineOrExit(argc, argv,
                                   "predicts training layouts' step time and memory on a cluster:\n"
-                                  "  planner predict|search|calibrate|validate|reproduce [flags]");
+                                  "  planner predict|search|calibrate|validate|reproduce [flags]",
+                                  mtb::Operands::kAllowed);
   if (args.size() != 2) {
     std::cerr << "planner: give one command: predict, search, calibrate, "
                  "validate or reproduce\n";

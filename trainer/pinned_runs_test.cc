@@ -8,6 +8,11 @@
 // Exact mode's lines are the same on every layout and strategy (that is its
 // point); float mode's differ by summation order and are pinned one by one.
 //
+// The lines were recorded with the model's products on the BLAS backend
+// (LibTorch's own kernels, common/gemm/backend.h); the runs pin it, so the
+// lines keep meaning "the loop did not move a bit" whatever the default
+// backend is.
+//
 // Regenerate after a deliberate change: run the test, then copy
 // $TEST_UNDECLARED_OUTPUTS_DIR/pinned_runs.txt (bazel-testlogs/trainer/
 // pinned_runs_test/shard_*/test.outputs/outputs.zip) over the file; each
@@ -25,6 +30,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/collective/test_util.h"
+#include "common/gemm/backend.h"
 #include "common/results/atomic_file.h"
 #include "gtest/gtest.h"
 #include "trainer/config.h"
@@ -137,6 +143,7 @@ void AppendActual(const std::string& line) {
 class PinnedRuns : public testing::TestWithParam<std::string> {};
 
 TEST_P(PinnedRuns, EveryLayoutReproducesItsPinnedLossBitsAndDigest) {
+  const gemm::ScopedBackend blas(gemm::Backend::kBlas);
   const std::string strategy = GetParam();
   const std::map<std::string, std::string> pinned = PinnedLines();
   std::string exact_line_of_one_rank;
@@ -173,6 +180,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, PinnedRuns,
 
 // The negative case: the comparison sees a one-step change of the schedule.
 TEST(PinnedRunsCheck, ADifferentRunDoesNotMatchItsPinnedLine) {
+  const gemm::ScopedBackend blas(gemm::Backend::kBlas);
   TrainConfig config = PinnedConfig("ddp", /*exact=*/false, 2);
   config.set_min_lr(config.min_lr() * 2);
   const std::string line =
