@@ -47,6 +47,9 @@ void RankThatGetsANotice() {
   for (int wait = 0; wait < 500 && !PathExists(DumpPath()); ++wait) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // The dumper thread renames the file into place, then says so on stderr:
+  // give that line time to follow before this process ends.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::_Exit(PathExists(DumpPath()) ? 4 : 13);
 }
 
