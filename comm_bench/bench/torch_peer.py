@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The PyTorch side of comm_bench's comparison benchmark (README, "Benchmark").
+"""The PyTorch side of comm_bench's comparison benchmark (docs/benchmarks.md).
 
 Runs torch.distributed collectives on Gloo with 2 processes on this host and
 times them exactly as comm_bench's per-iteration loop does: for each size,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The trainer and comm_bench started by the real torchrun (Debian's PyTorch
-# 1.13, /usr/bin/python3 -m torch.distributed.run), as the README shows: each
+# 1.13, /usr/bin/python3 -m torch.distributed.run), as docs/tour.md shows: each
 # process is one rank (a worker, no launcher of ours), rank 0's result names a
 # world of 2. torchrun 1.13 under Python 3.11 crashes in its own log-redirect
 # parsing with the default --redirects/--tee (Python 3.11 changed IntFlag
@@ -18,7 +18,7 @@ free_port() {
   /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# torchrun ARGS...: the README's command with a free port and logs in $out.
+# torchrun ARGS...: the command docs/tour.md gives, with a free port and logs in $out.
 torchrun() {
   local log="$1"
   shift

@@ -1,0 +1,67 @@
+"""Unit test of check_docs.py on planted trees (//tools/docs:check_docs_test)."""
+
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_docs  # noqa: E402
+
+
+def write(root, path, text):
+    full = os.path.join(root, path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+class CheckDocsTest(unittest.TestCase):
+    def setUp(self):
+        self.root = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        write(self.root, "README.md",
+              "# T\n\nSee [a](docs/a.md#the-b-section) and [dir](docs/).\n")
+        write(self.root, "docs/a.md",
+              "# A\n\n## The `b` section\n\n## Dup\n\n## Dup\n\n[back](../README.md) "
+              "[self](#dup-1) ![img](figures/x.svg) [web](https://example.com/x)\n"
+              "```text\n[not a link](nowhere.md)\n```\n")
+        write(self.root, "docs/figures/x.svg", "<svg/>")
+
+    def test_a_clean_tree_passes(self):
+        self.assertEqual(check_docs.check(self.root, 300), [])
+
+    def test_a_long_readme_fails(self):
+        write(self.root, "README.md", "x\n" * 301)
+        problems = check_docs.check(self.root, 300)
+        self.assertEqual(len(problems), 1)
+        self.assertIn("README.md: 301 lines, more than 300", problems[0])
+
+    def test_a_missing_file_fails_naming_the_line(self):
+        write(self.root, "docs/b.md", "# B\n\ntext\nsee [gone](gone.md)\n")
+        problems = check_docs.check(self.root, 300)
+        self.assertEqual(problems, ["docs/b.md:4: gone.md does not exist"])
+
+    def test_a_missing_anchor_fails(self):
+        write(self.root, "docs/b.md", "# B\n[x](a.md#the-c-section)\n")
+        problems = check_docs.check(self.root, 300)
+        self.assertEqual(len(problems), 1)
+        self.assertIn("no heading with anchor #the-c-section in docs/a.md",
+                      problems[0])
+
+    def test_a_link_out_of_the_repository_fails(self):
+        write(self.root, "docs/b.md", "# B\n[x](../../elsewhere.md)\n")
+        problems = check_docs.check(self.root, 300)
+        self.assertEqual(len(problems), 1)
+        self.assertIn("leaves the repository", problems[0])
+
+    def test_slugs_follow_github(self):
+        self.assertEqual(check_docs.slug("DDP (`--strategy=ddp`, the default)"),
+                         "ddp---strategyddp-the-default")
+        self.assertEqual(check_docs.slug("Exact mode: the same bits on any layout"),
+                         "exact-mode-the-same-bits-on-any-layout")
+        self.assertEqual(check_docs.slug("comm_bench: every op against torch.distributed"),
+                         "comm_bench-every-op-against-torchdistributed")
+
+
+if __name__ == "__main__":
+    unittest.main()
