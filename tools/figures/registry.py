@@ -123,7 +123,8 @@ FIGURES = [
                  "SHA-256) and PyTorch's torch.save/torch.load",
         "command": "./bazelw run --config=bench //trainer/checkpoint:checkpoint_benchmark -- --rounds=7",
         "inputs": ["trainer/checkpoint/", ":(exclude)trainer/checkpoint/*_test.cc",
-                   "common/results/atomic_file.cc", "common/base/sha256.cc"],
+                   "common/results/atomic_file.cc", "common/base/sha256.cc",
+                   "common/base/disk_ceiling.cc"],
     },
     {
         "name": "async_checkpoint",

@@ -11,15 +11,18 @@
 // by 2 ranks (ddp: each rank writes half, in parallel; ranks are threads of
 // this process), and loaded back (Checkpointer::Resume) after the files'
 // pages were dropped from the page cache (posix_fadvise DONTNEED on clean,
-// fsynced pages), so loads read the disk. Peers, each round: `dd
-// conv=fsync` writing the same bytes and `dd` reading them back cold (the
-// disk's own bandwidth), SHA-256 of the same bytes in memory, and PyTorch
-// 1.13's torch.save + fsync and cold torch.load of a state dict of the same
-// tensors (trainer/checkpoint/bench/torch_save_peer.py). Rounds alternate the
-// contenders; the table has medians and the min..max range (the machine is
-// shared: read the ranges). Nothing is deleted while rounds run (saves keep
-// every checkpoint, dd and the peer write a new file each round; all is
-// removed at the end): on a disk mounted with `discard` (this
+// fsynced pages), so loads read the disk. Peers, each round: the disk
+// ceiling (common/base/disk_ceiling.h) for 1 and 2 threads — O_DIRECT writes
+// + fsync of the same bytes from random buffers, and SHA-256 of them in
+// memory; a save's ceiling is the smaller, and a save that beats its ceiling
+// by more than 10% in a round marks that round's ceiling invalid (the table
+// says in how many rounds) — `dd` reading the 1-thread ceiling's file back
+// cold, and PyTorch 1.13's torch.save + fsync and cold torch.load of a state
+// dict of the same tensors (trainer/checkpoint/bench/torch_save_peer.py).
+// Rounds alternate the contenders; the table has medians and the min..max
+// range (the machine is shared: read the ranges). Nothing is deleted while
+// rounds run (saves keep every checkpoint, the ceiling and the peer write new
+// files each round; all is removed at the end): on a disk mounted with `discard` (this
 // one), a deleted file's blocks are discarded at a later journal commit,
 // i.e. inside whichever contender's fsync comes next. Needs free space for
 // 3 x rounds x the state.
@@ -47,9 +50,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/base/disk_ceiling.h"
 #include "common/base/flags.h"
 #include "common/base/logging.h"
-#include "common/base/sha256.h"
 #include "common/base/stats.h"
 #include "common/collective/test_util.h"
 #include "common/report/report.h"
@@ -157,6 +160,8 @@ struct Row {
   std::string name;
   int64_t bytes = 0;
   std::vector<double> seconds;
+  int ceiling_threads = 0;         // > 0: judged against that disk ceiling
+  bool against_cold_read = false;  // a load: compared with the cold dd read
 };
 
 // Saves `strategy`'s state as step `step` under `root`, then loads it back
@@ -213,30 +218,54 @@ SaveLoad SaveThenLoad(const TrainConfig& config, Strategy& strategy, const std::
   return out;
 }
 
-// GB/s of the median round and the range; against dd write+fsync both as
-// the ratio of medians and as the median (and range) of the per-round
-// ratios, which follows the disk's drift on a shared machine better.
-void PrintTable(const std::vector<Row>& rows, const Row& dd) {
+// GB/s of the median round and the range. A save (and torch.save) against
+// the ceiling of its thread count measured in the same round: the median and
+// range of the per-round shares, and in how many rounds the save beat the
+// ceiling by more than 10% (that round's ceiling is invalid). A load against
+// the cold `dd` read of the same round (a reference, not a ceiling).
+void PrintTable(const std::vector<Row>& rows,
+                const std::map<int, std::vector<DiskCeiling>>& ceilings, const Row& cold_read) {
   MarkdownTable table;
   table.headers = {"contender", "bytes", "median s", "GB/s (median)", "GB/s range",
-                   "vs dd write+fsync (medians)", "per-round vs dd: median (range)"};
-  const double dd_gbps = static_cast<double>(dd.bytes) / Median(dd.seconds) / 1e9;
+                   "per round against its bound: median (range)", "bound"};
   for (const Row& row : rows) {
     if (row.seconds.empty()) continue;
     const double bytes = static_cast<double>(row.bytes);
-    const double gbps = bytes / Median(row.seconds) / 1e9;
-    std::vector<double> ratios;
-    for (size_t r = 0; r < row.seconds.size() && r < dd.seconds.size(); ++r) {
-      ratios.push_back(100 * (bytes / row.seconds[r]) /
-                       (static_cast<double>(dd.bytes) / dd.seconds[r]));
+    std::vector<std::string> cells = {
+        row.name, FormatByteAmount(bytes), absl::StrFormat("%.3f", Median(row.seconds)),
+        absl::StrFormat("%.2f", bytes / Median(row.seconds) / 1e9),
+        absl::StrFormat("%.2f..%.2f", bytes / Max(row.seconds) / 1e9,
+                        bytes / Min(row.seconds) / 1e9)};
+    std::vector<double> shares;
+    std::string bound = "-";
+    if (row.ceiling_threads > 0 && ceilings.count(row.ceiling_threads) > 0) {
+      const std::vector<DiskCeiling>& ceiling = ceilings.at(row.ceiling_threads);
+      int invalid = 0, disk_bound = 0;
+      for (size_t r = 0; r < row.seconds.size() && r < ceiling.size(); ++r) {
+        const CeilingVerdict verdict = JudgeAgainstCeiling(ceiling[r], row.bytes, row.seconds[r]);
+        shares.push_back(100 * verdict.share);
+        invalid += verdict.ceiling_valid ? 0 : 1;
+        disk_bound += std::string(ceiling[r].bound()) == "disk" ? 1 : 0;
+      }
+      bound = absl::StrFormat("%d-thread ceiling (the disk in %d of %d rounds, else SHA-256)%s",
+                              row.ceiling_threads, disk_bound, static_cast<int>(shares.size()),
+                              invalid == 0
+                                  ? ""
+                                  : absl::StrFormat(": INVALID in %d of %d rounds (beaten by "
+                                                    "more than 10%%)",
+                                                    invalid, static_cast<int>(shares.size())));
+    } else if (row.against_cold_read && !cold_read.seconds.empty()) {
+      for (size_t r = 0; r < row.seconds.size() && r < cold_read.seconds.size(); ++r) {
+        shares.push_back(100 * (bytes / row.seconds[r]) /
+                         (static_cast<double>(cold_read.bytes) / cold_read.seconds[r]));
+      }
+      bound = "cold dd read (a reference, not a ceiling)";
     }
-    table.rows.push_back(
-        {row.name, FormatByteAmount(bytes), absl::StrFormat("%.3f", Median(row.seconds)),
-         absl::StrFormat("%.2f", gbps),
-         absl::StrFormat("%.2f..%.2f", bytes / Max(row.seconds) / 1e9,
-                         bytes / Min(row.seconds) / 1e9),
-         absl::StrFormat("%.0f%%", 100 * gbps / dd_gbps),
-         absl::StrFormat("%.0f%% (%.0f..%.0f%%)", Median(ratios), Min(ratios), Max(ratios))});
+    cells.push_back(shares.empty() ? "-"
+                                   : absl::StrFormat("%.0f%% (%.0f..%.0f%%)", Median(shares),
+                                                     Min(shares), Max(shares)));
+    cells.push_back(bound);
+    table.rows.push_back(cells);
   }
   std::printf("%s\n", table.Render().c_str());
 }
@@ -374,6 +403,9 @@ int Main() {
     return 0;
   }
   std::map<std::string, Row> rows;
+  // The disk ceiling per thread count, one per round (rank 0 measures them).
+  std::map<int, std::vector<DiskCeiling>> ceilings;
+  std::vector<std::string> ceiling_files;
   // Per save: (write seconds of the slowest rank, publish seconds).
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> phases;
   const TrainConfig single_config = BenchConfig("single");
@@ -394,7 +426,6 @@ int Main() {
           Check(single.Setup(single_model->store(), AdamWOptions{}));
           Check(WriteFileAtomically(root + "/shapes.json", ShapesJson(*single_model)));
         }
-        std::string memory;
         for (int round = 0; round < rounds; ++round) {
           const int64_t step = round + 1;
           if (rank == 0) {
@@ -409,24 +440,35 @@ int Main() {
                         round + 1, one.save, one.thread_cpu, one.process_cpu);
             rows["load, 1 rank, cold (ours)"].seconds.push_back(one.load);
             rows["load, 1 rank, cold (ours)"].bytes = one.bytes;
-            const int64_t mib = (one.bytes + (1 << 20) - 1) >> 20;
-            absl::Time start = absl::Now();
-            const std::string dd_file = absl::StrCat(root, "/dd_", round, ".bin");
-            RunOrDie(absl::StrCat("dd if=/dev/zero of=", dd_file, " bs=1M count=", mib,
-                                  " conv=fsync status=none"));
-            rows["dd write + fsync"].seconds.push_back(Seconds(start));
-            rows["dd write + fsync"].bytes = mib << 20;
-            Evict(dd_file);
-            start = absl::Now();
-            RunOrDie(absl::StrCat("dd if=", dd_file, " of=/dev/null bs=1M status=none"));
-            rows["dd read, cold"].seconds.push_back(Seconds(start));
-            rows["dd read, cold"].bytes = mib << 20;
-            if (memory.empty()) memory.assign(static_cast<size_t>(one.bytes), '\x5a');
-            start = absl::Now();
-            const std::string digest = Sha256Hex(memory);
-            rows["SHA-256 in memory"].seconds.push_back(Seconds(start));
-            rows["SHA-256 in memory"].bytes = one.bytes;
-            CHECK_EQ(digest.size(), 64u);
+            for (int threads : {1, 2}) {
+              DiskCeilingOptions options;
+              options.directory = root;
+              options.bytes = one.bytes;
+              options.threads = threads;
+              options.keep_files = true;  // deleted at the end (see the file comment)
+              absl::StatusOr<DiskCeiling> ceiling = MeasureDiskCeiling(options);
+              Check(ceiling.status());
+              ceilings[threads].push_back(*ceiling);
+              ceiling_files.insert(ceiling_files.end(), ceiling->files.begin(),
+                                   ceiling->files.end());
+              const std::string label = absl::StrCat("ceiling, ", threads,
+                                                     threads == 1 ? " thread" : " threads");
+              Row& write = rows[label + ": O_DIRECT write + fsync"];
+              write.seconds.push_back(ceiling->write_seconds);
+              write.bytes = ceiling->bytes;
+              Row& hash = rows[label + ": SHA-256 in memory"];
+              hash.seconds.push_back(ceiling->sha256_seconds);
+              hash.bytes = ceiling->bytes;
+              if (threads == 1) {
+                // The ceiling's file read back cold: what the disk reads.
+                const std::string& file = ceiling->files.front();
+                Evict(file);
+                const absl::Time start = absl::Now();
+                RunOrDie(absl::StrCat("dd if=", file, " of=/dev/null bs=1M status=none"));
+                rows["dd read, cold"].seconds.push_back(Seconds(start));
+                rows["dd read, cold"].bytes = ceiling->bytes;
+              }
+            }
             if (!python.empty()) {
               const std::string command =
                   absl::StrCat(python, " ", kPeer, " ", root, "/shapes.json ", root, "/torch_",
@@ -468,24 +510,32 @@ int Main() {
   fs::remove_all(root + "/one_rank");
   fs::remove_all(root + "/two_ranks");
   for (int round = 0; round < rounds; ++round) {
-    fs::remove(absl::StrCat(root, "/dd_", round, ".bin"));
     fs::remove(absl::StrCat(root, "/torch_", round, ".pt"));
   }
+  for (const std::string& file : ceiling_files) fs::remove(file);
   fs::remove(root + "/shapes.json");
   if (absl::GetFlag(FLAGS_dir).empty()) fs::remove_all(root);
 
+  rows["save, 1 rank (ours)"].ceiling_threads = 1;
+  rows["torch.save + fsync (PyTorch 1.13)"].ceiling_threads = 1;
+  rows["save, 2 ranks (ours, ddp)"].ceiling_threads = 2;
+  for (const char* load : {"load, 1 rank, cold (ours)", "load, 2 ranks, cold (ours, ddp)",
+                           "torch.load, cold (PyTorch 1.13)"}) {
+    rows[load].against_cold_read = true;
+  }
   std::vector<Row> ordered;
   for (const char* name :
-       {"dd write + fsync", "save, 1 rank (ours)", "save, 2 ranks (ours, ddp)",
-        "torch.save + fsync (PyTorch 1.13)", "SHA-256 in memory", "dd read, cold",
-        "load, 1 rank, cold (ours)", "load, 2 ranks, cold (ours, ddp)",
-        "torch.load, cold (PyTorch 1.13)"}) {
-    if (rows.count(name) == 0) continue;
+       {"ceiling, 1 thread: O_DIRECT write + fsync", "ceiling, 1 thread: SHA-256 in memory",
+        "save, 1 rank (ours)", "torch.save + fsync (PyTorch 1.13)",
+        "ceiling, 2 threads: O_DIRECT write + fsync", "ceiling, 2 threads: SHA-256 in memory",
+        "save, 2 ranks (ours, ddp)", "dd read, cold", "load, 1 rank, cold (ours)",
+        "load, 2 ranks, cold (ours, ddp)", "torch.load, cold (PyTorch 1.13)"}) {
+    if (rows.count(name) == 0 || rows[name].seconds.empty()) continue;
     Row row = rows[name];
     row.name = name;
     ordered.push_back(row);
   }
-  PrintTable(ordered, rows["dd write + fsync"]);
+  PrintTable(ordered, ceilings, rows["dd read, cold"]);
   for (const auto& [ranks, seconds] : phases) {
     std::printf("save, %s: median write %.3f s (hash while writing, fsync; slowest rank), "
                 "publish %.3f s (reports, manifest, READY, rename, latest, prune)\n",
@@ -502,7 +552,8 @@ int Main() {
 int main(int argc, char** argv) {
   mtb::InitLogging(argv[0]);
   mtb::ParseCommandLineOrExit(argc, argv,
-                              "checkpoint save/load bandwidth against dd, SHA-256 and "
+                              "checkpoint save/load bandwidth against the disk ceiling "
+                              "(O_DIRECT write + fsync, SHA-256), a cold read and "
                               "torch.save (docs/checkpoint.md)");
   return mtb::Main();
 }
