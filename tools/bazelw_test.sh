@@ -13,23 +13,25 @@ state="$TEST_TMPDIR/state"
 mkdir -p "$fake_bin" "$state"
 
 # dpkg-query: every package is installed except those listed in $state/missing.
+# (The fakes are POSIX sh: dash starts several times faster than bash, and
+# bazelw asks dpkg-query about every package on every run.)
 cat > "$fake_bin/dpkg-query" <<'FAKE'
-#!/usr/bin/env bash
-package="${!#}"
+#!/bin/sh
+eval "package=\${$#}"
 if grep -qx "$package" "$STATE/missing" 2>/dev/null; then exit 1; fi
 printf 'install ok installed'
 FAKE
 # apt-get: records each call and chatters like apt; "install" removes the
 # packages from missing, or fails when $STATE/apt_fails exists.
 cat > "$fake_bin/apt-get" <<'FAKE'
-#!/usr/bin/env bash
+#!/bin/sh
 echo "$*" >> "$STATE/apt_calls"
 for i in $(seq 1 50); do echo "Unpacking fake-package-$i (1.0) ..."; done
-if [[ -e "$STATE/apt_fails" && "$1" == "install" ]]; then
+if [ -e "$STATE/apt_fails" ] && [ "$1" = "install" ]; then
   echo "E: Unable to locate package $2"
   exit 100
 fi
-if [[ "$1" == "install" ]]; then
+if [ "$1" = "install" ]; then
   for arg in "$@"; do
     grep -vx -- "$arg" "$STATE/missing" > "$STATE/missing.new" || true
     mv "$STATE/missing.new" "$STATE/missing"
@@ -37,17 +39,17 @@ if [[ "$1" == "install" ]]; then
 fi
 FAKE
 cat > "$fake_bin/id" <<'FAKE'
-#!/usr/bin/env bash
+#!/bin/sh
 echo "${FAKE_UID:-0}"
 FAKE
 # bazel: records each call; chatters; `build` fails when $STATE/build_fails
 # exists (exit 1), `run` prints what the program would.
 cat > "$fake_bin/bazel" <<'FAKE'
-#!/usr/bin/env bash
+#!/bin/sh
 echo "$*" >> "$STATE/bazel_calls"
-if [[ "$1" == "build" ]]; then
+if [ "$1" = "build" ]; then
   for i in $(seq 1 30); do echo "[$i / 30] Compiling trainer/file_$i.cc"; done
-  if [[ -e "$STATE/build_fails" ]]; then
+  if [ -e "$STATE/build_fails" ]; then
     echo "ERROR: trainer/file_7.cc: expected ';' (the planted compile error)"
     exit 1
   fi
