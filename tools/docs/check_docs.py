@@ -8,9 +8,16 @@ Usage: check_docs.py ROOT [--max_readme_lines=N]
    file or folder exists, and a #fragment names a heading of the target
    (GitHub's anchors: lower case, punctuation dropped, spaces to hyphens,
    -1, -2 for repeats). Links inside fenced code blocks are not links.
+3. Every number quoted from a figure is in the figure: a link to
+   docs/figures/NAME.md whose text holds numbers ("[2.17 GB/s at 64
+   MiB](figures/comm_vs_torch.md)") is a quote, and each number of its text
+   must appear as a number in that stamped file (NAME.md and NAME.json, the
+   latter with its stamp), so a regenerated figure that moved fails the
+   document that quotes it until the quote is updated.
 Exit 1 listing every problem as file:line.
 """
 
+import json
 import os
 import re
 import sys
@@ -63,6 +70,63 @@ def links(text):
             yield number, match.group(1)
 
 
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def numbers(text):
+    """The numbers written in `text`, as written ("0.51", "6144", "1e-5")."""
+    return [n.lstrip("+") for n in NUMBER.findall(text.replace(",", ""))]
+
+
+def figure_quotes(text):
+    """(line, figure target, numbers) for every link into figures/ whose text
+    holds numbers; the target is the link's path as written."""
+    quotes = []
+    for number, line in prose_lines(text):
+        for match in LINK.finditer(line):
+            target = match.group(1).partition("#")[0]
+            if not re.search(r"(^|/)figures/[\w.-]+\.md$", target) or \
+                    target.endswith("/README.md"):
+                continue
+            label = match.group(0)[match.group(0).index("[") + 1:match.group(0).rindex("](")]
+            found = numbers(re.sub(r"`([^`]*)`", r"\1", label))
+            if found:
+                quotes.append((number, target, found))
+    return quotes
+
+
+def check_quotes(root, relative_path, cache):
+    problems = []
+    path = os.path.join(root, relative_path)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for number, target, quoted in figure_quotes(text):
+        figure_md = os.path.normpath(os.path.join(os.path.dirname(path), target))
+        figure_json = figure_md[:-len(".md")] + ".json"
+        where = "%s:%d" % (relative_path, number)
+        if figure_md not in cache:
+            try:
+                with open(figure_md, encoding="utf-8") as f:
+                    figure_text = f.read()
+                with open(figure_json, encoding="utf-8") as f:
+                    document = json.load(f)
+                stamped = isinstance(document.get("stamp"), dict) and \
+                    document["stamp"].get("commit")
+                cache[figure_md] = set(numbers(figure_text)) if stamped else None
+            except (OSError, ValueError):
+                cache[figure_md] = None
+        if cache[figure_md] is None:
+            problems.append("%s: quotes %s, which is not a stamped figure (no %s with a stamp)" %
+                            (where, target, os.path.relpath(figure_json, root)))
+            continue
+        missing = [n for n in quoted if n not in cache[figure_md]]
+        if missing:
+            problems.append("%s: quotes %s from %s, which does not contain %s: update the "
+                            "quote to the figure" % (where, " ".join(quoted), target,
+                                                     ", ".join(missing)))
+    return problems
+
+
 def check_links(root, relative_path, cache):
     problems = []
     path = os.path.join(root, relative_path)
@@ -110,9 +174,10 @@ def check(root, max_readme_lines):
     if lines > max_readme_lines:
         problems.append("README.md: %d lines, more than %d: move the detail to "
                         "docs/ and link it" % (lines, max_readme_lines))
-    cache = {}
+    cache, figures = {}, {}
     for relative_path in markdown_files(root):
         problems += check_links(root, relative_path, cache)
+        problems += check_quotes(root, relative_path, figures)
     return problems
 
 
@@ -136,8 +201,8 @@ def main(argv):
     if problems:
         print("FAIL: %d problem(s)" % len(problems))
         return 1
-    print("ok: README.md within %d lines; every relative link resolves" %
-          max_readme_lines)
+    print("ok: README.md within %d lines; every relative link resolves; every "
+          "quoted figure number is in its figure" % max_readme_lines)
     return 0
 
 

@@ -54,6 +54,41 @@ class CheckDocsTest(unittest.TestCase):
         self.assertEqual(len(problems), 1)
         self.assertIn("leaves the repository", problems[0])
 
+    def add_figure(self, stamped=True):
+        write(self.root, "docs/figures/demo.md",
+              "# demo\n\n| op | bytes | GB/s |\n| --- | --- | --- |\n"
+              "| mlp | 6144/6144 B | 0.51 |\n| all | 1,048,576 | 2.17 |\n")
+        write(self.root, "docs/figures/demo.json",
+              '{"stamp": {"commit": "%s"}}' % ("ab" * 20) if stamped else '{"name": "demo"}')
+
+    def test_quoted_numbers_found_in_the_figure_pass(self):
+        self.add_figure()
+        write(self.root, "docs/b.md",
+              "# B\n[`mlp` sends 6144 B at 0.51 GB/s](figures/demo.md), "
+              "[1048576 bytes](figures/demo.md#demo) and [the table](figures/demo.md)\n")
+        self.assertEqual(check_docs.check(self.root, 300), [])
+
+    def test_a_quoted_number_the_figure_lacks_fails(self):
+        self.add_figure()
+        # 2.1 is not 2.17, and 51 is not 0.51: numbers match whole.
+        write(self.root, "docs/b.md", "# B\n\n[2.1 GB/s, 51](figures/demo.md)\n")
+        problems = check_docs.check(self.root, 300)
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("docs/b.md:3: quotes 2.1 51 from figures/demo.md, which does not "
+                      "contain 2.1, 51", problems[0])
+
+    def test_quoting_an_unstamped_figure_fails(self):
+        self.add_figure(stamped=False)
+        write(self.root, "docs/b.md", "# B\n[0.51 GB/s](figures/demo.md)\n")
+        problems = check_docs.check(self.root, 300)
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("not a stamped figure", problems[0])
+
+    def test_figure_quotes_are_listed_in_order(self):
+        text = "[a 1.5x](figures/f.md) x [no numbers](figures/f.md) [3 B](../docs/figures/g.md)\n"
+        self.assertEqual(check_docs.figure_quotes(text),
+                         [(1, "figures/f.md", ["1.5"]), (1, "../docs/figures/g.md", ["3"])])
+
     def test_slugs_follow_github(self):
         self.assertEqual(check_docs.slug("DDP (`--strategy=ddp`, the default)"),
                          "ddp---strategyddp-the-default")

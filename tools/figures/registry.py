@@ -45,9 +45,9 @@ PYTORCH_PEER = ["trainer/bench/ddp_peer.py"]
 FIGURES = [
     {
         "name": "tp_check",
-        "title": "tensor and sequence parallelism at 2 ranks against the unsharded layers: "
+        "title": "tensor and sequence parallelism at 4 ranks against the unsharded layers: "
                  "errors and collective bytes against the closed forms",
-        "command": "./bazelw run //tp_check -- --nproc=2 --out={out}/tp_check.json --markdown",
+        "command": "./bazelw run //tp_check -- --nproc=4 --out={out}/tp_check.json --markdown",
         "markdown": "tp_check.md",
         "json": "tp_check.json",
         "inputs": ["tp_check/", ":(exclude)tp_check/*_test.cc", "common/nn/"],

@@ -5,8 +5,9 @@ Usage: compare_translations.py GUIDE TRANSLATION
 Same section structure (the sequence of heading levels), the same runnable
 blocks (tools/guide/guide_blocks.py) in the same order with the same day,
 quick arguments, expected exit code, mode and command, and the same ```text
-and ```sh blocks otherwise (commands and outputs are not translated).
-Exit 1 naming the first difference.
+and ```sh blocks otherwise (commands and outputs are not translated), and the
+same numbers quoted from the same figures in the same order (links into
+docs/figures/, tools/docs/check_docs.py). Exit 1 naming the first difference.
 """
 
 import os
@@ -14,6 +15,8 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs"))
+import check_docs  # noqa: E402
 import guide_blocks  # noqa: E402
 
 HEADING = re.compile(r"^(#{1,6})\s")
@@ -55,6 +58,17 @@ def compare(left_name, left, right_name, right):
     if len(left_blocks) != len(right_blocks):
         return "%s has %d runnable blocks, %s has %d" % (
             left_name, len(left_blocks), right_name, len(right_blocks))
+    left_quotes = check_docs.figure_quotes(left)
+    right_quotes = check_docs.figure_quotes(right)
+    for (la, target_a, numbers_a), (lb, target_b, numbers_b) in zip(left_quotes,
+                                                                    right_quotes):
+        if (target_a, numbers_a) != (target_b, numbers_b):
+            return ("quoted figure numbers differ: %s:%d quotes %s from %s, %s:%d quotes "
+                    "%s from %s" % (left_name, la, " ".join(numbers_a), target_a,
+                                    right_name, lb, " ".join(numbers_b), target_b))
+    if len(left_quotes) != len(right_quotes):
+        return "%s quotes figures %d times, %s %d times" % (
+            left_name, len(left_quotes), right_name, len(right_quotes))
     left_headings, left_fences = structure(left)
     right_headings, right_fences = structure(right)
     for (la, level_a), (lb, level_b) in zip(left_headings, right_headings):
