@@ -125,7 +125,7 @@ EXPECTED
 [[ "$(cat "$state/stdout")" == "step 1/200 | loss 5.5894" ]] || fail "the program's output: $(cat "$state/stdout")"
 diff "$state/bazel_calls" - <<'EXPECTED' || fail "bazel calls differ"
 build --config=bench //trainer
-run --noshow_progress --ui_event_filters=-info --config=bench //trainer -- --steps=3
+run --noshow_progress --ui_event_filters=-info --show_result=0 --config=bench //trainer -- --steps=3
 EXPECTED
 
 # The build fails: Bazel's whole output, a line naming the log, Bazel's exit code; nothing runs.
