@@ -120,6 +120,7 @@ def run_figure(figure, root, out_dir, options):
             shutil.copyfile(os.path.join(scratch, entry), os.path.join(out_dir, entry))
     write_atomically(base + ".json", json.dumps(document, indent=1, sort_keys=True) + "\n")
     write_atomically(base + ".md", figures_lib.render_markdown(document))
+    shutil.rmtree(scratch, ignore_errors=True)  # kept only when the command failed
     print("figures: %s: wrote %s.md and .json (%.1f s, load %.2f -> %.2f%s)" % (
         figure["name"], base, wall_s, load_before[0], load_after[0],
         ", noisy" if stamp["noisy"] else ""), flush=True)
