@@ -102,13 +102,21 @@ def run_figure(figure, root, out_dir, options):
               (figure["name"], exit_code, figure["name"], log_path), flush=True)
         return False
     markdown = None
-    if figure.get("markdown"):
-        with open(os.path.join(scratch, figure["markdown"]), encoding="utf-8") as f:
-            markdown = f.read()
     result = None
-    if figure.get("json"):
-        with open(os.path.join(scratch, figure["json"]), encoding="utf-8") as f:
-            result = json.load(f)
+    try:
+        if figure.get("markdown"):
+            with open(os.path.join(scratch, figure["markdown"]), encoding="utf-8") as f:
+                markdown = f.read()
+        if figure.get("json"):
+            with open(os.path.join(scratch, figure["json"]), encoding="utf-8") as f:
+                result = json.load(f)
+    except (OSError, ValueError) as error:
+        # The registry names a file the command did not write: this figure
+        # fails, the others still run.
+        print("figures: %s: the command exited 0 but its output is unusable: %s; %s.md/.json "
+              "left as they were (scratch: %s)" % (figure["name"], error, figure["name"], scratch),
+              flush=True)
+        return False
     stamp = figures_lib.make_stamp(figure, commit, dirty_paths, machine, libraries, load_before,
                                    load_after, window, command, started_utc,
                                    figures_lib.utc_now(), wall_s, exit_code)

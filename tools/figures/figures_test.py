@@ -10,6 +10,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import figures  # noqa: E402
 import figures_lib  # noqa: E402
 import registry  # noqa: E402
 
@@ -260,6 +261,79 @@ class CheckTest(unittest.TestCase):
                   os.path.join(self.figures, "gone.json"))
         problems = self.check()
         self.assertIn("no figure named gone", problems[0])
+
+
+class HarnessTest(unittest.TestCase):
+    """figures.main end to end on a scratch repository with a fake registry:
+    a figure that works, one whose command fails and one that does not write
+    the file the registry names."""
+
+    FAKE = [
+        {"name": "good", "title": "works", "inputs": ["a/"],
+         "command": "printf '| op | GB/s |\\n| --- | --- |\\n| x | 1.5 |\\n' > {out}/good.md && "
+                    "echo '{\"v\": 2}' > {out}/good.json && echo '<svg/>' > {out}/good_plot.svg",
+         "markdown": "good.md", "json": "good.json"},
+        {"name": "fails", "title": "exits 3", "inputs": ["a/"], "command": "echo oops; exit 3"},
+        {"name": "silent", "title": "writes nothing", "inputs": ["a/"], "command": "true",
+         "markdown": "silent.md"},
+    ]
+
+    def setUp(self):
+        self.root = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        for args in (["init", "-q"], ["config", "user.email", "t@example.com"],
+                     ["config", "user.name", "t"]):
+            subprocess.run(["git", "-C", self.root] + args, check=True)
+        os.makedirs(os.path.join(self.root, "a"))
+        with open(os.path.join(self.root, "a", "x.cc"), "w") as f:
+            f.write("1")
+        subprocess.run(["git", "-C", self.root, "add", "."], check=True)
+        subprocess.run(["git", "-C", self.root, "commit", "-q", "-m", "x"], check=True)
+        self.saved = (registry.FIGURES, os.environ.get("BUILD_WORKSPACE_DIRECTORY"),
+                      tempfile.tempdir)
+        # Scratch folders (kept for a failed command) under the test's own.
+        tempfile.tempdir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        registry.FIGURES = self.FAKE
+        os.environ["BUILD_WORKSPACE_DIRECTORY"] = self.root
+
+    def tearDown(self):
+        registry.FIGURES = self.saved[0]
+        tempfile.tempdir = self.saved[2]
+        if self.saved[1] is None:
+            del os.environ["BUILD_WORKSPACE_DIRECTORY"]
+        else:
+            os.environ["BUILD_WORKSPACE_DIRECTORY"] = self.saved[1]
+
+    def test_it_writes_the_working_figure_and_reports_the_others(self):
+        self.assertEqual(figures.main(["figures", "--quiet_wait_s=0"]), 1)
+        out = os.path.join(self.root, "docs", "figures")
+        self.assertEqual(sorted(os.listdir(out)),
+                         ["README.md", "good.json", "good.md", "good_plot.svg"])
+        with open(os.path.join(out, "good.json")) as f:
+            document = json.load(f)
+        head = subprocess.run(["git", "-C", self.root, "rev-parse", "HEAD"], check=True,
+                              stdout=subprocess.PIPE, text=True).stdout.strip()
+        self.assertEqual(document["stamp"]["commit"], head)
+        self.assertEqual(document["result"], {"v": 2})
+        self.assertFalse(document["stamp"]["dirty"])
+        self.assertNotIn("{out}", document["stamp"]["command"])
+        with open(os.path.join(out, "good.md")) as f:
+            self.assertIn("| x | 1.5 |", f.read())
+        with open(os.path.join(out, "README.md")) as f:
+            index = f.read()
+        self.assertIn("| [good](good.md) | works |", index)
+        self.assertIn("| fails | exits 3 | not generated yet |", index)
+        # What it wrote passes the staleness check.
+        self.assertEqual(figures_lib.check_folder(
+            self.root, out, {f["name"]: f for f in self.FAKE}), [])
+
+    def test_only_runs_the_named_figures_and_refuses_unknown_names(self):
+        self.assertEqual(figures.main(["figures", "--only=good", "--quiet_wait_s=0"]), 0)
+        with self.assertRaises(SystemExit) as refused:
+            figures.main(["figures", "--only=good,nope"])
+        self.assertEqual(refused.exception.code, 2)
+        with self.assertRaises(SystemExit) as refused:
+            figures.main(["figures", "--quiet_wait_s=soon"])
+        self.assertEqual(refused.exception.code, 2)
 
 
 if __name__ == "__main__":
