@@ -128,6 +128,14 @@ build --config=bench //trainer
 run --noshow_progress --ui_event_filters=-info --show_result=0 --config=bench //trainer -- --steps=3
 EXPECTED
 
+# Logs do not pile up: of 25 earlier build logs, the newest 19 and this run's are kept.
+rm -f "$BAZELW_LOG_DIR"/build_*.log
+for i in $(seq 10 34); do : > "$BAZELW_LOG_DIR/build_20260101T0000${i}Z.log"; done
+"$bazelw" run //trainer > /dev/null 2>&1 || fail "run exited $?"
+[[ $(ls "$BAZELW_LOG_DIR"/build_*.log | wc -l) == 20 ]] || fail "want 20 build logs, got $(ls "$BAZELW_LOG_DIR"/build_*.log | wc -l)"
+[[ ! -e "$BAZELW_LOG_DIR/build_20260101T000015Z.log" && -e "$BAZELW_LOG_DIR/build_20260101T000016Z.log" ]] ||
+  fail "the oldest logs were not the ones removed"
+
 # The build fails: Bazel's whole output, a line naming the log, Bazel's exit code; nothing runs.
 touch "$state/build_fails"
 : > "$state/bazel_calls"
