@@ -30,6 +30,34 @@ TEST(Validate, PredictsEveryCellOfOursWithTheEstimatesMemory) {
   EXPECT_EQ(result->notes(1).rfind("0 of 5 cells", 0), 0u) << result->notes(1);
 }
 
+TEST(Validate, AMatrixWithRowsPerGemmBackendIsValidatedOnItsFirstBackend) {
+  StrategyMatrixResult matrix;
+  ASSERT_TRUE(ReadJsonFile("planner/testdata/matrix_tiny_2ranks.json", &matrix).ok());
+  const int rows = matrix.rows_size();
+  for (int i = 0; i < rows; ++i) {
+    if (matrix.rows(i).strategy().rfind("pytorch_", 0) == 0) continue;
+    matrix.mutable_rows(i)->set_gemm("onednn");
+    StrategyMatrixRow blas = matrix.rows(i);
+    blas.set_gemm("blas");
+    blas.set_step_ms(blas.step_ms() * 2);
+    *matrix.add_rows() = blas;
+  }
+  const absl::StatusOr<ValidationResult> result =
+      Validate(matrix, Read("planner/testdata/hand_cluster.json"));
+  ASSERT_TRUE(result.ok()) << result.status();
+  // The five strategies once (not twice, which would rank each against itself).
+  EXPECT_EQ(result->cells_size(), 5);
+  ASSERT_EQ(result->rankings_size(), 1);
+  EXPECT_EQ(result->rankings(0).measured_order_size(), 5);
+  for (const ValidationCell& cell : result->cells()) {
+    for (const StrategyMatrixRow& row : matrix.rows()) {
+      if (row.strategy() == cell.strategy() && row.gemm() == "onednn") {
+        EXPECT_EQ(cell.measured_step_ms(), row.step_ms()) << cell.strategy();
+      }
+    }
+  }
+}
+
 TEST(Validate, MatrixWithoutOurStrategiesIsInvalidArgument) {
   StrategyMatrixResult matrix;
   StrategyMatrixRow* row = matrix.add_rows();

@@ -64,9 +64,19 @@ absl::StatusOr<ValidationResult> Validate(const StrategyMatrixResult& matrix,
   int skipped = 0, estimate_mismatches = 0;
   using Group = std::tuple<std::string, std::string, int>;
   std::map<Group, std::vector<const ValidationCell*>> groups;
+  // A matrix with a row per GEMM backend (StrategyMatrixRow.gemm): the
+  // planner models one machine speed, so it validates the first backend's
+  // rows (--gemms' first; "" in matrices from before the backends).
+  std::string gemm;
+  for (const StrategyMatrixRow& row : matrix.rows()) {
+    if (!row.gemm().empty()) {
+      gemm = row.gemm();
+      break;
+    }
+  }
   for (const StrategyMatrixRow& row : matrix.rows()) {
     Layout layout = DefaultLayout();
-    if (!LayoutForMatrixStrategy(row.strategy(), &layout)) {
+    if (row.gemm() != gemm || !LayoutForMatrixStrategy(row.strategy(), &layout)) {
       ++skipped;
       continue;
     }
@@ -145,8 +155,8 @@ absl::StatusOr<ValidationResult> Validate(const StrategyMatrixResult& matrix,
     result.set_max_memory_ratio(max_ratio);
   }
   result.add_notes(absl::StrCat(skipped,
-                                " rows skipped (PyTorch peers and --reduction=exact variants: "
-                                "not modelled)"));
+                                " rows skipped (PyTorch peers, --reduction=exact variants and "
+                                "GEMM backends after the first: not modelled)"));
   result.add_notes(
       absl::StrCat(estimate_mismatches, " of ", result.cells_size(),
                    " cells where the planner's memory differs from the matrix's "

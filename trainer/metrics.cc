@@ -48,6 +48,16 @@ std::string FormatProgressLine(const StepRecord& step, int64_t total_steps,
 }
 
 std::string MfuAboveOneWarning(double mfu, const PeakFlops& peak) {
+  if (peak.source() != "--peak_flops") {
+    // The peak is the fastest GEMM measured on these threads at the model's
+    // shapes: no step can beat it unless the measurement is wrong.
+    return absl::StrFormat(
+        "MFU %.0f%% exceeds 100%% of the measured peak (%.3g GFLOP/s per "
+        "rank, %s): a product ran faster than every GEMM the probe measured, "
+        "which is a bug of the probe (common/libtorch/matmul_peak.h: a "
+        "library, shape or thread count it did not measure), not a result",
+        100 * mfu, peak.rank_flops_per_second() / 1e9, peak.source());
+  }
   return absl::StrFormat(
       "MFU %.0f%% exceeds 100%%: the peak it divides by (%.3g GFLOP/s per "
       "rank, %s) is below what this run achieves, so every MFU figure of this "

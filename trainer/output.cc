@@ -142,7 +142,10 @@ std::string RenderSummaryTable(const TrainResult& result) {
                           ? "--peak_flops"
                           : "measured"),
                   // Never a bare "400%": say the denominator is wrong.
-                  s.mfu() > 1 ? " EXCEEDS 100%: the peak is too low" : "",
+                  s.mfu() <= 1 ? ""
+                  : result.peak_flops().source() == "--peak_flops"
+                      ? " EXCEEDS 100%: the peak is too low"
+                      : " EXCEEDS 100% of the measured peak: a bug of the probe",
                   s.blas_mfu() > 0
                       ? absl::StrFormat(
                             "; BLAS-only %.1f%% of %s", 100 * s.blas_mfu(),

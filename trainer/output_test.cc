@@ -11,6 +11,7 @@
 #include "common/report/svg_inspect.h"
 #include "common/report/xml_check.h"
 #include "gtest/gtest.h"
+#include "trainer/metrics.h"
 
 namespace mtb {
 namespace {
@@ -41,6 +42,49 @@ TEST(TrainOutput, SummaryLabelsTheLossDropAsRelative) {
   const std::string table = RenderSummaryTable(TwoRunResult());
   EXPECT_NE(table.find("| loss drop (relative) | 0.571 |"), std::string::npos)
       << table;
+}
+
+// A measured peak: the fastest GEMM (oneDNN, 400 GFLOP/s for the job) and
+// the fastest BLAS one (200) for 160 model GFLOP/s.
+TrainResult MeasuredPeakResult(double model_flops_per_second) {
+  TrainResult result = TwoRunResult();
+  PeakFlops* peak = result.mutable_peak_flops();
+  peak->set_source("measured: fastest of 12 GEMMs (fp32): onednn fp32 512x384x128");
+  peak->set_job_flops_per_second(400e9);
+  peak->set_rank_flops_per_second(200e9);
+  peak->set_blas_job_flops_per_second(200e9);
+  peak->set_blas_rank_flops_per_second(100e9);
+  TrainSummary* summary = result.mutable_summary();
+  summary->set_model_flops_per_second(model_flops_per_second);
+  summary->set_mfu(model_flops_per_second / 400e9);
+  summary->set_blas_mfu(model_flops_per_second / 200e9);
+  return result;
+}
+
+TEST(TrainOutput, SummaryGivesTheMfuOfTheFastestGemmWithTheBlasOnlyMfuBeside) {
+  const std::string table = RenderSummaryTable(MeasuredPeakResult(160e9));
+  EXPECT_NE(table.find("| MFU | 40.0% of 400 GFLOP/s (measured); BLAS-only "
+                       "80.0% of 200 |"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("EXCEEDS"), std::string::npos) << table;
+}
+
+TEST(TrainOutput, AnMfuAboveTheMeasuredPeakIsCalledABugNotALowPeak) {
+  const TrainResult result = MeasuredPeakResult(480e9);
+  const std::string table = RenderSummaryTable(result);
+  EXPECT_NE(table.find("120.0% of 400 GFLOP/s (measured) EXCEEDS 100% of the "
+                       "measured peak: a bug of the probe"),
+            std::string::npos)
+      << table;
+  const std::string warning =
+      MfuAboveOneWarning(result.summary().mfu(), result.peak_flops());
+  EXPECT_NE(warning.find("a bug of the probe"), std::string::npos) << warning;
+  // With --peak_flops the peak is the user's, and too low.
+  PeakFlops given = result.peak_flops();
+  given.set_source("--peak_flops");
+  EXPECT_NE(MfuAboveOneWarning(1.2, given).find("give the device's real peak"),
+            std::string::npos);
 }
 
 TEST(TrainOutput, SummaryShowsEachRanksMemoryAtItsPeakNextToTheClosedForm) {

@@ -11,7 +11,8 @@
 // The lines were recorded with the model's products on the BLAS backend
 // (LibTorch's own kernels, common/gemm/backend.h); the runs pin it, so the
 // lines keep meaning "the loop did not move a bit" whatever the default
-// backend is.
+// backend is. Under oneDNN, exact mode is checked for its own promise (one
+// rank's bits on every layout) rather than against the file.
 //
 // Regenerate after a deliberate change: run the test, then copy
 // $TEST_UNDECLARED_OUTPUTS_DIR/pinned_runs.txt (bazel-testlogs/trainer/
@@ -169,6 +170,37 @@ TEST_P(PinnedRuns, EveryLayoutReproducesItsPinnedLossBitsAndDigest) {
         EXPECT_EQ(numbers, exact_line_of_one_rank) << key;
       }
     }
+  }
+}
+
+// Exact mode on the oneDNN backend (the default): every strategy on 1, 2 and
+// 3 rank threads gives the loss bits and parameter digest of ddp on one rank.
+// Not pinned to a file: oneDNN picks its kernels by the CPU's instruction set,
+// so its bits are this machine's. The rank threads are fresh threads, whose
+// products run on the intra-op thread count (common/gemm/onednn.h) as on the
+// main thread of a one-rank run.
+TEST_P(PinnedRuns, ExactModeOnOneDnnGivesOneRanksBitsOnEveryLayout) {
+  const gemm::ScopedBackend onednn(gemm::Backend::kOneDnn);
+  const std::string strategy = GetParam();
+  // The numbers of a line: its digest and loss bits, without the key.
+  auto numbers = [](const std::string& line) {
+    const std::vector<std::string> fields = absl::StrSplit(line, ' ');
+    return absl::StrCat(fields[3], " ", fields[4]);
+  };
+  const std::string reference = numbers(
+      PinnedLine("ddp", true, 1, TrainOnThreads(PinnedConfig("ddp", true, 1), 1)));
+  // The negative case: oneDNN's bits are not BLAS's (the pinned lines), so
+  // the comparisons below see which library ran the products.
+  const std::map<std::string, std::string> pinned = PinnedLines();
+  ASSERT_EQ(pinned.count("exact ddp 1"), 1u);
+  EXPECT_NE(reference, numbers(pinned.at("exact ddp 1")))
+      << "the products did not run on oneDNN";
+  for (int ranks : {1, 2, 3}) {
+    const TrainResult result =
+        TrainOnThreads(PinnedConfig(strategy, true, ranks), ranks);
+    ASSERT_EQ(result.runs_size(), 1) << strategy << " " << ranks;
+    EXPECT_EQ(numbers(PinnedLine(strategy, true, ranks, result)), reference)
+        << "exact " << strategy << " on " << ranks << " rank thread(s)";
   }
 }
 

@@ -62,6 +62,18 @@ std::vector<int64_t> BatchOffsets(const at::Tensor& t) {
   return offsets;
 }
 
+// dnnl_sgemm runs on omp_get_max_threads() of its calling thread. LibTorch
+// sets that to the intra-op thread count (at::set_num_threads) on the thread
+// that calls set_num_threads, and on any other thread only when that thread
+// first runs a LibTorch parallel kernel (at::internal::lazy_init_num_threads).
+// Until then a fresh thread (a rank thread, a worker) has OpenMP's initial
+// count: OMP_NUM_THREADS, or every core. A product must not be the first to
+// run there, so it initialises the thread as LibTorch would. Inside a parallel
+// region oneDNN runs on its caller alone; the region's threads need nothing.
+void FollowIntraOpThreads() {
+  if (!omp_in_parallel()) at::internal::lazy_init_num_threads();
+}
+
 void Sgemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, const float* a_data,
            const float* b_data, float beta, float* c_data, int64_t ldc) {
   const dnnl_status_t status =
@@ -73,6 +85,7 @@ void Sgemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, 
 }  // namespace
 
 void OneDnnMatmulInto(const at::Tensor& a_in, const at::Tensor& b_in, float beta, at::Tensor& out) {
+  FollowIntraOpThreads();
   CHECK_GE(a_in.dim(), 2);
   CHECK_EQ(a_in.dim(), b_in.dim());
   CHECK_EQ(a_in.dim(), out.dim());
@@ -119,7 +132,10 @@ void OneDnnMatmulInto(const at::Tensor& a_in, const at::Tensor& b_in, float beta
   });
 }
 
-int OneDnnThreads() { return omp_get_max_threads(); }
+int OneDnnThreads() {
+  FollowIntraOpThreads();
+  return omp_in_parallel() ? 1 : omp_get_max_threads();
+}
 
 }  // namespace gemm
 }  // namespace mtb

@@ -16,13 +16,18 @@ namespace gemm {
 // contiguous fp32 (..., M, N); with beta 0 its contents are ignored.
 //
 // Threads: one product runs on oneDNN's OpenMP threads, which are the calling
-// thread's intra-op threads (at::set_num_threads sets both). A batch runs its
+// thread's intra-op threads (at::set_num_threads sets both), on every thread:
+// a thread that has not run a LibTorch parallel kernel yet (a fresh rank
+// thread) is first given the intra-op count, as LibTorch's own kernels would
+// give it, instead of OpenMP's initial count (OMP_NUM_THREADS or every core).
+// A batch runs its
 // matrices in parallel over LibTorch's intra-op threads (oneDNN runs a product
 // called inside a parallel region on its caller's thread). Bits depend on the
 // shapes and the thread count only, never on the data's addresses.
 void OneDnnMatmulInto(const at::Tensor& a, const at::Tensor& b, float beta, at::Tensor& out);
 
-// The threads a dnnl_sgemm called from this thread runs on.
+// The threads a product called from this thread runs on (1 inside a parallel
+// region); like a product, it gives a fresh thread the intra-op count first.
 int OneDnnThreads();
 
 }  // namespace gemm

@@ -3,7 +3,10 @@
 // product, element by element; BLAS: bit-identical to LibTorch's own ops.
 #include "common/gemm/ops.h"
 
+#include <omp.h>
+
 #include <string>
+#include <thread>
 
 #include "ATen/ATen.h"
 #include "ATen/Parallel.h"
@@ -187,6 +190,47 @@ TEST(OneDnnGemm, ThreadsFollowLibTorchsIntraOpThreads) {
   EXPECT_EQ(OneDnnThreads(), 3);
   at::set_num_threads(1);
   EXPECT_EQ(OneDnnThreads(), 1);
+}
+
+TEST(OneDnnGemm, AFreshThreadRunsItsProductsOnTheIntraOpThreadCount) {
+  // A thread that has run no LibTorch parallel kernel yet starts with
+  // OpenMP's initial count (OMP_NUM_THREADS, or every core), not LibTorch's.
+  int initial = 0;
+  std::thread([&] { initial = omp_get_max_threads(); }).join();
+  const int previous = at::get_num_threads();
+  const int intra_op = initial > 1 ? 1 : 2;
+  at::set_num_threads(intra_op);
+  // A vector times a (K, N) row-major matrix: oneDNN splits its sum over K
+  // between its threads, so the bits show the thread count it ran on (with
+  // the matrix transposed, or with more rows, it splits over outputs and
+  // shows nothing).
+  const at::Tensor x = Random({1, 4096}, 9);
+  const at::Tensor weight_t = Random({4096, 64}, 10);
+  at::Tensor on_intra_op = at::empty({1, 64}), on_initial = at::empty({1, 64}),
+             on_fresh_thread = at::empty({1, 64});
+  OneDnnMatmulInto(x, weight_t, 0, on_intra_op);
+  // The negative case: on OpenMP's initial count the bits differ, so the
+  // comparison below can fail (this thread is initialised already, so the
+  // product keeps the count set here).
+  omp_set_num_threads(initial);
+  OneDnnMatmulInto(x, weight_t, 0, on_initial);
+  at::set_num_threads(intra_op);
+  ASSERT_FALSE(at::equal(on_initial, on_intra_op))
+      << "1x64x4096 gave the same bits on " << initial << " and " << intra_op
+      << " threads: this check cannot see the thread count here";
+
+  // The product is the first thing the fresh thread does.
+  int threads_after = 0;
+  std::thread([&] {
+    OneDnnMatmulInto(x, weight_t, 0, on_fresh_thread);
+    threads_after = omp_get_max_threads();
+  }).join();
+  EXPECT_TRUE(at::equal(on_fresh_thread, on_intra_op));
+  EXPECT_EQ(threads_after, intra_op);
+  int reported = 0;
+  std::thread([&] { reported = OneDnnThreads(); }).join();
+  EXPECT_EQ(reported, intra_op);
+  at::set_num_threads(previous);
 }
 
 }  // namespace

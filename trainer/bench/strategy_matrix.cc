@@ -7,6 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/base/stats.h"
 #include "common/report/report.h"
 #include "glog/logging.h"
@@ -104,11 +106,37 @@ std::vector<std::string> ModelFlags(const StrategyMatrixModel& model,
 
 }  // namespace
 
+const std::vector<std::string>& MatrixGemms() {
+  static const std::vector<std::string> kGemms = {"onednn", "blas"};
+  return kGemms;
+}
+
+absl::StatusOr<std::vector<std::string>> ParseMatrixGemms(
+    const std::string& text) {
+  std::vector<std::string> gemms;
+  for (absl::string_view gemm : absl::StrSplit(text, ',')) {
+    const std::vector<std::string>& known = MatrixGemms();
+    if (std::find(known.begin(), known.end(), gemm) == known.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--gemms: '", gemm, "' is not one of ",
+                       absl::StrJoin(known, ", ")));
+    }
+    if (std::find(gemms.begin(), gemms.end(), gemm) != gemms.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--gemms: '", gemm, "' is listed twice"));
+    }
+    gemms.emplace_back(gemm);
+  }
+  return gemms;
+}
+
 std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
                                             const std::string& precision,
                                             int world_size,
-                                            const std::string& strategy) {
+                                            const std::string& strategy,
+                                            const std::string& gemm) {
   std::vector<std::string> flags = ModelFlags(model, precision);
+  flags.push_back(absl::StrCat("--gemm=", gemm));
   for (std::string flag :
        {absl::StrCat("--nproc=", world_size), std::string("--data=synthetic"),
         std::string("--intra_op_threads=1"), std::string("--peak_flops=1e11"),
@@ -152,12 +180,23 @@ MatrixRun MatrixRunFromResult(const TrainResult& result) {
                                               step.param_gather_bytes_sent());
     run.expected_bytes_per_step += static_cast<double>(
         step.expected_grad_bytes() + step.expected_param_gather_bytes());
+    run.cpu_ms += step.cpu_ms();
     ++steps;
   }
   if (steps > 0) {
     run.bytes_per_step /= steps;
     run.expected_bytes_per_step /= steps;
+    run.cpu_ms /= steps;
   }
+  return run;
+}
+
+MatrixRun MatrixRunFromPeer(const PeerRun& peer) {
+  MatrixRun run;
+  run.tokens_per_second = peer.tokens_per_second();
+  run.step_ms = peer.mean_step_ms();
+  run.cpu_ms = peer.cpu_ms_per_step();
+  run.parameters = peer.parameters();
   return run;
 }
 
@@ -175,8 +214,9 @@ StrategyMatrixRow MatrixRow(const std::string& model,
   row.set_strategy(strategy);
   row.set_rounds(static_cast<int32_t>(runs.size()));
   row.set_parameters(runs[0].parameters);
-  std::vector<double> tokens, step_ms, wait, peak, in_flight, hidden;
+  std::vector<double> tokens, step_ms, wait, peak, in_flight, hidden, cpu_ms;
   for (const MatrixRun& run : runs) {
+    cpu_ms.push_back(run.cpu_ms);
     tokens.push_back(run.tokens_per_second);
     step_ms.push_back(run.step_ms);
     wait.push_back(run.comm_wait_ms);
@@ -192,6 +232,7 @@ StrategyMatrixRow MatrixRow(const std::string& model,
   row.set_tokens_per_second_max(
       *std::max_element(tokens.begin(), tokens.end()));
   row.set_step_ms(MedianOf(step_ms));
+  row.set_cpu_ms_per_step(MedianOf(cpu_ms));
   row.set_comm_wait_ms(MedianOf(wait));
   row.set_peak_memory_bytes(static_cast<int64_t>(MedianOf(peak)));
   row.set_memory_estimate_bytes(runs[0].memory_estimate_bytes);
@@ -210,6 +251,50 @@ StrategyMatrixRow MatrixRow(const std::string& model,
   return row;
 }
 
+std::vector<StrategyMatrixRow> MatrixCellRows(
+    const std::string& model, const std::string& precision, int world_size,
+    const std::vector<std::string>& strategies,
+    const std::vector<std::string>& gemms,
+    const std::vector<std::string>& peers, const MatrixCellRuns& runs) {
+  std::vector<StrategyMatrixRow> rows;
+  for (const std::string& strategy : strategies) {
+    const MatrixVariant* variant = FindMatrixVariant(strategy);
+    CHECK(variant != nullptr) << strategy;
+    for (const std::string& gemm : gemms) {
+      const auto ours = runs.ours.find({strategy, gemm});
+      CHECK(ours != runs.ours.end()) << strategy << " " << gemm;
+      std::vector<double> peer_tokens;
+      if (variant->peer_is_ours) {
+        const auto peer = runs.ours.find({variant->peer, gemm});
+        if (peer != runs.ours.end()) {
+          for (const MatrixRun& run : peer->second) {
+            peer_tokens.push_back(run.tokens_per_second);
+          }
+        }
+      } else if (!variant->peer.empty()) {
+        const auto peer = runs.peers.find(variant->peer);
+        if (peer != runs.peers.end()) {
+          for (const MatrixRun& run : peer->second) {
+            peer_tokens.push_back(run.tokens_per_second);
+          }
+        }
+      }
+      StrategyMatrixRow row =
+          MatrixRow(model, precision, world_size, strategy, ours->second,
+                    peer_tokens.empty() ? "" : variant->peer, peer_tokens);
+      row.set_gemm(gemm);
+      rows.push_back(std::move(row));
+    }
+  }
+  for (const std::string& peer : peers) {
+    const auto theirs = runs.peers.find(peer);
+    CHECK(theirs != runs.peers.end()) << peer;
+    rows.push_back(
+        MatrixRow(model, precision, world_size, peer, theirs->second, "", {}));
+  }
+  return rows;
+}
+
 std::string RenderStrategyMatrixMarkdown(const StrategyMatrixResult& result) {
   std::string out = "# Strategy matrix\n\n";
   std::vector<std::pair<std::string, std::string>> cells;
@@ -226,8 +311,10 @@ std::string RenderStrategyMatrixMarkdown(const StrategyMatrixResult& result) {
   for (const auto& [model, precision] : cells) {
     MarkdownTable table;
     table.headers = {"strategy",
+                     "gemm",
                      "ranks",
                      "tokens/s (range)",
+                     "CPU ms/step",
                      "ms/step",
                      "comm wait ms",
                      "gather ms hidden / in flight",
@@ -235,17 +322,22 @@ std::string RenderStrategyMatrixMarkdown(const StrategyMatrixResult& result) {
                      "MiB sent/step (closed form)",
                      "vs PyTorch peer"};
     table.align = {Align::kLeft};
-    for (int i = 1; i < 9; ++i) table.align.push_back(Align::kRight);
+    table.align.push_back(Align::kLeft);
+    for (int i = 2; i < 11; ++i) table.align.push_back(Align::kRight);
     int64_t parameters = 0;
     for (const StrategyMatrixRow& row : result.rows()) {
       if (row.model() != model || row.precision() != precision) continue;
       parameters = row.parameters();
       const bool peer = IsPeer(row.strategy());
       table.rows.push_back(
-          {row.strategy(), absl::StrCat(row.world_size()),
+          {row.strategy(), row.gemm().empty() ? "-" : row.gemm(),
+           absl::StrCat(row.world_size()),
            absl::StrCat(FormatSignificant(row.tokens_per_second(), 4), " (",
                         FormatSignificant(row.tokens_per_second_min(), 3), "–",
                         FormatSignificant(row.tokens_per_second_max(), 3), ")"),
+           row.cpu_ms_per_step() > 0
+               ? FormatSignificant(row.cpu_ms_per_step(), 3)
+               : std::string("-"),
            FormatSignificant(row.step_ms(), 3),
            peer ? "-" : FormatSignificant(row.comm_wait_ms(), 3),
            row.param_gather_in_flight_ms() > 0
@@ -277,8 +369,19 @@ std::string RenderStrategyMatrixMarkdown(const StrategyMatrixResult& result) {
 std::string RenderPeakMemorySvg(const StrategyMatrixResult& result,
                                 const std::string& model,
                                 const std::string& precision) {
+  // One series per strategy: the rows of the first GEMM backend (the table
+  // has every backend's peak).
+  std::string gemm;
+  for (const StrategyMatrixRow& row : result.rows()) {
+    if (row.model() == model && row.precision() == precision &&
+        !IsPeer(row.strategy())) {
+      gemm = row.gemm();
+      break;
+    }
+  }
   LinePlot plot;
-  plot.title = absl::StrCat("Peak memory per rank, ", model, " ", precision);
+  plot.title = absl::StrCat("Peak memory per rank, ", model, " ", precision,
+                            gemm.empty() ? "" : absl::StrCat(", gemm ", gemm));
   plot.x_label = "ranks";
   plot.y_label = "peak MiB per rank (counted)";
   plot.integer_x = true;
@@ -286,7 +389,7 @@ std::string RenderPeakMemorySvg(const StrategyMatrixResult& result,
   std::vector<std::string> order;
   for (const StrategyMatrixRow& row : result.rows()) {
     if (row.model() != model || row.precision() != precision ||
-        IsPeer(row.strategy())) {
+        IsPeer(row.strategy()) || row.gemm() != gemm) {
       continue;
     }
     if (series.find(row.strategy()) == series.end()) {

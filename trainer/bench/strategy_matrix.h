@@ -6,9 +6,12 @@
 #ifndef MTB_TRAINER_BENCH_STRATEGY_MATRIX_H_
 #define MTB_TRAINER_BENCH_STRATEGY_MATRIX_H_
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "trainer/bench/strategy_matrix.pb.h"
 #include "trainer/train_result.pb.h"
 
@@ -53,13 +56,21 @@ std::vector<std::string> MatrixStrategies();
 inline constexpr char kExactSuffix[] = "_exact";
 inline constexpr int kMatrixExactChunk = 4;
 
+// The GEMM backends a row can run the model's products on (--gemm,
+// docs/gemm.md), in the order --gemms' default runs them.
+const std::vector<std::string>& MatrixGemms();
+// --gemms: a comma-separated list of MatrixGemms(), each at most once.
+absl::StatusOr<std::vector<std::string>> ParseMatrixGemms(
+    const std::string& text);
+
 // The trainer's flags for one run (without --out): the model, synthetic
 // data, batch 8, one intra-op thread, dropout 0, the strategy and its
-// switches.
+// switches, the GEMM backend.
 std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
                                             const std::string& precision,
                                             int world_size,
-                                            const std::string& strategy);
+                                            const std::string& strategy,
+                                            const std::string& gemm);
 
 // The PyTorch peer's arguments (trainer/bench/ddp_peer.py --strategy=ddp or
 // zero1) for "pytorch_ddp" or "pytorch_zero1".
@@ -80,8 +91,11 @@ struct MatrixRun {
   int64_t parameters = 0;
   double gather_in_flight_ms = 0;  // fsdp, summary means
   double gather_hidden_ms = 0;
+  double cpu_ms = 0;  // rank 0's process CPU time per step, timed steps' mean
 };
 MatrixRun MatrixRunFromResult(const TrainResult& result);
+// A PyTorch peer's round (no counted memory or bytes).
+MatrixRun MatrixRunFromPeer(const PeerRun& peer);
 
 // Medians (and tokens/s range) over rounds; `peer_runs` (the same rounds'
 // tokens/s of the PyTorch peer, or empty) gives the ratio.
@@ -91,6 +105,22 @@ StrategyMatrixRow MatrixRow(const std::string& model,
                             const std::vector<MatrixRun>& runs,
                             const std::string& peer,
                             const std::vector<double>& peer_tokens_per_second);
+
+// One (model, precision, world size) cell's rounds: ours by strategy and
+// GEMM backend, the peers by name; every vector holds one run per round.
+struct MatrixCellRuns {
+  std::map<std::pair<std::string, std::string>, std::vector<MatrixRun>> ours;
+  std::map<std::string, std::vector<MatrixRun>> peers;
+};
+// The cell's rows: ours for each strategy and, within it, each backend of
+// `gemms` (their order), each against its peer of the same rounds (PyTorch's
+// counterpart when it ran; an exact variant: the same strategy in float mode
+// on the same backend, when it ran); then one row per peer.
+std::vector<StrategyMatrixRow> MatrixCellRows(
+    const std::string& model, const std::string& precision, int world_size,
+    const std::vector<std::string>& strategies,
+    const std::vector<std::string>& gemms,
+    const std::vector<std::string>& peers, const MatrixCellRuns& runs);
 
 // The Markdown report: one table per (model, precision), a row per strategy
 // and world size, then the notes.

@@ -1,5 +1,6 @@
 // strategy_matrix: every strategy (ddp, zero1, zero2, fsdp, fsdp without
-// reshard) x world sizes x the benchmark models, with PyTorch 1.13's DDP and
+// reshard) x GEMM backend (onednn, blas) x world sizes x the benchmark
+// models, with PyTorch 1.13's DDP and
 // ZeroRedundancyOptimizer as peers (its FSDP cannot be imported under
 // Debian's Python 3.11). For each (model, precision, world size) every
 // strategy and peer runs once per round, in alternation, --rounds times; then
@@ -48,6 +49,8 @@ ABSL_FLAG(std::string, strategies, "ddp,zero1,zero2,fsdp,fsdp_no_reshard",
           "ours to run (also: fsdp_prefetch; ddp_exact, zero1_exact, "
           "zero2_exact, fsdp_exact: --reduction=exact, compared with the same "
           "strategy in float mode when it runs too)");
+ABSL_FLAG(std::string, gemms, "onednn,blas",
+          "GEMM backends of ours (--gemm, docs/gemm.md): a row per backend");
 ABSL_FLAG(bool, peers, true,
           "also run PyTorch's DDP and ZeroRedundancyOptimizer (ddp_peer.py)");
 ABSL_FLAG(int32_t, rounds, 3, "alternating rounds per cell (>= 1)");
@@ -76,17 +79,20 @@ std::string Tail(const std::string& path) {
 absl::StatusOr<TrainResult> RunOurs(const StrategyMatrixModel& model,
                                     const std::string& precision, int world,
                                     const std::string& strategy,
+                                    const std::string& gemm,
                                     const std::string& dir) {
-  const std::string out = absl::StrCat(dir, "/", model.name, "_", precision,
-                                       "_", world, "_", strategy, ".json");
+  const std::string out =
+      absl::StrCat(dir, "/", model.name, "_", precision, "_", world, "_",
+                   strategy, "_", gemm, ".json");
   std::vector<std::string> flags =
-      MatrixTrainerFlags(model, precision, world, strategy);
+      MatrixTrainerFlags(model, precision, world, strategy, gemm);
   flags.push_back("--out=" + out);
   const std::string log = out + ".log";
   const int code = Run("trainer/trainer " + absl::StrJoin(flags, " "), log);
   if (code != 0) {
-    return absl::InternalError(absl::StrCat(
-        strategy, " at ", world, " ranks exited ", code, ":\n", Tail(log)));
+    return absl::InternalError(absl::StrCat(strategy, " (gemm ", gemm,
+                                            ") at ", world, " ranks exited ",
+                                            code, ":\n", Tail(log)));
   }
   TrainResult result;
   RETURN_IF_ERROR(ReadJsonFile(out, &result));
@@ -190,6 +196,12 @@ int Main(int argc, char** argv) {
       return kExitUsage;
     }
   }
+  const absl::StatusOr<std::vector<std::string>> gemms =
+      ParseMatrixGemms(absl::GetFlag(FLAGS_gemms));
+  if (!gemms.ok()) {
+    std::cerr << kProgram << ": " << gemms.status().message() << "\n";
+    return kExitUsage;
+  }
   std::vector<std::string> peers;
   if (absl::GetFlag(FLAGS_peers)) peers = {"pytorch_ddp", "pytorch_zero1"};
   const std::string out = absl::GetFlag(FLAGS_out).empty()
@@ -213,34 +225,40 @@ int Main(int argc, char** argv) {
   result.mutable_run_context()->set_world_size(
       *std::max_element(worlds.begin(), worlds.end()));
   result.mutable_run_context()->set_backend("gloo");
-  const int total = static_cast<int>(cells.size() * worlds.size()) * rounds *
-                    static_cast<int>(strategies.size() + peers.size());
+  const int total =
+      static_cast<int>(cells.size() * worlds.size()) * rounds *
+      static_cast<int>(strategies.size() * gemms->size() + peers.size());
   int done = 0;
   const absl::Time start = absl::Now();
   for (const auto& [model, precision] : cells) {
     for (int world : worlds) {
       const std::string cell =
           absl::StrCat(model.name, " ", precision, " ", world, " rank(s)");
-      std::map<std::string, std::vector<MatrixRun>> ours;
-      std::map<std::string, std::vector<PeerRun>> theirs;
+      MatrixCellRuns runs;
       for (int round = 0; round < rounds; ++round) {
-        std::map<std::string, TrainResult> results;
-        for (const std::string& strategy : strategies) {
-          absl::StatusOr<TrainResult> run =
-              RunOurs(model, precision, world, strategy, dir);
-          if (!run.ok()) return ReportAndExitCode(kProgram, run.status());
-          ours[strategy].push_back(MatrixRunFromResult(*run));
-          results[strategy] = *std::move(run);
-          ++done;
-        }
-        if (absl::Status ok = Check(results, cell); !ok.ok()) {
-          return ReportAndExitCode(kProgram, ok);
+        for (const std::string& gemm : *gemms) {
+          // The strategies agree within a backend; the backends sum in
+          // different orders.
+          std::map<std::string, TrainResult> results;
+          for (const std::string& strategy : strategies) {
+            absl::StatusOr<TrainResult> run =
+                RunOurs(model, precision, world, strategy, gemm, dir);
+            if (!run.ok()) return ReportAndExitCode(kProgram, run.status());
+            runs.ours[{strategy, gemm}].push_back(MatrixRunFromResult(*run));
+            results[strategy] = *std::move(run);
+            ++done;
+          }
+          if (absl::Status ok =
+                  Check(results, absl::StrCat(cell, ", gemm ", gemm));
+              !ok.ok()) {
+            return ReportAndExitCode(kProgram, ok);
+          }
         }
         for (const std::string& peer : peers) {
           absl::StatusOr<PeerRun> run =
               RunPeer(model, precision, world, peer, dir);
           if (!run.ok()) return ReportAndExitCode(kProgram, run.status());
-          theirs[peer].push_back(*run);
+          runs.peers[peer].push_back(MatrixRunFromPeer(*run));
           ++done;
         }
         const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
@@ -248,44 +266,21 @@ int Main(int argc, char** argv) {
                          "%s, round %d/%d: %s | %d/%d runs, %.0f s, ETA %.0f s",
                          cell, round + 1, rounds,
                          absl::StrJoin(
-                             strategies, " ",
-                             [&](std::string* o, const std::string& s) {
+                             runs.ours, " ",
+                             [&](std::string* o, const auto& entry) {
                                absl::StrAppend(
-                                   o, s, " ",
+                                   o, entry.first.first, "/",
+                                   entry.first.second, " ",
                                    static_cast<int>(
-                                       ours[s].back().tokens_per_second));
+                                       entry.second.back().tokens_per_second));
                              }),
                          done, total, elapsed, elapsed / done * (total - done))
                   << std::endl;
       }
-      for (const std::string& strategy : strategies) {
-        const MatrixVariant& variant = *FindMatrixVariant(strategy);
-        const std::string& peer = variant.peer;
-        std::vector<double> peer_tokens;
-        if (variant.peer_is_ours) {
-          for (const MatrixRun& run : ours[peer]) {
-            peer_tokens.push_back(run.tokens_per_second);
-          }
-        } else if (!peer.empty() && theirs.count(peer) > 0) {
-          for (const PeerRun& run : theirs[peer]) {
-            peer_tokens.push_back(run.tokens_per_second());
-          }
-        }
-        *result.add_rows() =
-            MatrixRow(model.name, precision, world, strategy, ours[strategy],
-                      peer_tokens.empty() ? "" : peer, peer_tokens);
-      }
-      for (const std::string& peer : peers) {
-        std::vector<MatrixRun> runs;
-        for (const PeerRun& peer_run : theirs[peer]) {
-          MatrixRun run;
-          run.tokens_per_second = peer_run.tokens_per_second();
-          run.step_ms = peer_run.mean_step_ms();
-          run.parameters = peer_run.parameters();
-          runs.push_back(run);
-        }
-        *result.add_rows() =
-            MatrixRow(model.name, precision, world, peer, runs, "", {});
+      for (StrategyMatrixRow& row :
+           MatrixCellRows(model.name, precision, world, strategies, *gemms,
+                          peers, runs)) {
+        *result.add_rows() = std::move(row);
       }
     }
   }
@@ -295,7 +290,10 @@ int Main(int argc, char** argv) {
       "round); medians, tokens/s range over rounds; batch ",
       kStrategyMatrixBatch,
       " per rank, synthetic data, one intra-op thread per "
-      "rank, dropout 0, AdamW with clipping at 1.0; build ",
+      "rank, dropout 0; ours once per GEMM backend (",
+      absl::StrJoin(*gemms, ", "),
+      "; docs/gemm.md) in each round; CPU ms/step: rank 0's process CPU "
+      "time per step, all threads, on both sides; AdamW with clipping at 1.0; build ",
       result.run_context().build_mode(), ", LibTorch ",
       result.run_context().libtorch_version(), ", BLAS ",
       result.run_context().blas_library(),

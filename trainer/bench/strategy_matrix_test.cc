@@ -13,9 +13,10 @@
 namespace mtb {
 namespace {
 
-MatrixRun RunWith(double tokens_per_second, int64_t peak) {
+MatrixRun RunWith(double tokens_per_second, int64_t peak, double cpu_ms = 0) {
   MatrixRun run;
   run.tokens_per_second = tokens_per_second;
+  run.cpu_ms = cpu_ms;
   run.step_ms = 1000;
   run.peak_memory_bytes = peak;
   run.memory_estimate_bytes = 2 << 20;
@@ -28,9 +29,11 @@ MatrixRun RunWith(double tokens_per_second, int64_t peak) {
 TEST(StrategyMatrix, RowsAreMediansAndRatiosArePerRound) {
   const StrategyMatrixRow row = MatrixRow(
       "tiny", "fp32", 2, "ddp",
-      {RunWith(100, 3 << 20), RunWith(300, 1 << 20), RunWith(200, 2 << 20)},
+      {RunWith(100, 3 << 20, 30), RunWith(300, 1 << 20, 10),
+       RunWith(200, 2 << 20, 50)},
       "pytorch_ddp", {100, 100, 400});
   EXPECT_EQ(row.tokens_per_second(), 200);
+  EXPECT_EQ(row.cpu_ms_per_step(), 30);
   EXPECT_EQ(row.tokens_per_second_min(), 100);
   EXPECT_EQ(row.tokens_per_second_max(), 300);
   EXPECT_EQ(row.peak_memory_bytes(), 2 << 20);
@@ -45,27 +48,102 @@ TEST(StrategyMatrix, RowsAreMediansAndRatiosArePerRound) {
 TEST(StrategyMatrix, ExactVariantsRunTheStrategyWithTheExactReduction) {
   const StrategyMatrixModel& tiny = StrategyMatrixModels()[0];
   const std::vector<std::string> flags =
-      MatrixTrainerFlags(tiny, "fp32", 2, "zero2_exact");
+      MatrixTrainerFlags(tiny, "fp32", 2, "zero2_exact", "blas");
   auto has = [&](const std::string& flag) {
     return std::find(flags.begin(), flags.end(), flag) != flags.end();
   };
   EXPECT_TRUE(has("--strategy=zero2"));
   EXPECT_TRUE(has("--reduction=exact"));
   EXPECT_TRUE(has(absl::StrCat("--exact_chunk=", kMatrixExactChunk)));
+  EXPECT_TRUE(has("--gemm=blas"));
   const std::vector<std::string> float_flags =
-      MatrixTrainerFlags(tiny, "fp32", 2, "zero2");
+      MatrixTrainerFlags(tiny, "fp32", 2, "zero2", "onednn");
+  EXPECT_EQ(std::count(float_flags.begin(), float_flags.end(),
+                       std::string("--gemm=onednn")),
+            1);
   EXPECT_EQ(std::count(float_flags.begin(), float_flags.end(),
                        std::string("--reduction=exact")),
             0);
+}
+
+TEST(StrategyMatrix, GemmsParseInTheirOrderAndABadOneNamesTheFlag) {
+  EXPECT_EQ(*ParseMatrixGemms("onednn,blas"),
+            (std::vector<std::string>{"onednn", "blas"}));
+  EXPECT_EQ(*ParseMatrixGemms("blas"), std::vector<std::string>{"blas"});
+  const absl::Status unknown = ParseMatrixGemms("onednn,mkl").status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(unknown.message(), "--gemms: 'mkl' is not one of onednn, blas");
+  const absl::Status twice = ParseMatrixGemms("blas,blas").status();
+  EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(twice.message().find("'blas' is listed twice"), std::string::npos);
+}
+
+TEST(StrategyMatrix, ACellHasARowPerStrategyAndBackendEachAgainstItsOwnPeer) {
+  MatrixCellRuns runs;
+  // Two rounds. tokens/s: ddp onednn 300, 600; ddp blas 200, 200; the peer
+  // 100, 200; ddp_exact onednn 150, 300 and blas 100, 100.
+  runs.ours[{"ddp", "onednn"}] = {RunWith(300, 0, 20), RunWith(600, 0, 22)};
+  runs.ours[{"ddp", "blas"}] = {RunWith(200, 0, 30), RunWith(200, 0, 34)};
+  runs.ours[{"ddp_exact", "onednn"}] = {RunWith(150, 0), RunWith(300, 0)};
+  runs.ours[{"ddp_exact", "blas"}] = {RunWith(100, 0), RunWith(100, 0)};
+  runs.peers["pytorch_ddp"] = {RunWith(100, 0, 40), RunWith(200, 0, 44)};
+  const std::vector<StrategyMatrixRow> rows =
+      MatrixCellRows("tiny", "fp32", 2, {"ddp", "ddp_exact"}, {"onednn", "blas"},
+                     {"pytorch_ddp"}, runs);
+  ASSERT_EQ(rows.size(), 5u);
+  auto key = [](const StrategyMatrixRow& row) {
+    return absl::StrCat(row.strategy(), "/", row.gemm());
+  };
+  EXPECT_EQ(key(rows[0]), "ddp/onednn");
+  EXPECT_EQ(key(rows[1]), "ddp/blas");
+  EXPECT_EQ(key(rows[2]), "ddp_exact/onednn");
+  EXPECT_EQ(key(rows[3]), "ddp_exact/blas");
+  EXPECT_EQ(key(rows[4]), "pytorch_ddp/");
+  // Each backend against the same rounds of PyTorch: 3 and 3; 2 and 1.
+  EXPECT_EQ(rows[0].peer(), "pytorch_ddp");
+  EXPECT_EQ(rows[0].peer_ratio(), 3.0);
+  EXPECT_EQ(rows[1].peer_ratio(), 1.5);
+  EXPECT_EQ(rows[1].peer_ratio_min(), 1.0);
+  // An exact variant against float mode on its own backend: 0.5, not 0.25.
+  EXPECT_EQ(rows[2].peer(), "ddp");
+  EXPECT_EQ(rows[2].peer_ratio(), 0.5);
+  EXPECT_EQ(rows[3].peer_ratio(), 0.5);
+  // CPU ms per step beside tokens/s, medians over rounds, peers included.
+  EXPECT_EQ(rows[0].cpu_ms_per_step(), 21);
+  EXPECT_EQ(rows[1].cpu_ms_per_step(), 32);
+  EXPECT_EQ(rows[4].cpu_ms_per_step(), 42);
+  EXPECT_EQ(rows[4].peer(), "");
+}
+
+TEST(StrategyMatrix, ARunsCpuTimeIsTheMeanOverTimedStepsOnBothSides) {
+  TrainResult result;
+  TrainRun* train_run = result.add_runs();
+  for (double cpu_ms : {100.0, 20.0, 30.0}) {
+    StepRecord* step = train_run->add_steps();
+    step->set_timed(cpu_ms < 100);  // the first step is a warm-up
+    step->set_cpu_ms(cpu_ms);
+  }
+  EXPECT_EQ(MatrixRunFromResult(result).cpu_ms, 25);
+  PeerRun peer;
+  peer.set_tokens_per_second(1000);
+  peer.set_cpu_ms_per_step(33);
+  EXPECT_EQ(MatrixRunFromPeer(peer).cpu_ms, 33);
+  EXPECT_EQ(MatrixRunFromPeer(peer).tokens_per_second, 1000);
 }
 
 TEST(StrategyMatrix, TheTableHasARowPerStrategyAndTheMemoryPlotALinePerOurs) {
   StrategyMatrixResult result;
   for (int world : {1, 2, 4}) {
     for (const std::string strategy : {"ddp", "fsdp"}) {
-      *result.add_rows() = MatrixRow(
-          "small", "fp32", world, strategy,
-          {RunWith(1000, (strategy == "ddp" ? 64 : 64 / world) << 20)}, "", {});
+      for (const std::string gemm : {"onednn", "blas"}) {
+        StrategyMatrixRow row = MatrixRow(
+            "small", "fp32", world, strategy,
+            {RunWith(1000, (strategy == "ddp" ? 64 : 64 / world) << 20,
+                     gemm == "blas" ? 30 : 20)},
+            "", {});
+        row.set_gemm(gemm);
+        *result.add_rows() = row;
+      }
     }
     *result.add_rows() = MatrixRow("small", "fp32", world, "pytorch_ddp",
                                    {RunWith(900, 0)}, "", {});
@@ -76,14 +154,21 @@ TEST(StrategyMatrix, TheTableHasARowPerStrategyAndTheMemoryPlotALinePerOurs) {
             std::string::npos)
       << markdown;
   EXPECT_NE(markdown.find(
-                "| fsdp | 4 | 1000 (1000–1000) | 1000 | 0 | - | 16.0 (2.00) |"),
+                "| fsdp | onednn | 4 | 1000 (1000–1000) | 20.0 | 1000 | 0 | - | "
+                "16.0 (2.00) |"),
             std::string::npos)
       << markdown;
-  EXPECT_NE(markdown.find("| pytorch_ddp | 2 |"), std::string::npos)
+  EXPECT_NE(markdown.find("| fsdp | blas | 4 | 1000 (1000–1000) | 30.0 | 1000 |"),
+            std::string::npos)
+      << markdown;
+  EXPECT_NE(markdown.find("| pytorch_ddp | - | 2 |"), std::string::npos)
       << markdown;
   const std::string svg = RenderPeakMemorySvg(result, "small", "fp32");
   const std::vector<SvgSeriesStyle> series = SeriesStyles(svg);
-  ASSERT_EQ(series.size(), 2u) << "peers have no counted memory";
+  // One line per strategy of ours (the first backend's rows; peers have no
+  // counted memory).
+  ASSERT_EQ(series.size(), 2u);
+  EXPECT_NE(svg.find("gemm onednn"), std::string::npos);
   EXPECT_EQ(series[0].name, "ddp");
   EXPECT_EQ(series[1].name, "fsdp");
   EXPECT_NE(svg.find("data-x=\"4\" data-y=\"16\""), std::string::npos) << svg;
