@@ -72,7 +72,7 @@ PY
       { cat "$out/two.err" >&2; fail "two: rank 0's collective did not time out"; }
     ! grep -q "^launch: heartbeat:" "$out/two.err" || fail "two: the heartbeat acted"
     last two "^launch: the group waited for rank 1 \(no progress for [0-9.]+m?s: rank 1 is in no collective \(step 2, [a-z_]+\); .* while rank 0 waits in [a-z_]+ #[0-9]+ \(step 2, [a-z_]+\): the group waits for rank 1\); rank 0 \(pid [0-9]+\) exited with code 1; terminated rank 1"
-    run own 7 --nproc=2 "${never[@]}" --fault=exit:rank=1,step=2,code=7
+    run own 1 --nproc=2 "${never[@]}" --fault=exit:rank=1,step=2,code=7
     last own "^launch: rank 1 \(pid [0-9]+\) exited with code 7; terminated rank 0"
     ;;
   2)

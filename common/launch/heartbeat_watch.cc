@@ -106,6 +106,11 @@ absl::Duration HeartbeatWatch::StepAndSave() const {
 }
 
 void HeartbeatWatch::Remember(absl::Time now, absl::Duration threshold) {
+  // Once a rank has ended (or said it is done) the picture lacks it: the
+  // last whole one stays.
+  for (const auto& [rank, watched] : ranks_) {
+    if (watched.ended || (watched.heard && watched.progress.done)) return;
+  }
   std::optional<Stall> stall = Diagnose(now, threshold);
   if (stall.has_value() && stall->rank >= 0) remembered_ = std::move(stall);
 }

@@ -95,6 +95,8 @@ class HeartbeatWatch {
   // its own (its collective timeout) first reports the failure, and its
   // counter moves, so a diagnosis made when it ends no longer sees the
   // stall; the remembered one still names the rank the group waited for.
+  // Nothing is remembered once a rank has ended or is done: the last
+  // diagnosis of the whole group stays.
   void Remember(absl::Time now, absl::Duration threshold);
   const std::optional<Stall>& remembered() const { return remembered_; }
 
