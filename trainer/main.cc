@@ -299,6 +299,7 @@ int main(int argc, char** argv) {
   options.trace_last_step = trace_window->last;
   options.sync_fault = *sync_fault;
   options.timeouts = timeouts;
+  options.kill_grace = mtb::LaunchOptionsFromFlags(launch_defaults).kill_grace;
   options.transport = absl::GetFlag(FLAGS_transport);
   options.notes = notes;
   options.checkpoint = *std::move(checkpoint_plan);

@@ -18,9 +18,36 @@
 #ifndef MTB_TRAINER_PREEMPTION_H_
 #define MTB_TRAINER_PREEMPTION_H_
 
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace mtb {
+
+// Note [a save that cannot fit]: a notice is a promise to save, and the
+// sender's SIGKILL comes after its grace. When the notice comes, the handler
+// compares what finishing the step and saving need, twice (for noise) this
+// step (at least the last one, or as long as it has run so far) plus the
+// last save, with the grace: `kill_grace` (--kill_grace: our launcher's
+// least grace; set it to a scheduler's when it sends SIGTERM itself), or
+// with our launcher's heartbeat (`launcher_sizes_grace`: it grants twice the
+// last step and save the ranks reported, rounded up to a second,
+// common/launch/supervisor.cc) the larger of the two. When they do not fit,
+// the rank says so ("a save cannot fit in 2s ...: not saving"), announces no
+// checkpoint and lets the SIGTERM take its previous course at once (the
+// flight recorder dumps, the rank dies of SIGTERM, as without
+// --checkpoint_dir) rather than promise a save its SIGKILL would cut short.
+// The first step (start-up) and a save not yet timed count only for the time
+// they have run. Call before InstallPreemptionHandler; default 5s, false.
+void SetPreemptionGrace(absl::Duration kill_grace, bool launcher_sizes_grace);
+
+// Where the rank is (the trainer's phase observer, main thread): a new step
+// ends the last one, whose time (from its start to the next's) counts once
+// it is not the first this process ran; time in phases named
+// "checkpoint..." is the step's save.
+void NotePreemptionPhase(int64_t step, absl::string_view phase, absl::Time now = absl::Now());
 
 // Installs the process's SIGTERM handler (idempotent); `rank` labels the
 // line the handler writes on stderr when the notice comes. A process started

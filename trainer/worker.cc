@@ -192,12 +192,17 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
         options.checkpoint, config, env.rank, env.world_size, communicator.get());
     hooks.checkpointer = checkpointer.get();
   }
-  if (communicator) {
-    // Where the rank is, for heartbeats and flight recorder dumps.
-    hooks.phase_observer = [recorder = &communicator->flight_recorder()](
+  if (communicator || options.checkpoint.enabled()) {
+    // Where the rank is, for heartbeats and flight recorder dumps, and for
+    // whether a save fits in a SIGTERM's grace.
+    hooks.phase_observer = [recorder = communicator ? &communicator->flight_recorder() : nullptr,
+                            preemptible = options.checkpoint.enabled()](
                                int64_t step, absl::string_view phase) {
-      recorder->SetPosition(step, phase);
+      if (recorder != nullptr) recorder->SetPosition(step, phase);
+      if (preemptible) NotePreemptionPhase(step, phase);
     };
+  }
+  if (communicator) {
     hooks.after_first_step = [&] {
       // Start-up is over: from here on a hung peer fails the run after the
       // steady-state timeout (and the launcher's heartbeat watch applies).
@@ -211,6 +216,9 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
     // A SIGTERM is now a preemption notice: the ranks finish the step,
     // save it and exit kExitPreempted. After the communicator exists (Note
     // [SIGTERM has two listeners] in trainer/preemption.h).
+    // Our launcher's heartbeat grants a notice twice the last step and save.
+    SetPreemptionGrace(options.kill_grace,
+                       /*launcher_sizes_grace=*/env.heartbeat_fd >= 0 && communicator != nullptr);
     InstallPreemptionHandler(env.rank);
     hooks.stop_notice = [] { return PreemptionNoticeReceived(); };
   }

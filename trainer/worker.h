@@ -47,6 +47,9 @@ struct WorkerOptions {
   // --connect_timeout, --first_step_timeout, --collective_timeout (set once
   // the first step has completed), --wait_progress_every.
   TimeoutOptions timeouts;
+  // --kill_grace: the least time between a SIGTERM notice and SIGKILL, which
+  // a save must fit in (Note [a save that cannot fit], trainer/preemption.h).
+  absl::Duration kill_grace = absl::Seconds(5);
   // --transport (docs/collective.md, "Shared memory: ranks on one host").
   collective::Transport transport = collective::Transport::kAuto;
   // What the launcher changed in the user's flags and why

@@ -351,7 +351,15 @@ CollectiveHandle Communicator::Impl::Launch(
   record = state_->log.Issue(std::move(record));
   state_->recorder->Issued(record);
   auto pending = std::make_shared<PendingCollective>(state_, record, timeout_);
+  // The issuing thread is in the call until it returns, and a launch can
+  // block: the first bcube all-reduce connects its Gloo context
+  // (HalvingDoublingContext) and needs every peer there. Marked waiting, so
+  // the heartbeat names the peer that never arrives (a hang in step 1)
+  // instead of reporting a rank that is in a collective but waits for
+  // nothing.
+  state_->recorder->SetWaiting(record.sequence, true);
   absl::StatusOr<Launched> launched = CallGuarded(kGloo, launch);
+  state_->recorder->SetWaiting(record.sequence, false);
   if (!launched.ok()) {
     pending->CompleteNow(launched.status(), absl::ZeroDuration());
   } else {

@@ -68,6 +68,10 @@ bool HeartbeatWatch::Received(int rank, absl::string_view line, absl::Time now) 
   Watched& watched = found->second;
   if (!watched.heard || progress->counter != watched.progress.counter) {
     watched.last_change = now;
+    // The rank the group waited for moved: that stall is over.
+    if (watched.heard && remembered_.has_value() && remembered_->rank == rank) {
+      remembered_.reset();
+    }
   }
   watched.heard = true;
   watched.progress = *std::move(progress);
@@ -99,6 +103,16 @@ absl::Duration HeartbeatWatch::StepAndSave() const {
     save = std::max(save, absl::Milliseconds(watched.progress.last_save_ms));
   }
   return step + save;
+}
+
+void HeartbeatWatch::Remember(absl::Time now, absl::Duration threshold) {
+  // Once a rank has ended (or said it is done) the picture lacks it: the
+  // last whole one stays.
+  for (const auto& [rank, watched] : ranks_) {
+    if (watched.ended || (watched.heard && watched.progress.done)) return;
+  }
+  std::optional<Stall> stall = Diagnose(now, threshold);
+  if (stall.has_value() && stall->rank >= 0) remembered_ = std::move(stall);
 }
 
 std::optional<Stall> HeartbeatWatch::Check(absl::Time now) const {

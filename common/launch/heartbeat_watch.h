@@ -90,6 +90,16 @@ class HeartbeatWatch {
   // the longest last save (zero until reported).
   absl::Duration StepAndSave() const;
 
+  // Diagnose(now, threshold), kept: the latest stall that names a rank is
+  // remembered until that rank makes progress. A waiting rank that fails on
+  // its own (its collective timeout) first reports the failure, and its
+  // counter moves, so a diagnosis made when it ends no longer sees the
+  // stall; the remembered one still names the rank the group waited for.
+  // Nothing is remembered once a rank has ended or is done: the last
+  // diagnosis of the whole group stays.
+  void Remember(absl::Time now, absl::Duration threshold);
+  const std::optional<Stall>& remembered() const { return remembered_; }
+
  private:
   struct Watched {
     bool heard = false;
@@ -100,6 +110,7 @@ class HeartbeatWatch {
   const HeartbeatPolicy policy_;
   const bool whole_group_;
   std::map<int, Watched> ranks_;
+  std::optional<Stall> remembered_;
 };
 
 }  // namespace mtb

@@ -59,6 +59,45 @@ TEST(HeartbeatWatch, NamesTheRankThatIsInNoCollectiveWhileTheOthersWait) {
             "backward): the group waits for rank 1");
 }
 
+// A waiting rank that fails on its own (its collective timeout) moves its
+// counter and says it is done: the stall is no longer seen, but what was
+// remembered of it still names the rank the group waited for, until that
+// rank moves.
+TEST(HeartbeatWatch, RemembersTheRankWaitedForUntilItMoves) {
+  HeartbeatWatch watch({0, 1}, kTimeout);
+  for (int second = 0; second <= 2; ++second) {
+    const absl::Time now = kStart + absl::Seconds(second);
+    Send(watch, 0, Waiting(3, "backward", 100, 41), now);
+    Send(watch, 1, At(3, "forward", 90), now);
+    watch.Remember(now, absl::Seconds(1));
+  }
+  ASSERT_TRUE(watch.remembered().has_value());
+  EXPECT_EQ(watch.remembered()->rank, 1);
+  // Rank 0's collective fails: its counter moves, then it is done.
+  RankProgress failed = At(3, "backward", 101);
+  const absl::Time later = kStart + absl::Seconds(3);
+  Send(watch, 0, failed, later);
+  failed.done = true;
+  Send(watch, 0, failed, later);
+  watch.Remember(later, absl::Seconds(1));
+  EXPECT_FALSE(watch.Diagnose(later, absl::Seconds(1)).has_value());
+  ASSERT_TRUE(watch.remembered().has_value());
+  EXPECT_EQ(watch.remembered()->rank, 1);
+
+  // Negative: the rank waited for moves on (it was slow, not hung): the
+  // stall is over and forgotten.
+  HeartbeatWatch slow({0, 1}, kTimeout);
+  for (int second = 0; second <= 2; ++second) {
+    const absl::Time now = kStart + absl::Seconds(second);
+    Send(slow, 0, Waiting(3, "backward", 100, 41), now);
+    Send(slow, 1, At(3, "forward", 90), now);
+    slow.Remember(now, absl::Seconds(1));
+  }
+  ASSERT_TRUE(slow.remembered().has_value());
+  Send(slow, 1, At(3, "backward", 91), kStart + absl::Seconds(3));
+  EXPECT_FALSE(slow.remembered().has_value());
+}
+
 TEST(HeartbeatWatch, ASlowRankIsNotAStall) {
   HeartbeatWatch watch({0, 1}, kTimeout);
   // Rank 0 waits for a long time, but rank 1's counter moves: it computes.

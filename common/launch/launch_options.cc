@@ -46,6 +46,10 @@ ABSL_FLAG(std::string, heartbeat_timeout, "auto",
 ABSL_FLAG(absl::Duration, test_only_heartbeat_floor, absl::Seconds(60),
           "tests only: the automatic heartbeat timeout's floor, so that a "
           "test names a hang within seconds");
+ABSL_FLAG(bool, test_only_heartbeat_never_stops, false,
+          "tests only: the heartbeat watch reports who waits for whom but never "
+          "stops the group, so a waiting rank's own collective timeout ends a "
+          "hang and the launcher's last line must still name the rank waited for");
 ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(5),
           "after a rank fails (or the launcher is interrupted), how long the "
           "other ranks get between SIGTERM and SIGKILL");
@@ -87,6 +91,7 @@ LaunchOptions LaunchOptionsFromFlags(const LaunchDefaults& defaults) {
     options.heartbeat_timeout = -absl::InfiniteDuration();
   }
   options.heartbeat_floor = absl::GetFlag(FLAGS_test_only_heartbeat_floor);
+  options.heartbeat_never_stops = absl::GetFlag(FLAGS_test_only_heartbeat_never_stops);
   options.reports_heartbeats = defaults.reports_heartbeats;
   return options;
 }

@@ -63,6 +63,8 @@ struct LaunchOptions {
   // The automatic timeout's floor (60 s; tests shrink it with
   // --test_only_heartbeat_floor so a hang is named within seconds).
   absl::Duration heartbeat_floor = absl::Seconds(60);
+  // --test_only_heartbeat_never_stops (SupervisorOptions::heartbeat_tears_down).
+  bool heartbeat_never_stops = false;
   // The tool sends heartbeats (LaunchDefaults); --heartbeat_timeout is
   // refused otherwise.
   bool reports_heartbeats = false;

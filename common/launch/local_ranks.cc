@@ -114,6 +114,7 @@ absl::StatusOr<int> SuperviseLocalRanks(const LaunchOptions& options,
     const TimeoutOptions timeouts = TimeoutOptionsFromFlags();
     supervision.heartbeat = HeartbeatPolicyFor(options, timeouts);
     supervision.wait_progress_every = timeouts.wait_progress_every;
+    supervision.heartbeat_tears_down = !options.heartbeat_never_stops;
     PrintLine(
         absl::StrCat("launch: heartbeat on: a group that makes no progress while a rank waits in a "
                      "collective is stopped, naming the rank it waits for, after ",

@@ -252,6 +252,8 @@ class GroupSupervisor {
     if (!watch_.has_value() || TearingDown()) return;
     const absl::Time now = absl::Now();
     ReportWaits(now);
+    watch_->Remember(now, kWaitedLongEnough);
+    if (!options_.heartbeat_tears_down) return;
     std::optional<Stall> stall = watch_->Check(now);
     if (!stall.has_value()) return;
     failure_ = 0;
@@ -291,7 +293,10 @@ class GroupSupervisor {
   // group was waiting for, when that is another rank) leads the summary.
   void NoteWhomTheGroupWaitedFor(const Child& child) {
     if (waited_for_.has_value() || TearingDown() || !child.end.Failed()) return;
+    // Its failure moved its counter (and its last heartbeat says done), so
+    // the stall may be over by now: what the watch remembered of it counts.
     std::optional<Stall> waiting = watch_->Diagnose(absl::Now(), kWaitedLongEnough);
+    if (!waiting.has_value() || waiting->rank < 0) waiting = watch_->remembered();
     if (waiting.has_value() && waiting->rank >= 0 && waiting->rank != child.spec->rank) {
       waited_for_ = std::move(waiting);
       waited_for_by_ = child.spec->rank;

@@ -64,6 +64,11 @@ struct SupervisorOptions {
   // --heartbeat_timeout's policy; nullopt: no heartbeat pipes, nothing
   // watched.
   std::optional<HeartbeatPolicy> heartbeat;
+  // Testing only (--test_only_heartbeat_never_stops): the watch reports and
+  // names, but a stall never tears the group down, so a waiting rank's own
+  // collective timeout ends a hang (as when the launcher cannot see the
+  // rank the group waits for).
+  bool heartbeat_tears_down = true;
   // --wait_progress_every: with a heartbeat, how often a group that makes no
   // progress while a rank waits is described; zero: never.
   absl::Duration wait_progress_every = absl::ZeroDuration();
