@@ -10,6 +10,7 @@
 #include "common/base/status.h"
 #include "common/gemm/backend.h"
 #include "trainer/strategy/registry.h"
+#include "trainer/tp/options.h"
 
 namespace mtb {
 namespace {
@@ -222,13 +223,17 @@ absl::Status ValidateConfig(const TrainConfig& c,
     return Invalid(absl::StrCat("--peak_flops=", c.peak_flops(),
                                 " must be non-negative (0: measure)"));
   }
-  return absl::OkStatus();
+  return tp::ValidateTensorParallel(c);
 }
 
 absl::Status ValidateConfigForWorldSize(const TrainConfig& c, int world_size) {
   if (world_size < 1) {
     return Invalid(absl::StrCat("world size ", world_size,
                                 " must be at least 1"));
+  }
+  if (absl::Status tp = tp::ValidateTensorParallelWorld(c, world_size);
+      !tp.ok()) {
+    return tp;
   }
   absl::StatusOr<const StrategyEntry*> entry = FindStrategy(c.strategy());
   if (!entry.ok()) return entry.status();

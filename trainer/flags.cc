@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "common/base/flags.h"
 #include "common/results/output_path.h"
 #include "trainer/strategy/registry.h"
@@ -106,6 +107,14 @@ ABSL_FLAG(bool, fsdp_prefetch, false,
 ABSL_FLAG(bool, ddp_overlap, true,
           "ddp: launch each bucket's all-reduce from backward as soon as it is "
           "complete (false: all after backward, the no-overlap baseline)");
+ABSL_FLAG(int32_t, tp, 1,
+          "tensor parallelism: ranks per group that split every block's "
+          "heads and MLP and the vocabulary (Megatron); world = dp x tp, tp "
+          "innermost; --strategy runs over the dp group (docs/tp.md)");
+ABSL_FLAG(bool, sequence_parallel, false,
+          "with --tp > 1: LayerNorms and residuals sharded along the sequence "
+          "over the tp group (all-gather / reduce-scatter instead of "
+          "all-reduce)");
 ABSL_FLAG(double, peak_flops, 0,
           "peak FLOP/s of one rank for MFU (0: measure a matmul at start in "
           "the run's precision)");
@@ -182,6 +191,11 @@ TrainConfig TrainConfigFromFlags() {
   c.set_fsdp_keep_gathered_until_backward(
       !absl::GetFlag(FLAGS_reshard_after_forward));
   c.set_fsdp_prefetch(absl::GetFlag(FLAGS_fsdp_prefetch));
+  // 0 is unset (1): a run without tensor parallelism keeps its fingerprint.
+  // --tp < 1 is refused from the flag itself (TensorParallelFlagError).
+  const int tp = absl::GetFlag(FLAGS_tp);
+  c.set_tp(tp == 1 ? 0 : std::max(tp, 0));
+  c.set_sequence_parallel(absl::GetFlag(FLAGS_sequence_parallel));
   return c;
 }
 
@@ -218,6 +232,13 @@ checkpoint::CheckpointOptions CheckpointOptionsFromFlags() {
   options.data_fingerprint_full = absl::GetFlag(FLAGS_data_fingerprint) == "full";
   options.data_fingerprint = absl::GetFlag(FLAGS_data_fingerprint);
   return options;
+}
+
+absl::Status TensorParallelFlagError() {
+  const int tp = absl::GetFlag(FLAGS_tp);
+  if (tp >= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--tp=", tp, " must be at least 1"));
 }
 
 }  // namespace mtb

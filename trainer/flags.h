@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+
 #include "trainer/checkpoint/plan.h"
 #include "trainer/config.h"
 #include "trainer/train_result.pb.h"
@@ -25,6 +27,9 @@ std::vector<std::string> StrategyFlagsOnCommandLine();
 // --checkpoint_dir, --save_every, --keep_last, --resume,
 // --overwrite_checkpoints and --async_checkpoint, paths resolved (ResolveUserPath; "latest" stays).
 checkpoint::CheckpointOptions CheckpointOptionsFromFlags();
+
+// --tp below 1 (TrainConfigFromFlags stores it as unset), as one line.
+absl::Status TensorParallelFlagError();
 
 }  // namespace mtb
 

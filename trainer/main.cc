@@ -30,6 +30,7 @@
 #include "trainer/memory_estimate.h"
 #include "trainer/strategy/sync_fault.h"
 #include "trainer/strategy/registry.h"
+#include "trainer/tp/options.h"
 #include "trainer/worker.h"
 
 ABSL_FLAG(std::string, out, "",
@@ -60,6 +61,11 @@ ABSL_FLAG(std::string, init_from, "",
 ABSL_FLAG(std::string, metrics_jsonl, "",
           "append one JSON line per step to FILE as the run goes (step, loss, lr, "
           "tokens/s, grad norm, comm wait, memory): for tail -f, jq, pandas");
+
+ABSL_FLAG(std::string, testonly_tp_fault, "",
+          "testing only: break a tensor-parallel piece on purpose to prove "
+          "that tests catch it: row_parallel_unreduced, layernorm_unsynced "
+          "(--sequence_parallel), norm_double_counted (docs/tp.md)");
 
 ABSL_FLAG(bool, estimate_memory, false,
           "print every strategy's closed-form memory per rank for this model, "
@@ -108,6 +114,9 @@ int main(int argc, char** argv) {
   const mtb::TimeoutOptions timeouts = mtb::TimeoutOptionsFromFlags();
   if (absl::Status valid = mtb::ValidateTimeoutOptions(timeouts); !valid.ok()) {
     return mtb::ReportAndExitCode(kProgram, valid);
+  }
+  if (absl::Status tp = mtb::TensorParallelFlagError(); !tp.ok()) {
+    return mtb::ReportAndExitCode(kProgram, tp);
   }
   mtb::TrainConfig config = mtb::TrainConfigFromFlags();
   std::vector<std::string> notes = mtb::FitDefaultWarmupsToSteps(
@@ -172,6 +181,15 @@ int main(int argc, char** argv) {
         !writable.ok()) {
       return mtb::ReportAndExitCode(kProgram, writable);
     }
+  }
+  absl::StatusOr<mtb::tp::TestFault> tp_fault =
+      mtb::tp::ParseTestFault(absl::GetFlag(FLAGS_testonly_tp_fault));
+  if (!tp_fault.ok()) return mtb::ReportAndExitCode(kProgram, tp_fault.status());
+  if (*tp_fault != mtb::tp::TestFault::kNone &&
+      mtb::tp::TensorParallelSize(config) == 1) {
+    return mtb::ReportAndExitCode(
+        kProgram, absl::InvalidArgumentError(
+                      "--testonly_tp_fault needs --tp > 1"));
   }
   absl::StatusOr<std::vector<mtb::Fault>> faults =
       mtb::ParseFaults(absl::GetFlag(FLAGS_fault), mtb::TrainerFaultGrammar());
@@ -298,6 +316,7 @@ int main(int argc, char** argv) {
   options.faults = *faults;
   options.trace_last_step = trace_window->last;
   options.sync_fault = *sync_fault;
+  options.tp_fault = *tp_fault;
   options.timeouts = timeouts;
   options.kill_grace = mtb::LaunchOptionsFromFlags(launch_defaults).kill_grace;
   options.transport = absl::GetFlag(FLAGS_transport);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/report/report.h"
+#include "trainer/tp/options.h"
 
 namespace mtb {
 namespace {
@@ -33,6 +34,25 @@ int64_t GptBlockUnitCount(const TrainConfig& config) {
   return 12 * d * d + 13 * d;
 }
 
+namespace {
+
+// With --tp = n (docs/tp.md) a rank holds V/n rows of wte and the replicated
+// wpe and ln_f; of a block, 1/n of the split matrices and their column
+// biases (12 d^2 + 7 d) and the replicated LayerNorms and row-parallel
+// biases (6 d). n = 1: the units above.
+int64_t RankRootUnitCount(const TrainConfig& config) {
+  const int64_t d = config.d_model();
+  return config.vocab_size() * d / tp::TensorParallelSize(config) +
+         config.seq_len() * d + 2 * d;
+}
+
+int64_t RankBlockUnitCount(const TrainConfig& config) {
+  const int64_t d = config.d_model();
+  return (12 * d * d + 7 * d) / tp::TensorParallelSize(config) + 6 * d;
+}
+
+}  // namespace
+
 MemoryEstimate EstimateRankMemory(const TrainConfig& config, int world_size) {
   const absl::StatusOr<StrategyKind> kind = ParseStrategy(config.strategy());
   return EstimateRankMemoryFor(config, world_size,
@@ -41,8 +61,11 @@ MemoryEstimate EstimateRankMemory(const TrainConfig& config, int world_size) {
 
 MemoryEstimate EstimateRankMemoryFor(const TrainConfig& config, int world_size,
                                      StrategyKind strategy) {
-  const int64_t p = GptParameterCount(config);
-  const int64_t n = std::max(1, world_size);
+  // Per tp rank: its parts of the parameters, sharded or replicated over
+  // its dp group of world_size / tp ranks.
+  const int64_t p =
+      RankRootUnitCount(config) + config.n_layers() * RankBlockUnitCount(config);
+  const int64_t n = std::max(1, world_size / tp::TensorParallelSize(config));
   const int64_t bucket_bytes = std::min<int64_t>(
       p * kFp32,
       std::max<int64_t>(1, static_cast<int64_t>(config.bucket_cap_mb() *
@@ -69,8 +92,8 @@ MemoryEstimate EstimateRankMemoryFor(const TrainConfig& config, int world_size,
   in.parameters = p;
   in.world_size = static_cast<int>(n);
   in.bucket_bytes = bucket_bytes;
-  in.root_unit = GptRootUnitCount(config);
-  in.block_unit = GptBlockUnitCount(config);
+  in.root_unit = RankRootUnitCount(config);
+  in.block_unit = RankBlockUnitCount(config);
   in.n_layers = config.n_layers();
   in.grad_sync_every = every;
   in.accumulates = accumulates;
@@ -84,7 +107,8 @@ MemoryEstimate EstimateRankMemoryFor(const TrainConfig& config, int world_size,
   estimate.set_collective_staging(state.collective_staging);
   // Embeddings' sum and the final LayerNorm (2 BTd) beside the blocks.
   estimate.set_activations((kept_blocks_values + 2 * b * t * d) * kFp32);
-  estimate.set_logits(3 * b * t * config.vocab_size() * kFp32);
+  estimate.set_logits(3 * b * t * config.vocab_size() /
+                      tp::TensorParallelSize(config) * kFp32);
   estimate.set_total(estimate.parameters() + estimate.gradients() +
                      estimate.optimizer_state() + estimate.activations() +
                      estimate.logits() + estimate.collective_staging());

@@ -17,7 +17,9 @@
 namespace mtb {
 
 // Parameters of the GPT (trainer/model.h) from its shape alone:
-// V d + T d + L (12 d^2 + 13 d) + 2 d (the LM head is tied to wte).
+// V d + T d + L (12 d^2 + 13 d) + 2 d (the LM head is tied to wte). The
+// estimate below counts what one rank holds: with --tp = n (docs/tp.md)
+// V d / n + T d + 2 d + L ((12 d^2 + 7 d) / n + 6 d).
 int64_t GptParameterCount(const TrainConfig& config);
 // Its units (trainer/parameter_store.h): the root, V d + T d + 2 d, and each
 // block, 12 d^2 + 13 d.
@@ -26,7 +28,8 @@ int64_t GptBlockUnitCount(const TrainConfig& config);
 
 // Per rank, in bytes (MemoryEstimate in train_result.proto says what each
 // term counts), for config.strategy() on `world_size` ranks. The closed forms
-// (P = parameter count, N = world size, fp32 parameters and AdamW state;
+// (P = parameter count (a tp rank's), N = world size (over --tp: the dp
+// group), fp32 parameters and AdamW state;
 // shards rounded up to whole elements):
 //   single, ddp  4P params + 4P grads + 8P state              (16P)
 //   zero1        4P params + 4P grads + 8P/N state            (8P + 8P/N)

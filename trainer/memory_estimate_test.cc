@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "trainer/model.h"
 #include "trainer/test_config.h"
+#include "trainer/tp/layout.h"
 
 namespace mtb {
 namespace {
@@ -28,6 +29,32 @@ TEST(MemoryEstimate, TheClosedFormParameterCountIsTheModels) {
               GptModel(ShapeOf(config), 1).ParameterCount())
         << vocab << " " << d_model << " " << layers << " " << seq;
   }
+}
+
+// With --tp, a rank's state is its parts of the parameters (the layout in
+// trainer/tp/layout.h), over the dp group's world_size / tp ranks.
+TEST(MemoryEstimate, ATpRankHoldsItsPartsOfTheParameters) {
+  TrainConfig config = TinyConfig();
+  config.set_tp(2);
+  int64_t local = 0;
+  const GptModel model(ShapeOf(config), 1);
+  for (const NamedParameter& p : model.parameters()) {
+    int64_t numel = 1;
+    for (int64_t size :
+         tp::LocalShape(tp::SplitOf(p.name), p.tensor.sizes().vec(), 2)) {
+      numel *= size;
+    }
+    local += numel;
+  }
+  const MemoryEstimate ddp = EstimateRankMemoryFor(config, 4, StrategyKind::kDdp);
+  EXPECT_EQ(ddp.parameters(), 4 * local);
+  EXPECT_EQ(ddp.optimizer_state(), 8 * local);
+  // fsdp shards a rank's parts over its dp group of 2.
+  const MemoryEstimate fsdp =
+      EstimateRankMemoryFor(config, 4, StrategyKind::kFsdp);
+  EXPECT_GE(fsdp.optimizer_state(), 8 * (local / 2));
+  EXPECT_LE(fsdp.optimizer_state(), 8 * (local / 2 + 2 * 8));  // 8 units round up
+  EXPECT_LT(ddp.parameters(), 4 * GptParameterCount(config));
 }
 
 TEST(MemoryEstimate, StateIsFourCopiesOfTheParametersAndDdpReducesInPlace) {

@@ -27,14 +27,22 @@ at::Tensor NormalParameter(at::IntArrayRef shape, double stddev, uint64_t seed,
 
 }  // namespace
 
-GptModel::GptModel(const ModelShape& shape, uint64_t seed) : shape_(shape) {
+GptModel::GptModel(const ModelShape& shape, uint64_t seed,
+                   const ModelSplit* split)
+    : shape_(shape), split_(split) {
   CHECK_EQ(shape.d_model % shape.n_heads, 0);
   const int64_t d = shape.d_model;
   const double residual_std = kInitStd / std::sqrt(2.0 * shape.n_layers);
   std::vector<NamedParameter> parameters;
   auto add = [&](std::string name, at::Tensor tensor, bool decay) {
+    global_parameter_count_ += tensor.numel();
+    bool counted_in_norm = true;
+    if (split_ != nullptr) {
+      tensor = split_->LocalPart(name, tensor);
+      counted_in_norm = split_->CountedInNorm(name);
+    }
     tensor.requires_grad_(true);
-    parameters.push_back({std::move(name), tensor, decay});
+    parameters.push_back({std::move(name), tensor, decay, counted_in_norm});
     return tensor;
   };
   auto normal = [&](std::string name, at::IntArrayRef dims, double stddev,
@@ -52,6 +60,7 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed) : shape_(shape) {
 
   token_embedding_ = normal("wte", {shape.vocab_size, d}, kInitStd, false);
   position_embedding_ = normal("wpe", {shape.seq_len, d}, kInitStd, false);
+  global_position_count_ = shape.seq_len * d;
   for (int64_t layer = 0; layer < shape.n_layers; ++layer) {
     const std::string p = absl::StrCat("h.", layer, ".");
     BlockParameters block;
@@ -96,6 +105,7 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed) : shape_(shape) {
 at::Tensor GptModel::Block(int64_t layer, const at::Tensor& x,
                            const nn::CounterDropout& dropout) const {
   const BlockParameters& block = blocks_[layer];
+  if (split_ != nullptr) return split_->Block(block, x, shape_.n_heads, layer);
   const at::Tensor attention = nn::CausalSelfAttention(
       block.attention, nn::LayerNorm(x, block.ln1_weight, block.ln1_bias),
       shape_.n_heads, dropout, layer);  // (B, T, D)
@@ -119,8 +129,11 @@ at::Tensor GptModel::Forward(const at::Tensor& tokens,
     return output;
   };
   before(kRootUnit);
-  at::Tensor x = nn::TokenAndPositionEmbedding(tokens, token_embedding_,
-                                               position_embedding_);
+  at::Tensor x =
+      split_ != nullptr
+          ? split_->Embed(tokens, token_embedding_, position_embedding_)
+          : nn::TokenAndPositionEmbedding(tokens, token_embedding_,
+                                          position_embedding_);
   // (B, T, D)
   for (int64_t layer = 0; layer < shape_.n_layers; ++layer) {
     before(BlockUnit(layer));
@@ -146,18 +159,24 @@ at::Tensor GptModel::Forward(const at::Tensor& tokens,
     }
     x = after(BlockUnit(layer), x);
   }
+  if (split_ != nullptr) {
+    return after(kRootUnit, split_->Head(x, final_ln_weight_, final_ln_bias_,
+                                         token_embedding_));
+  }
   x = nn::LayerNorm(x, final_ln_weight_, final_ln_bias_);
   return after(kRootUnit, gemm::Linear(x, token_embedding_, at::Tensor()));  // (B, T, V)
 }
 
-int64_t GptModel::ParameterCount() const {
-  int64_t count = 0;
-  for (const NamedParameter& p : parameters()) count += p.tensor.numel();
-  return count;
+at::Tensor GptModel::Loss(const at::Tensor& logits,
+                          const at::Tensor& targets) const {
+  return split_ != nullptr ? split_->Loss(logits, targets)
+                           : nn::CrossEntropy(logits, targets);
 }
 
+int64_t GptModel::ParameterCount() const { return global_parameter_count_; }
+
 int64_t GptModel::FlopsParameterCount() const {
-  return ParameterCount() - position_embedding_.numel();
+  return ParameterCount() - global_position_count_;
 }
 
 double GptModel::FlopsPerToken() const {

@@ -40,6 +40,35 @@ struct BlockParameters {
   nn::MlpParams mlp;
 };
 
+// How the model's layers are split across the ranks of a tensor-parallel
+// group (trainer/tp/model_split.h; docs/tp.md). A GptModel without one holds
+// and runs the whole model; with one, each parameter is this rank's part of
+// the global tensor and the split runs the embedding, the blocks, the head
+// and the loss with their collectives.
+class ModelSplit {
+ public:
+  virtual ~ModelSplit() = default;
+  // This rank's part of parameter `name` (global initial values `global`),
+  // and whether the gradient norm counts it on this rank (a parameter
+  // replicated across the group is counted on one rank only).
+  virtual at::Tensor LocalPart(const std::string& name,
+                               const at::Tensor& global) const = 0;
+  virtual bool CountedInNorm(const std::string& name) const = 0;
+  // tokens (B, T) -> the first block's input.
+  virtual at::Tensor Embed(const at::Tensor& tokens, const at::Tensor& wte,
+                           const at::Tensor& wpe) const = 0;
+  virtual at::Tensor Block(const BlockParameters& block,
+                           const at::Tensor& x, int64_t n_heads,
+                           int64_t layer) const = 0;
+  // The last block's output -> this rank's logits.
+  virtual at::Tensor Head(const at::Tensor& x, const at::Tensor& ln_weight,
+                          const at::Tensor& ln_bias,
+                          const at::Tensor& wte) const = 0;
+  // The mean cross-entropy of Head's logits against targets (B, T).
+  virtual at::Tensor Loss(const at::Tensor& logits,
+                          const at::Tensor& targets) const = 0;
+};
+
 struct ForwardOptions {
   // Dropout settings and keys (p = 0: none).
   nn::CounterDropout dropout;
@@ -57,7 +86,11 @@ class GptModel {
   // projections (attn.c_proj, mlp.c_proj) normal(0, 0.02 / sqrt(2 L)), biases
   // zero, LayerNorm weight one and bias zero. Values come from the
   // counter-based key (seed, kInit, parameter index), never a generator.
-  GptModel(const ModelShape& shape, uint64_t seed);
+  //
+  // With `split` (not owned; outlives the model) every parameter is this
+  // rank's part of that global initialisation (ModelSplit).
+  GptModel(const ModelShape& shape, uint64_t seed,
+           const ModelSplit* split = nullptr);
 
   const ModelShape& shape() const { return shape_; }
   GptModel(const GptModel&) = delete;
@@ -77,7 +110,13 @@ class GptModel {
   // bf16.
   at::Tensor Forward(const at::Tensor& tokens,
                      const ForwardOptions& options) const;
+  // The mean cross-entropy of Forward's logits against targets (B, T).
+  at::Tensor Loss(const at::Tensor& logits, const at::Tensor& targets) const;
 
+  // The split the model was built with (nullptr: whole).
+  const ModelSplit* split() const { return split_; }
+
+  // Of the global model (with a split too).
   int64_t ParameterCount() const;
   // N in the FLOPs formula: every parameter but the position embedding (the
   // token embedding is also the LM head's matmul).
@@ -92,6 +131,9 @@ class GptModel {
                    const nn::CounterDropout& dropout) const;
 
   ModelShape shape_;
+  const ModelSplit* split_ = nullptr;
+  int64_t global_parameter_count_ = 0;
+  int64_t global_position_count_ = 0;
   at::Tensor token_embedding_;     // (V, D), also the LM head
   at::Tensor position_embedding_;  // (seq_len, D)
   std::vector<BlockParameters> blocks_;

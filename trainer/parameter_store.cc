@@ -166,4 +166,30 @@ std::vector<DecayRun> ParameterStore::DecayRuns(int64_t offset,
   return runs;
 }
 
+double ParameterStore::SquaredNormCounted(const at::Tensor& values,
+                                          int64_t offset) const {
+  const int64_t numel = values.numel();
+  CHECK(offset >= 0 && offset + numel <= numel_);
+  bool all_counted = true;
+  for (const NamedParameter& p : parameters_) all_counted &= p.counted_in_norm;
+  if (all_counted) {
+    const at::Tensor flat = values.to(at::kDouble);
+    return at::dot(flat, flat).item<double>();
+  }
+  const at::Tensor flat = values.reshape({-1});
+  const int64_t end = offset + numel;
+  double sum = 0;
+  for (int index : layout_) {
+    if (!parameters_[index].counted_in_norm) continue;
+    const int64_t begin = std::max(offsets_[index], offset);
+    const int64_t stop =
+        std::min(offsets_[index] + parameters_[index].tensor.numel(), end);
+    if (begin >= stop) continue;
+    const at::Tensor run =
+        flat.narrow(0, begin - offset, stop - begin).to(at::kDouble);
+    sum += at::dot(run, run).item<double>();
+  }
+  return sum;
+}
+
 }  // namespace mtb

@@ -41,6 +41,10 @@ struct NamedParameter {
   // AdamW decoupled weight decay applies (linear weights only: not biases,
   // LayerNorm or embeddings, as nanoGPT).
   bool weight_decay = false;
+  // The gradient norm counts this parameter on this rank. False for a
+  // parameter replicated across a tensor-parallel group on every rank of the
+  // group but one (trainer/tp/), so that the norm counts it once.
+  bool counted_in_norm = true;
 };
 
 struct ParameterUnit {
@@ -127,6 +131,12 @@ class ParameterStore {
 
   // The weight-decay runs of flat elements [offset, offset + numel).
   std::vector<DecayRun> DecayRuns(int64_t offset, int64_t numel) const;
+
+  // The fp64 sum of squares of `values`, flat elements [offset, offset +
+  // values.numel()) of a gradient, without the elements of parameters the
+  // norm does not count on this rank (NamedParameter::counted_in_norm).
+  // When every parameter counts: dot(values, values) in fp64, as before.
+  double SquaredNormCounted(const at::Tensor& values, int64_t offset) const;
 
  private:
   std::vector<NamedParameter> parameters_;

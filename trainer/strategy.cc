@@ -14,7 +14,7 @@ double GradNorm(const std::vector<NamedParameter>& parameters) {
   double sum_of_squares = 0;
   for (const NamedParameter& p : parameters) {
     const at::Tensor& grad = p.tensor.grad();
-    if (!grad.defined()) continue;
+    if (!grad.defined() || !p.counted_in_norm) continue;
     const double norm = grad.norm().item<double>();
     sum_of_squares += norm * norm;
   }

@@ -107,6 +107,10 @@ struct StepCommunication {
   double gather_in_flight_ms = 0;
   double gather_wait_ms = 0;
   double gather_hidden_ms = 0;
+  // Tensor parallelism (trainer/tp/strategy.h): bytes sent on the tp group
+  // during the step, counted and closed form; 0 otherwise.
+  int64_t tp_bytes_sent = 0;
+  int64_t expected_tp_bytes = 0;
 };
 
 // Bytes of the tensors a strategy owns, found by walking them (not from a

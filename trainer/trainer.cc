@@ -92,7 +92,7 @@ ForwardOptions ForwardOptionsOf(const TrainConfig& config, int64_t step,
 
 checkpoint::RankState ProgressState(const TrainConfig& config,
                                     const RankInfo& rank, int64_t step) {
-  const int64_t samples_per_step = static_cast<int64_t>(rank.world_size) *
+  const int64_t samples_per_step = static_cast<int64_t>(rank.data_ranks()) *
                                    config.grad_accum() * config.batch_size();
   checkpoint::RankState state;
   state.set_rank(rank.rank);
@@ -108,24 +108,25 @@ checkpoint::RankState ProgressState(const TrainConfig& config,
 
 Trainer::Trainer(const TrainConfig& config, const RankInfo& rank,
                  Strategy* strategy, const DataSource* data,
-                 RunComponents* components)
+                 RunComponents* components, const ModelSplit* split)
     : config_(config),
       rank_(rank),
       strategy_(strategy),
       data_(data),
       components_(components != nullptr ? components : &none_),
-      model_(ModelShapeOf(config), config.seed()),
+      model_(ModelShapeOf(config), config.seed(), split),
       schedule_(LrScheduleOf(config)) {}
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     const TrainConfig& config, const RankInfo& rank, Strategy* strategy,
-    const DataSource* data, RunComponents* components) {
+    const DataSource* data, RunComponents* components,
+    const ModelSplit* split) {
   CHECK(strategy != nullptr);
   CHECK(data != nullptr);
   CHECK(rank.world_size >= 1 && rank.rank >= 0 && rank.rank < rank.world_size);
   CHECK_EQ(strategy->world_size(), rank.world_size) << strategy->name();
   std::unique_ptr<Trainer> trainer(
-      new Trainer(config, rank, strategy, data, components));
+      new Trainer(config, rank, strategy, data, components, split));
   RETURN_IF_ERROR(
       strategy->Setup(trainer->model_.store(), AdamWOptionsOf(config)));
   trainer->reduction_ =
@@ -141,7 +142,7 @@ void Trainer::RestoreProgress(int64_t completed_steps) {
 }
 
 int64_t Trainer::tokens_per_step() const {
-  return static_cast<int64_t>(rank_.world_size) * config_.grad_accum() *
+  return static_cast<int64_t>(rank_.data_ranks()) * config_.grad_accum() *
          config_.batch_size() * config_.seq_len();
 }
 
@@ -247,7 +248,7 @@ absl::StatusOr<at::Tensor> Trainer::ForwardLoss(
       options.unit_hooks.push_back(hooks);
     }
     const at::Tensor logits = model_.Forward(batch.inputs, options);
-    loss = nn::CrossEntropy(logits, batch.targets);
+    loss = model_.Loss(logits, batch.targets);
     if (poisoned) {
       // A multiplication, so that the gradients are NaN too.
       loss = loss * std::numeric_limits<double>::quiet_NaN();
@@ -349,9 +350,9 @@ absl::StatusOr<TrainResult> RunTraining(const TrainConfig& config,
         std::unique_ptr<Trainer> trainer,
         WithMemoryAdvice(CallGuarded("creating the model and optimizer",
                                      [&] {
-                                       return Trainer::Create(config, rank,
-                                                              &strategy, &data,
-                                                              &components);
+                                       return Trainer::Create(
+                                           config, rank, &strategy, &data,
+                                           &components, hooks.model_split);
                                      }),
                          rank, ""));
     state.trainer = trainer.get();

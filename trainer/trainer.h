@@ -71,9 +71,13 @@ class Trainer {
   // `config` must be resolved and valid (trainer/config.h). `strategy`,
   // `data` and `components` (nullptr: none) must outlive the Trainer. Calls
   // strategy->Setup.
+  // `split` (nullptr: the whole model on this rank) builds this rank's
+  // tensor-parallel part of the model (trainer/tp/model_split.h); it must
+  // outlive the Trainer.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(
       const TrainConfig& config, const RankInfo& rank, Strategy* strategy,
-      const DataSource* data, RunComponents* components = nullptr);
+      const DataSource* data, RunComponents* components = nullptr,
+      const ModelSplit* split = nullptr);
 
   // Runs optimizer step completed_steps() + 1. kAborted, naming the step and
   // the rank(s) whose loss is not finite, when the loss or the gradient norm
@@ -99,7 +103,8 @@ class Trainer {
 
  private:
   Trainer(const TrainConfig& config, const RankInfo& rank, Strategy* strategy,
-          const DataSource* data, RunComponents* components);
+          const DataSource* data, RunComponents* components,
+          const ModelSplit* split);
   // The piece's samples of `step`, timed into record.data_ms.
   Batch GetBatch(int64_t step, const BackwardPiece& piece,
                  StepRecord& record) const;
@@ -185,6 +190,9 @@ struct RunHooks {
   // --metrics_jsonl: rank 0's stream, a line after every step
   // (MetricsStreamComponent, trainer/metrics_stream.h); nullptr: none.
   MetricsStream* metrics_stream = nullptr;
+  // --tp > 1: this rank's split of the model (trainer/tp/model_split.h);
+  // nullptr: the whole model. Must outlive RunTraining.
+  const ModelSplit* model_split = nullptr;
 };
 
 // Runs config.repeat() runs of config.steps() steps each (with a

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/results/atomic_file.h"
 #include "common/libtorch/counting_allocator.h"
+#include "common/collective/mesh.h"
 #include "common/collective/rendezvous.h"
 #include "common/launch/rendezvous_env.h"
 #include "common/base/flags.h"
@@ -38,6 +39,9 @@
 #include "trainer/preemption.h"
 #include "trainer/restart_history.h"
 #include "trainer/strategy/factory.h"
+#include "trainer/tp/bytes.h"
+#include "trainer/tp/model_split.h"
+#include "trainer/tp/strategy.h"
 #include "trainer/trainer.h"
 
 namespace mtb {
@@ -54,7 +58,22 @@ int Fail(const absl::Status& status) {
 struct Joined {
   std::unique_ptr<collective::Communicator> communicator;
   std::optional<collective::Store> job_store;
+  // What the communicator was built from: a mesh builds its groups alike.
+  collective::RendezvousOptions rendezvous;
 };
+
+// --tp > 1: the dp x tp mesh over the world communicator (its groups' flight
+// recorders dump beside the world's).
+absl::StatusOr<std::unique_ptr<collective::RankMesh>> MakeMesh(
+    const TrainConfig& config, collective::Communicator* world,
+    const collective::RendezvousOptions& rendezvous) {
+  collective::MeshOptions options;
+  options.tp = tp::TensorParallelSize(config);
+  options.communicator = collective::CommunicatorOptionsFor(rendezvous);
+  options.identity = world->flight_recorder().identity();
+  options.flight_recorder_dir = rendezvous.flight_recorder_dir;
+  return collective::RankMesh::Create(world, options);
+}
 
 absl::StatusOr<Joined> JoinGroup(const RankEnv& env, const WorkerOptions& options) {
   collective::RendezvousOptions rendezvous =
@@ -76,6 +95,7 @@ absl::StatusOr<Joined> JoinGroup(const RankEnv& env, const WorkerOptions& option
   ASSIGN_OR_RETURN(collective::Store store, collective::ConnectStore(rendezvous));
   ASSIGN_OR_RETURN(joined.communicator, collective::JoinGroup(store, rendezvous));
   joined.job_store = std::move(store);
+  joined.rendezvous = rendezvous;
   return joined;
 }
 
@@ -157,6 +177,7 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
 
   std::unique_ptr<collective::Communicator> communicator;
   std::optional<collective::Store> job_store;
+  std::unique_ptr<collective::RankMesh> mesh;
   if (env.world_size > 1) {
     absl::StatusOr<Joined> joined = JoinGroup(env, options);
     if (!joined.ok()) {
@@ -178,13 +199,35 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
         !agreed.ok()) {
       return Fail(Annotate(agreed, absl::StrCat("rank ", env.rank)));
     }
+    if (tp::TensorParallelSize(config) > 1) {
+      absl::StatusOr<std::unique_ptr<collective::RankMesh>> made =
+          MakeMesh(config, communicator.get(), joined->rendezvous);
+      if (!made.ok()) {
+        return Fail(Annotate(made.status(),
+                             absl::StrCat("rank ", env.rank, ": the mesh")));
+      }
+      mesh = *std::move(made);
+      LOG(INFO) << "mesh: dp " << mesh->dp_size() << " x tp " << mesh->tp_size()
+                << "; this rank is dp " << mesh->dp_rank() << ", tp "
+                << mesh->tp_rank();
+    }
   }
-  absl::StatusOr<std::unique_ptr<Strategy>> strategy =
-      MakeStrategy(config, communicator.get(), options.sync_fault);
+  // With a mesh the strategy runs over the dp group, wrapped for tp.
+  absl::StatusOr<std::unique_ptr<Strategy>> strategy = MakeStrategy(
+      config, mesh ? mesh->dp() : communicator.get(), options.sync_fault);
   if (!strategy.ok()) return Fail(strategy.status());
+  std::unique_ptr<tp::TensorParallelSplit> model_split;
+  if (mesh) {
+    strategy = std::unique_ptr<Strategy>(
+        new tp::TensorParallelStrategy(*std::move(strategy), mesh.get(),
+                                       tp::ExpectedTensorParallelStepBytes(config)));
+    model_split = std::make_unique<tp::TensorParallelSplit>(
+        mesh->tp(), config.sequence_parallel(), options.tp_fault);
+  }
 
   RunHooks hooks;
   hooks.faults = options.faults;
+  hooks.model_split = model_split.get();
   hooks.attempt = env.restart_count;
   std::unique_ptr<checkpoint::Checkpointer> checkpointer;
   if (options.checkpoint.enabled()) {
@@ -208,6 +251,10 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
       // steady-state timeout (and the launcher's heartbeat watch applies).
       // Every rank calls it after the same step, with no collective in
       // flight.
+      if (mesh) {
+        mesh->MarkSteady();
+        return mesh->SetTimeout(options.timeouts.collective_timeout);
+      }
       communicator->flight_recorder().MarkSteady();
       return communicator->SetTimeout(options.timeouts.collective_timeout);
     };
@@ -262,8 +309,16 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
     hooks.metrics_stream = metrics_stream.get();
   }
   if (!options.dump_parameters.empty()) {
-    hooks.after_last_run = [&](const GptModel& model) {
-      return DumpParameters(model.parameters(), env.rank,
+    hooks.after_last_run = [&](const GptModel& model) -> absl::Status {
+      if (!mesh) {
+        return DumpParameters(model.parameters(), env.rank,
+                              ResolveUserPath(options.dump_parameters));
+      }
+      // The logical global tensors, as one rank's model holds them.
+      ASSIGN_OR_RETURN(const std::vector<NamedParameter> global,
+                       tp::GatherGlobalParameters(model.parameters(),
+                                                  *mesh->tp()));
+      return DumpParameters(global, env.rank,
                             ResolveUserPath(options.dump_parameters));
     };
   }
@@ -286,8 +341,10 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
     }
   }
   absl::StatusOr<TrainResult> result =
-      RunTraining(config, RankInfo{env.rank, env.world_size}, **strategy,
-                  **data, hooks);
+      RunTraining(config,
+                  RankInfo{env.rank, env.world_size,
+                           tp::TensorParallelSize(config)},
+                  **strategy, **data, hooks);
   if (recorder != nullptr) {
     if (communicator) communicator->log().RemoveObserver(trace_observer);
     if (absl::Status written = recorder->WriteTo(options.trace_dir); !written.ok()) {

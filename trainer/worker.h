@@ -22,6 +22,7 @@
 #include "common/hf/gpt2_tensors.h"
 #include "trainer/strategy.h"
 #include "trainer/strategy/sync_fault.h"
+#include "trainer/tp/options.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -44,6 +45,8 @@ struct WorkerOptions {
   // Test aid (--testonly_sync_fault): a broken synchronisation or memory
   // bound for tests that prove their checks catch one. kNone otherwise.
   SyncTestFault sync_fault;
+  // Test aid (--testonly_tp_fault): a broken tensor-parallel piece.
+  tp::TestFault tp_fault = tp::TestFault::kNone;
   // --connect_timeout, --first_step_timeout, --collective_timeout (set once
   // the first step has completed), --wait_progress_every.
   TimeoutOptions timeouts;

@@ -154,11 +154,7 @@ absl::Status WaitForPeers(
   }
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(
-    const Store& store, const RendezvousOptions& options) {
-  RETURN_IF_ERROR(ValidateRendezvousOptions(options));
-  Store group_store = store.WithPrefix(options.group_name);
-  RETURN_IF_ERROR(WaitForPeers(group_store, options));
+CommunicatorOptions CommunicatorOptionsFor(const RendezvousOptions& options) {
   CommunicatorOptions communicator_options;
   communicator_options.rank = options.rank;
   communicator_options.world_size = options.world_size;
@@ -179,6 +175,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(
       communicator_options.gloo_hostname = "127.0.0.1";
     }
   }
+  return communicator_options;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(
+    const Store& store, const RendezvousOptions& options) {
+  RETURN_IF_ERROR(ValidateRendezvousOptions(options));
+  Store group_store = store.WithPrefix(options.group_name);
+  RETURN_IF_ERROR(WaitForPeers(group_store, options));
+  const CommunicatorOptions communicator_options =
+      CommunicatorOptionsFor(options);
   absl::StatusOr<std::unique_ptr<Communicator>> communicator =
       Communicator::Create(group_store, communicator_options);
   if (!communicator.ok()) {

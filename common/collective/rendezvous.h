@@ -88,6 +88,11 @@ absl::Status WaitForPeers(
     Store& group_store, const RendezvousOptions& options,
     const std::function<void(const std::string&)>& progress = nullptr);
 
+// The communicator options JoinGroup builds the group with (rank, world
+// size, first_step_timeout, interface, transport, ...): also what a rank mesh
+// (mesh.h) builds its groups from.
+CommunicatorOptions CommunicatorOptionsFor(const RendezvousOptions& options);
+
 // WaitForPeers, then builds this rank's communicator on
 // store.WithPrefix(group_name) with first_step_timeout.
 // Collective: every rank of the group calls it.

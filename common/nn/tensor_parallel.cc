@@ -244,6 +244,11 @@ at::Tensor GatherFromSequenceParallelRegion(const at::Tensor& x, int64_t dim,
   return SequenceGather::apply(x, MakeRegion(comm, WrapDim(dim, x)));
 }
 
+at::Tensor ScatterToSequenceParallelRegion(const at::Tensor& x, int64_t dim,
+                                           collective::Communicator* comm) {
+  return ScatterToRegion::apply(x, MakeRegion(comm, WrapDim(dim, x)));
+}
+
 at::Tensor ReduceScatterToSequenceParallelRegion(const at::Tensor& x,
                                                  int64_t dim,
                                                  collective::Communicator* comm) {

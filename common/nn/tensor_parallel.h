@@ -16,6 +16,7 @@
 //   GatherFromTensorParallelRegion     all-gather, last dim split, last dim
 //   ScatterToTensorParallelRegion      split, last dim      all-gather, last dim
 //   GatherFromSequenceParallelRegion   all-gather, dim d    reduce-scatter, dim d
+//   ScatterToSequenceParallelRegion    split, dim d         all-gather, dim d
 //   ReduceScatterToSequenceParallel... reduce-scatter, d    all-gather, dim d
 //
 // Rank r's shard along a dimension of global size S is the r-th of n equal
@@ -66,6 +67,13 @@ at::Tensor ScatterToTensorParallelRegion(const at::Tensor& x,
 // x: (..., k, ...) -> (..., n*k, ...): every rank's shard, in rank order.
 at::Tensor GatherFromSequenceParallelRegion(const at::Tensor& x, int64_t dim,
                                             collective::Communicator* comm);
+
+// x: (..., n*k, ...), the same on every rank -> (..., k, ...): this rank's
+// block along `dim`; backward all-gathers the gradient (Megatron's
+// scatter_to_sequence_parallel_region: entering the sequence-parallel
+// region from a replicated tensor).
+at::Tensor ScatterToSequenceParallelRegion(const at::Tensor& x, int64_t dim,
+                                           collective::Communicator* comm);
 
 // x: (..., n*k, ...), a partial sum on every rank -> (..., k, ...): this
 // rank's block of the sum over ranks.

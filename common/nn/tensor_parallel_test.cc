@@ -126,6 +126,25 @@ TEST_P(TensorParallel, SequenceGatherAndReduceScatterAreConjugate) {
   }).ok());
 }
 
+TEST_P(TensorParallel, SequenceScatterSplitsForwardAndGathersBackward) {
+  ASSERT_TRUE(collective::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
+    const int n = comm.world_size(), r = comm.rank();
+    const int64_t t = 2 * n;
+    const at::Tensor full = Seeded({3, t, 4}, 21);
+    const at::Tensor upstream = Seeded({3, t, 4}, 22);
+    const at::Tensor whole = full.clone().requires_grad_(true);
+    const int64_t start = comm.log().NextSequence();
+    const at::Tensor mine = ScatterToSequenceParallelRegion(whole, 1, &comm);
+    EXPECT_TRUE(at::equal(mine, full.narrow(1, 2 * r, 2)));
+    EXPECT_TRUE(OpsSince(comm, start).empty());
+    (mine * upstream.narrow(1, 2 * r, 2)).sum().backward();
+    // Each rank's rows of the gradient arrive from that rank.
+    EXPECT_TRUE(at::equal(whole.grad(), upstream));
+    EXPECT_EQ(OpsSince(comm, start),
+              std::vector<CollectiveOp>{CollectiveOp::kAllGather});
+  }).ok());
+}
+
 TEST_P(TensorParallel, VocabParallelEmbeddingEqualsTheWholeTable) {
   ASSERT_TRUE(collective::RunRanksAsThreads(GetParam(), [](Communicator& comm) {
     const int n = comm.world_size(), r = comm.rank();

@@ -1,3 +1,4 @@
+#include "trainer/tp/options.h"
 #include "trainer/checkpoint/plan.h"
 
 #include <algorithm>
@@ -129,12 +130,17 @@ absl::Status CheckResumePath(const std::string& path) {
   return absl::OkStatus();
 }
 
+// The tp ranks of a group train the same samples (docs/tp.md): the data is
+// split over world_size / tp replicas.
 int64_t GlobalBatch(const TrainConfig& config, int world_size) {
-  return static_cast<int64_t>(world_size) * config.batch_size() * config.grad_accum();
+  return static_cast<int64_t>(world_size / tp::TensorParallelSize(config)) *
+         config.batch_size() * config.grad_accum();
 }
 
 std::string GlobalBatchArithmetic(const TrainConfig& config, int world_size) {
-  return absl::StrCat(world_size, " x ", config.batch_size(), " x ", config.grad_accum(),
+  const int tp = tp::TensorParallelSize(config);
+  return absl::StrCat(world_size / tp, tp > 1 ? absl::StrCat(" (", world_size, " / --tp=", tp, ")") : "",
+                      " x ", config.batch_size(), " x ", config.grad_accum(),
                       " = ", GlobalBatch(config, world_size));
 }
 
@@ -235,7 +241,8 @@ absl::Status CheckSpace(CheckpointPlan* plan, const TrainConfig& config) {
 
 const std::set<std::string>& LayoutFields() {
   static const auto* fields = new std::set<std::string>{
-      "strategy", "batch_size", "grad_accum", "grad_sync", "bucket_cap_mb"};
+      "strategy", "batch_size", "grad_accum", "grad_sync", "bucket_cap_mb", "tp",
+      "sequence_parallel"};
   return *fields;
 }
 
@@ -454,7 +461,8 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
         from, " does not fit this run: ", absl::StrJoin(mismatches, "; "),
         " (a resume may change --steps, --save_every, --keep_last, logging, timeouts "
         "and outputs, and the world size, --strategy, --batch_size, --grad_accum, "
-        "--grad_sync and --bucket_cap_mb when the global batch stays the same)"));
+        "--grad_sync, --bucket_cap_mb, --tp and --sequence_parallel when the global "
+        "batch stays the same)"));
   }
   plan.saved_config = saved;
   plan.saved_world_size = manifest.world_size();

@@ -177,7 +177,8 @@ double ExactReduction::StepLoss(const StepScalars::Gathered& all) const {
 
 int64_t FirstSampleOf(int micro_batch, const RankInfo& rank,
                       int64_t batch_size) {
-  return (static_cast<int64_t>(micro_batch) * rank.world_size + rank.rank) *
+  return (static_cast<int64_t>(micro_batch) * rank.data_ranks() +
+          rank.data_rank()) *
          batch_size;
 }
 
@@ -193,6 +194,8 @@ void GradientReduction::RecordTraffic(const StepCommunication& c,
   record.set_param_gather_in_flight_ms(c.gather_in_flight_ms);
   record.set_param_gather_wait_ms(c.gather_wait_ms);
   record.set_param_gather_hidden_ms(c.gather_hidden_ms);
+  record.set_tp_bytes_sent(c.tp_bytes_sent);
+  record.set_expected_tp_bytes(c.expected_tp_bytes);
 }
 
 std::unique_ptr<GradientReduction> MakeGradientReduction(

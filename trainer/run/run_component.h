@@ -26,6 +26,12 @@ class Trainer;
 struct RankInfo {
   int rank = 0;
   int world_size = 1;
+  // Ranks per tensor-parallel group (trainer/tp/; docs/tp.md): the tp ranks
+  // of a group train the same samples, so the data is split over the
+  // world_size / tp data-parallel replicas (rank / tp is this one).
+  int tp = 1;
+  int data_rank() const { return rank / tp; }
+  int data_ranks() const { return world_size / tp; }
 };
 
 // What the components of one RunTraining share.

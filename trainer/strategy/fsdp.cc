@@ -516,9 +516,10 @@ std::vector<BucketSummary> FsdpStrategy::Buckets() const {
 
 absl::StatusOr<double> FsdpStrategy::GlobalGradNorm() {
   double sum_of_squares = 0;
-  for (const Unit& unit : units_) {
-    const at::Tensor shard = unit.grad_shard.to(at::kDouble);
-    sum_of_squares += at::dot(shard, shard).item<double>();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const Unit& unit = units_[u];
+    sum_of_squares += store_->SquaredNormCounted(
+        unit.grad_shard, store_->units()[u].offset + unit.shard_offset);
   }
   ASSIGN_OR_RETURN(const double total,
                    ReduceScalarOverRanks(communicator_, sum_of_squares,

@@ -387,9 +387,10 @@ std::vector<BucketSummary> ZeroStrategy::Buckets() const {
 
 absl::StatusOr<double> ZeroStrategy::GlobalGradNorm() {
   double sum_of_squares = 0;
-  for (const Piece& piece : pieces_) {
-    const at::Tensor shard = piece.grad_shard.to(at::kDouble);
-    sum_of_squares += at::dot(shard, shard).item<double>();
+  for (size_t b = 0; b < pieces_.size(); ++b) {
+    const Piece& piece = pieces_[b];
+    sum_of_squares += store_->SquaredNormCounted(
+        piece.grad_shard, engine_.buckets()[b].offset + piece.shard_offset);
   }
   ASSIGN_OR_RETURN(const double total,
                    ReduceScalarOverRanks(communicator_, sum_of_squares,

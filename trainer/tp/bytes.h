@@ -1,0 +1,38 @@
+// The closed form of the bytes a rank sends on its tensor-parallel group in
+// one optimizer step (docs/tp.md "Bytes"), checked against the collective
+// layer's count (StepRecord.tp_bytes_sent vs expected_tp_bytes). Torch-free.
+//
+// Per micro-batch of b samples, A = b * T * D * 4 bytes (an fp32 activation),
+// N = b * T rows, L blocks, over the n ranks of the group, with the traffic.h
+// byte model (AR all-reduce 2(n-1)/n S, AG all-gather and RS reduce-scatter
+// (n-1)/n S):
+//
+//   without SP  forward  AR(A) embedding + 2L AR(A) (attention and MLP g)
+//                        + 3 AR(4N) (the vocab-parallel softmax: max, target
+//                        logit, sum of exponentials)
+//               backward 2L AR(A) (the blocks' f) + AR(A) (the head's f)
+//   with SP     forward  AR(A) embedding + 2L (AG(A) + RS(A)) + AG(A) head
+//                        + 3 AR(4N)
+//               backward 2L (AG(A) + RS(A)) + RS(A) head + AG(A) embedding
+//                        + 6L AR(4D) + 2 AR(4D) (the sequence-shared
+//                        LayerNorm parameters and row-parallel biases)
+//   activation checkpointing adds each block's forward collectives again.
+//
+// Per step: --grad_accum micro-batches, plus AR(8), the norm's sum of
+// squares. fp32 only: under bf16 autocast some activations move as 2-byte
+// copies, and the closed form is 0 (not checked).
+#ifndef MTB_TRAINER_TP_BYTES_H_
+#define MTB_TRAINER_TP_BYTES_H_
+
+#include <cstdint>
+
+#include "trainer/train_result.pb.h"
+
+namespace mtb::tp {
+
+// 0 when --tp is 1 or the precision is not fp32.
+int64_t ExpectedTensorParallelStepBytes(const TrainConfig& config);
+
+}  // namespace mtb::tp
+
+#endif  // MTB_TRAINER_TP_BYTES_H_

@@ -1,0 +1,119 @@
+#include "trainer/tp/model_split.h"
+
+#include "ATen/ATen.h"
+#include "common/gemm/ops.h"
+#include "common/nn/attention.h"
+#include "common/nn/layers.h"
+#include "common/nn/tensor_parallel.h"
+#include "glog/logging.h"
+#include "trainer/tp/layout.h"
+
+namespace mtb::tp {
+namespace {
+constexpr int64_t kSequenceDim = 1;  // activations are (B, T, D)
+}  // namespace
+
+TensorParallelSplit::TensorParallelSplit(collective::Communicator* tp,
+                                         bool sequence_parallel,
+                                         TestFault fault)
+    : tp_(tp), sequence_parallel_(sequence_parallel), fault_(fault) {
+  CHECK(tp_ != nullptr);
+}
+
+at::Tensor TensorParallelSplit::LocalPart(const std::string& name,
+                                          const at::Tensor& global) const {
+  return tp::LocalPart(SplitOf(name), global, tp_->rank(), tp_->world_size());
+}
+
+bool TensorParallelSplit::CountedInNorm(const std::string& name) const {
+  return SplitOf(name) != Split::kReplicated || tp_->rank() == 0 ||
+         fault_ == TestFault::kNormDoubleCounted;
+}
+
+at::Tensor TensorParallelSplit::SequenceShared(
+    const at::Tensor& parameter) const {
+  return sequence_parallel_ ? nn::CopyToTensorParallelRegion(parameter, tp_)
+                            : parameter;
+}
+
+at::Tensor TensorParallelSplit::LayerNormParameter(
+    const at::Tensor& parameter) const {
+  return fault_ == TestFault::kLayerNormUnsynced ? parameter
+                                                 : SequenceShared(parameter);
+}
+
+at::Tensor TensorParallelSplit::Enter(const at::Tensor& x) const {
+  return sequence_parallel_
+             ? nn::GatherFromSequenceParallelRegion(x, kSequenceDim, tp_)
+             : nn::CopyToTensorParallelRegion(x, tp_);
+}
+
+at::Tensor TensorParallelSplit::Leave(const at::Tensor& partial,
+                                      bool unreduced) const {
+  if (unreduced) {
+    if (!sequence_parallel_) return partial;
+    const int64_t part = partial.size(kSequenceDim) / tp_->world_size();
+    return partial.narrow(kSequenceDim, tp_->rank() * part, part);
+  }
+  return sequence_parallel_
+             ? nn::ReduceScatterToSequenceParallelRegion(partial, kSequenceDim,
+                                                         tp_)
+             : nn::ReduceFromTensorParallelRegion(partial, tp_);
+}
+
+at::Tensor TensorParallelSplit::Embed(const at::Tensor& tokens,
+                                      const at::Tensor& wte,
+                                      const at::Tensor& wpe) const {
+  CHECK_EQ(tokens.dim(), 2);
+  const at::Tensor x = nn::VocabParallelEmbedding(tokens, wte, tp_) +
+                       wpe.slice(0, 0, tokens.size(1));  // (B, T, D)
+  return sequence_parallel_
+             ? nn::ScatterToSequenceParallelRegion(x, kSequenceDim, tp_)
+             : x;
+}
+
+at::Tensor TensorParallelSplit::Block(const BlockParameters& block,
+                                      const at::Tensor& x, int64_t n_heads,
+                                      int64_t layer) const {
+  const int n = tp_->world_size();
+  CHECK_EQ(n_heads % n, 0);
+  nn::AttentionParams attention = block.attention;
+  attention.proj_bias = at::Tensor();  // added once, after the sum
+  const at::Tensor ln1 =
+      nn::LayerNorm(x, LayerNormParameter(block.ln1_weight),
+                    LayerNormParameter(block.ln1_bias));
+  const at::Tensor attention_partial = nn::CausalSelfAttention(
+      attention, Enter(ln1), n_heads / n, nn::CounterDropout(), layer);
+  const at::Tensor h =
+      x + Leave(attention_partial, /*unreduced=*/false) +
+      SequenceShared(block.attention.proj_bias);
+  nn::MlpParams mlp = block.mlp;
+  mlp.proj_bias = at::Tensor();
+  const at::Tensor ln2 =
+      nn::LayerNorm(h, LayerNormParameter(block.ln2_weight),
+                    LayerNormParameter(block.ln2_bias));
+  const at::Tensor mlp_partial = nn::Mlp(mlp, Enter(ln2));
+  return h +
+         Leave(mlp_partial, fault_ == TestFault::kRowParallelUnreduced) +
+         SequenceShared(block.mlp.proj_bias);
+}
+
+at::Tensor TensorParallelSplit::Head(const at::Tensor& x,
+                                     const at::Tensor& ln_weight,
+                                     const at::Tensor& ln_bias,
+                                     const at::Tensor& wte) const {
+  const at::Tensor y = nn::LayerNorm(x, LayerNormParameter(ln_weight),
+                                     LayerNormParameter(ln_bias));
+  return gemm::Linear(Enter(y), wte, at::Tensor());  // (B, T, V/n)
+}
+
+at::Tensor TensorParallelSplit::Loss(const at::Tensor& logits,
+                                     const at::Tensor& targets) const {
+  const int64_t vocab_part = logits.size(-1);
+  return nn::VocabParallelCrossEntropy(
+             logits.to(at::kFloat).reshape({-1, vocab_part}),
+             targets.reshape({-1}), tp_)
+      .mean();
+}
+
+}  // namespace mtb::tp
