@@ -15,6 +15,7 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
+#include "common/results/atomic_file.h"
 #include "gtest/gtest.h"
 #include "trainer/ddp_process_check.h"
 #include "trainer/train_result.pb.h"
@@ -44,16 +45,19 @@ const TrainerLaunch& Reference() {
 }
 
 void ExpectEqualsOneRank(int stages, const std::string& schedule,
-                         int micro_batches) {
+                         int micro_batches,
+                         const std::vector<std::string>& extra_flags = {}) {
   SCOPED_TRACE(absl::StrCat("pp=", stages, " ", schedule, " m=", micro_batches));
   const TrainerLaunch& one = Reference();
   ASSERT_EQ(one.exit_code, 0) << one.output;
   int clipped = 0;
   for (const StepRecord& step : one.result.runs(0).steps()) clipped += step.clipped();
   ASSERT_GE(clipped, 3) << "the reference should clip most steps";
+  std::vector<std::string> flags = PipelineFlags(stages, schedule, micro_batches);
+  flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
   const TrainerLaunch pipelined =
       RunTrainer(absl::StrCat("pp", stages, "_", schedule, "_m", micro_batches),
-                 stages, PipelineFlags(stages, schedule, micro_batches));
+                 stages, flags);
   ASSERT_EQ(pipelined.exit_code, 0) << pipelined.output;
   EXPECT_EQ(pipelined.result.run_context().world_size(), stages);
   EXPECT_EQ(pipelined.result.model().tokens_per_step(),
@@ -79,7 +83,28 @@ TEST(Pipeline, TwoStagesEqualOneRankUnderBothSchedules) {
 }
 
 TEST(Pipeline, FourStagesEqualOneRankUnderBothSchedules) {
-  ExpectEqualsOneRank(4, "gpipe", 4);
+  // Traced too: every stage's trace has its forward and backward spans per
+  // micro-batch, named by stage and micro-batch.
+  const std::string traces = LaunchDirectory("pp4_traces");
+  ExpectEqualsOneRank(4, "gpipe", 4, {"--trace_dir=" + traces});
+  for (int stage = 0; stage < 4; ++stage) {
+    absl::StatusOr<std::string> trace =
+        ReadFileToString(absl::StrCat(traces, "/rank_", stage, ".trace.json"));
+    ASSERT_TRUE(trace.ok()) << trace.status();
+    for (const std::string& expected :
+         {std::string("ProfilerStep#5"), std::string("\"forward\""),
+          std::string("\"backward\""), std::string("\"micro_batch\"")}) {
+      EXPECT_NE(trace->find(expected), std::string::npos)
+          << "stage " << stage << ": " << expected;
+    }
+    // Pretty-printed or compact JSON.
+    EXPECT_TRUE(
+        trace->find(absl::StrCat("\"stage\": \"", stage, "\"")) !=
+            std::string::npos ||
+        trace->find(absl::StrCat("\"stage\":\"", stage, "\"")) !=
+            std::string::npos)
+        << "stage " << stage;
+  }
   ExpectEqualsOneRank(4, "1f1b", 6);
 }
 
