@@ -90,12 +90,12 @@ absl::Status ValidatePipelineConfig(const TrainConfig& c) {
 
 absl::Status ValidatePipelineWorldSize(const TrainConfig& config,
                                        int world_size) {
-  if (!IsPipelined(config) || world_size == config.pp()) return absl::OkStatus();
+  if (!IsPipelined(config) || world_size % config.pp() == 0) {
+    return absl::OkStatus();
+  }
   return Invalid(absl::StrCat(
-      "--pp=", config.pp(), " needs a world size of ", config.pp(),
-      " (pp x dp with dp = 1; data parallelism across stages is not "
-      "supported yet), but the world size is ", world_size,
-      ": use --nproc=", config.pp()));
+      "--pp=", config.pp(), " must divide the world size ", world_size,
+      " (world = pp x dp): use --nproc=", config.pp(), " or a multiple"));
 }
 
 }  // namespace mtb::pipeline

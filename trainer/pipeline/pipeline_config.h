@@ -36,7 +36,7 @@ struct PipelineOptions {
 // and sets none of them.
 absl::Status ValidatePipelineConfig(const TrainConfig& config);
 
-// A pipelined run needs world size == --pp (dp = 1).
+// A pipelined run's world is pp x dp: --pp must divide it.
 absl::Status ValidatePipelineWorldSize(const TrainConfig& config,
                                        int world_size);
 

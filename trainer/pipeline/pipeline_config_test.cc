@@ -72,14 +72,15 @@ TEST(PipelineConfig, BadInputIsRefusedNamingTheFlag) {
   ExpectRefused(config, "--pp_split=2,2 applies to pipelined runs only");
 }
 
-TEST(PipelineConfig, WorldSizeMustEqualTheStages) {
+TEST(PipelineConfig, StagesMustDivideTheWorldSize) {
   EXPECT_TRUE(ValidatePipelineWorldSize(Pipelined(), 2).ok());
-  const absl::Status status = ValidatePipelineWorldSize(Pipelined(), 4);
+  EXPECT_TRUE(ValidatePipelineWorldSize(Pipelined(), 4).ok()) << "pp 2 x dp 2";
+  const absl::Status status = ValidatePipelineWorldSize(Pipelined(), 3);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("--pp=2 needs a world size of 2"),
+  EXPECT_NE(status.message().find("--pp=2 must divide the world size 3"),
             std::string::npos)
       << status;
-  EXPECT_TRUE(ValidatePipelineWorldSize(TrainConfig(), 4).ok());
+  EXPECT_TRUE(ValidatePipelineWorldSize(TrainConfig(), 3).ok());
 }
 
 }  // namespace

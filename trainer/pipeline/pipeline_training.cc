@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "ATen/ATen.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/base/flags.h"
@@ -47,7 +48,10 @@ PipelineStage::PipelineStage(const TrainConfig& config, PipelineOptions options,
     : config_(config),
       options_(std::move(options)),
       communicator_(communicator),
-      stage_(communicator->rank()),
+      pipe_(communicator),
+      dp_(communicator->world_size() / options_.stages),
+      stage_(communicator->rank() / dp_),
+      dp_rank_(communicator->rank() % dp_),
       model_(ModelShapeOf(config), config.seed()),
       schedule_(LrScheduleOf(config)) {
   const StageBlocks& blocks = options_.partition[stage_];
@@ -73,11 +77,36 @@ absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
     const TrainConfig& config, collective::Communicator* communicator) {
   CHECK(communicator != nullptr);
   ASSIGN_OR_RETURN(PipelineOptions options, PipelineOptionsOf(config));
-  if (communicator->world_size() != options.stages) {
+  if (communicator->world_size() % options.stages != 0) {
     return ValidatePipelineWorldSize(config, communicator->world_size());
   }
   std::unique_ptr<PipelineStage> stage(
       new PipelineStage(config, std::move(options), communicator));
+  if (stage->dp_ > 1) {
+    // Rank = stage * dp + dp_rank. Every rank joins its pipeline, then its
+    // data-parallel group: each group's members create it in the same order.
+    collective::CommunicatorOptions group;
+    group.timeout = communicator->timeout();
+    group.keep_records = false;
+    if (absl::StrContains(communicator->device_description(), "127.0.0.1")) {
+      group.gloo_hostname = "127.0.0.1";
+    }
+    group.rank = stage->stage_;
+    group.world_size = stage->options_.stages;
+    ASSIGN_OR_RETURN(stage->pipe_owned_,
+                     collective::Communicator::Create(
+                         communicator->store().WithPrefix(
+                             absl::StrCat("pp_pipeline_", stage->dp_rank_)),
+                         group));
+    stage->pipe_ = stage->pipe_owned_.get();
+    group.rank = stage->dp_rank_;
+    group.world_size = stage->dp_;
+    ASSIGN_OR_RETURN(stage->data_,
+                     collective::Communicator::Create(
+                         communicator->store().WithPrefix(
+                             absl::StrCat("pp_data_", stage->stage_)),
+                         group));
+  }
   ParameterStore& store = stage->model_.store();
   store.AttachGradients();
   const int count = static_cast<int>(store.parameters().size());
@@ -141,11 +170,13 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
         {"stage", absl::StrCat(stage_)}, {"micro_batch", absl::StrCat(j)}};
     if (action.phase == Phase::kForward) {
       Stopwatch watch;
-      const Batch batch = data.Get(step, j * samples, samples);
+      // DDP's layout: data-parallel rank d holds samples [d B, (d+1) B).
+      const Batch batch = data.Get(
+          step, dp_rank_ * config_.batch_size() + j * samples, samples);
       at::Tensor input = batch.inputs;
       if (stage_ > 0) {
         input = at::empty(shape(), at::kFloat);
-        RETURN_IF_ERROR(communicator_->Recv(input, stage_ - 1, ActivationTag(j)));
+        RETURN_IF_ERROR(pipe_->Recv(input, stage_ - 1, ActivationTag(j)));
         input.requires_grad_(true);
       }
       std::optional<trace::ScopedSpan> span(std::in_place, trace_, "forward",
@@ -160,7 +191,7 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
       } else {
         span.reset();
         outputs[j] = output;
-        sends.push_back(communicator_->SendAsync(output.detach().contiguous(), stage_ + 1,
+        sends.push_back(pipe_->SendAsync(output.detach().contiguous(), stage_ + 1,
                                                  ActivationTag(j)));
         traffic_.activation_bytes += output.numel() * 4;
       }
@@ -174,14 +205,14 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
       (outputs[j] / static_cast<double>(m)).backward();
     } else {
       at::Tensor gradient = at::empty(shape(), at::kFloat);
-      RETURN_IF_ERROR(communicator_->Recv(gradient, stage_ + 1, GradientTag(j)));
+      RETURN_IF_ERROR(pipe_->Recv(gradient, stage_ + 1, GradientTag(j)));
       const trace::ScopedSpan span(trace_, "backward", "compute", span_args);
       outputs[j].backward(gradient);
     }
     if (stage_ > 0) {
       const at::Tensor input_gradient = inputs[j].grad().contiguous();
       sends.push_back(
-          communicator_->SendAsync(input_gradient, stage_ - 1, GradientTag(j)));
+          pipe_->SendAsync(input_gradient, stage_ - 1, GradientTag(j)));
       traffic_.gradient_bytes += input_gradient.numel() * 4;
     }
     // The micro-batch's activations are freed here (1F1B's memory bound).
@@ -190,6 +221,16 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
     record.set_backward_ms(record.backward_ms() + watch.ElapsedMs());
   }
   for (collective::CollectiveHandle& send : sends) RETURN_IF_ERROR(send.Wait());
+
+  // pp x dp: the stage's gradient averaged over its data-parallel group
+  // (ddp's arithmetic, after backward rather than overlapped with it).
+  if (data_ != nullptr) {
+    for (const FlatAdamW::Range& range : owned_ranges_) {
+      RETURN_IF_ERROR(data_->AllReduce(
+          store.flat_gradients().narrow(0, range.offset, range.numel),
+          collective::ReduceOp::kAvg));
+    }
+  }
 
   // The tied embedding: stage 0 holds the lookup's gradient a, the last stage
   // the head's b; both add the other's (a + b == b + a, bit for bit).
@@ -201,8 +242,8 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
     const at::Tensor received = at::empty_like(gradient);
     const int peer = stage_ == 0 ? last : 0;
     collective::CollectiveHandle send =
-        communicator_->SendAsync(gradient, peer, kTiedEmbeddingTag);
-    RETURN_IF_ERROR(communicator_->Recv(received, peer, kTiedEmbeddingTag));
+        pipe_->SendAsync(gradient, peer, kTiedEmbeddingTag);
+    RETURN_IF_ERROR(pipe_->Recv(received, peer, kTiedEmbeddingTag));
     RETURN_IF_ERROR(send.Wait());
     at::NoGradGuard no_grad;
     gradient.add_(received);
@@ -219,9 +260,12 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   if (stage_ == last) {
     double mean = 0;
     for (double loss : losses) mean += loss / static_cast<double>(m);
-    values[0] = mean;
+    values[0] = dp_ == 1 ? mean : mean / static_cast<double>(dp_);
   }
   for (int i : owned_) {
+    // After the data-parallel average every replica holds the same norms:
+    // the first one's count.
+    if (dp_rank_ != 0) break;
     if (i == kTokenEmbedding && stage_ != 0) continue;
     values[1 + i] = parameters[i].tensor.grad().norm().item<double>();
   }
@@ -264,7 +308,7 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   const double step_ms = step_watch.ElapsedMs();
   record.set_step_ms(step_ms);
   record.set_tokens_per_second(
-      static_cast<double>(config_.batch_size() * config_.seq_len()) /
+      static_cast<double>(dp_ * config_.batch_size() * config_.seq_len()) /
       (step_ms / 1000.0));
   return record;
 }
@@ -282,7 +326,7 @@ absl::Status PipelineStage::GatherFullParameters() {
         .copy_(flat.narrow(0, store.offset(i), numel));
   }
   // x + 0 is x: every element comes from its owner alone.
-  RETURN_IF_ERROR(communicator_->AllReduce(contribution));
+  RETURN_IF_ERROR(pipe_->AllReduce(contribution));
   flat.copy_(contribution);
   return absl::OkStatus();
 }
@@ -300,7 +344,9 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
                      return PipelineStage::Create(config, communicator);
                    }));
   const GptModel& model = stage->model();
-  const int64_t tokens_per_step = config.batch_size() * config.seq_len();
+  const int64_t tokens_per_step = static_cast<int64_t>(rank.world_size /
+                                                      config.pp()) *
+                                  config.batch_size() * config.seq_len();
   ModelInfo* info = result.mutable_model();
   info->set_parameter_count(model.ParameterCount());
   info->set_flops_parameter_count(model.FlopsParameterCount());

@@ -4,8 +4,10 @@
 // last stages, the global gradient norm, clipping and AdamW on the stage's
 // parameters.
 //
-// Vocabulary as trainer/pipeline/schedule.h: stage s is pipeline rank s
-// (world size == stages, dp = 1). A stage *owns* the parameters it computes
+// Vocabulary as trainer/pipeline/schedule.h. The world is pp x dp: rank r
+// runs stage r / dp of pipeline r % dp (its data-parallel rank d); pipeline d
+// takes samples [d B, (d+1) B) of the step (DDP's layout) and each stage's
+// gradient is averaged over its dp group after backward. A stage *owns* the parameters it computes
 // with: its blocks; the token and position embeddings on stage 0; the final
 // LayerNorm and the token embedding (the tied head) on the last stage. Every
 // rank builds the whole model from the seed (so every stage starts from the
@@ -61,8 +63,9 @@ struct StageTraffic {
 
 class PipelineStage {
  public:
-  // `config` valid and pipelined; `communicator` holds config.pp() ranks
-  // (rank = stage) and outlives the stage.
+  // `config` valid and pipelined; `communicator` holds pp x dp ranks and
+  // outlives the stage. With dp > 1 it creates the pipeline and
+  // data-parallel communicators over communicator's store (collective).
   static absl::StatusOr<std::unique_ptr<PipelineStage>> Create(
       const TrainConfig& config, collective::Communicator* communicator);
 
@@ -92,8 +95,15 @@ class PipelineStage {
 
   TrainConfig config_;
   PipelineOptions options_;
-  collective::Communicator* communicator_;
+  collective::Communicator* communicator_;  // every rank (pp x dp)
+  // This rank's pipeline (ranks d, dp + d, ...: stage s is rank s) and,
+  // with dp > 1, its stage's data-parallel group (owned here).
+  collective::Communicator* pipe_;
+  std::unique_ptr<collective::Communicator> pipe_owned_;
+  std::unique_ptr<collective::Communicator> data_;
+  int dp_ = 1;
   int stage_ = 0;
+  int dp_rank_ = 0;
   StageView view_;
   GptModel model_;
   LrSchedule schedule_;

@@ -63,7 +63,9 @@ Trained TrainOneRank(const TrainConfig& config) {
 }
 
 Trained TrainPipelined(TrainConfig config, int stages, const std::string& schedule,
-                       int micro_batches, bool skip_tied_sum = false) {
+                       int micro_batches, bool skip_tied_sum = false,
+                       int dp = 1) {
+  config.set_batch_size(config.batch_size() / dp);
   config.set_pp(stages);
   config.set_pp_schedule(schedule);
   config.set_pp_microbatches(micro_batches);
@@ -73,7 +75,7 @@ Trained TrainPipelined(TrainConfig config, int stages, const std::string& schedu
                                       config.seq_len());
   Trained run;
   const absl::Status ran = collective::RunRanksAsThreads(
-      stages, [&](collective::Communicator& communicator) {
+      stages * dp, [&](collective::Communicator& communicator) {
         absl::StatusOr<std::unique_ptr<PipelineStage>> stage =
             PipelineStage::Create(config, &communicator);
         ASSERT_TRUE(stage.ok()) << stage.status();
@@ -186,6 +188,16 @@ TEST_F(PipelineTraining, SeveralMicroBatchesEqualOneRankWithinTheDdpTiers) {
         TrainPipelined(PipelineTestConfig(), 4, schedule, 4), *reference_);
     EXPECT_TRUE(comparison.ok()) << comparison.Describe();
   }
+}
+
+// pp 2 x dp 2: each stage's gradient averaged over its two replicas, as
+// DDP's; the replicas of rank 0's pipeline hold the same model.
+TEST_F(PipelineTraining, TwoStagesTimesTwoReplicasEqualOneRankWithinTheDdpTiers) {
+  const DdpComparison comparison = CompareWithinTiers(
+      TrainPipelined(PipelineTestConfig(), 2, "1f1b", 2,
+                     /*skip_tied_sum=*/false, /*dp=*/2),
+      *reference_);
+  EXPECT_TRUE(comparison.ok()) << comparison.Describe();
 }
 
 // Without the sum, stage 0 steps the token embedding on the lookup's
