@@ -304,7 +304,14 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
     optimizer_->Step(record.lr(), gradients);
   }
   record.set_optimizer_ms(optimizer_watch.ElapsedMs());
+  // The gradient traffic of the step as the result reports it: the tied
+  // embedding's exchange (V x D fp32 each way, on the end stages), next to
+  // its closed form; activations are not gradient traffic.
   record.set_grad_bytes_sent(traffic_.tied_embedding_bytes);
+  if (options_.stages > 1 && (stage_ == 0 || stage_ == last)) {
+    record.set_expected_grad_bytes(parameters[kTokenEmbedding].tensor.numel() *
+                                   4);
+  }
   const double step_ms = step_watch.ElapsedMs();
   record.set_step_ms(step_ms);
   record.set_tokens_per_second(
