@@ -1,13 +1,15 @@
-// Pipeline parallelism with real processes: the trainer launches --pp (x dp)
-// ranks of itself that pass activations and gradients over Gloo, and each result is
+// Pipeline parallelism with real processes: the trainer launches --pp ranks
+// of itself that pass activations and gradients over Gloo, and each result is
 // compared with one rank on the same global batch by CompareWithReference
 // (trainer/ddp_process_check.cc: losses, norms, every rank's gathered model
 // equal, parameters per tensor within its derived tiers). One micro-batch is
 // one rank bit for bit (trainer/pipeline/pipeline_training.h says why);
 // several change the fp32 summation order only. The negative: an unsummed
 // tied embedding fails the same comparison. Bad input is refused before any
-// rank starts. One process, one one-rank reference, eight launches: the
-// launches (not the training) are the cost, so the test is not sharded.
+// rank starts. pp x dp is pipeline_training_test's (ranks as threads), to
+// keep this test's launches few. One process, one one-rank reference, seven
+// launches: the launches (not the training) are the cost, so the test is not
+// sharded.
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -106,24 +108,6 @@ TEST(Pipeline, FourStagesEqualOneRankUnderBothSchedules) {
         << "stage " << stage;
   }
   ExpectEqualsOneRank(4, "1f1b", 6);
-}
-
-// pp 2 x dp 2 on 4 ranks: each pipeline takes half the global batch (6
-// samples, DDP's layout), each stage's gradient is averaged over its two
-// replicas; every rank's gathered model is rank 0's bit for bit.
-TEST(Pipeline, TwoStagesTimesTwoReplicasEqualOneRank) {
-  const TrainerLaunch& one = Reference();
-  ASSERT_EQ(one.exit_code, 0) << one.output;
-  std::vector<std::string> flags = PipelineFlags(2, "gpipe", 3);
-  flags.push_back(absl::StrCat("--batch_size=", kTinyGlobalBatch / 2));
-  const TrainerLaunch pipelined = RunTrainer("pp2_dp2", 4, flags);
-  ASSERT_EQ(pipelined.exit_code, 0) << pipelined.output;
-  EXPECT_EQ(pipelined.result.model().tokens_per_step(),
-            one.result.model().tokens_per_step());
-  const DdpComparison comparison = CompareWithReference(pipelined, one);
-  EXPECT_TRUE(comparison.ok()) << comparison.Describe();
-  std::cout << "pp=2 x dp=2 gpipe m=3 vs 1 rank:\n" << comparison.Describe()
-            << "\n";
 }
 
 TEST(Pipeline, UnsummedTiedEmbeddingFailsTheComparison) {
