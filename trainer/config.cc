@@ -9,6 +9,7 @@
 #include "common/base/sha256.h"
 #include "common/base/status.h"
 #include "common/gemm/backend.h"
+#include "trainer/pipeline/pipeline_config.h"
 #include "trainer/strategy/registry.h"
 #include "trainer/tp/options.h"
 
@@ -219,6 +220,7 @@ absl::Status ValidateConfig(const TrainConfig& c,
                                   c.precision()));
     }
   }
+  RETURN_IF_ERROR(pipeline::ValidatePipelineConfig(c));
   if (!(c.peak_flops() >= 0)) {
     return Invalid(absl::StrCat("--peak_flops=", c.peak_flops(),
                                 " must be non-negative (0: measure)"));
@@ -235,6 +237,7 @@ absl::Status ValidateConfigForWorldSize(const TrainConfig& c, int world_size) {
       !tp.ok()) {
     return tp;
   }
+  RETURN_IF_ERROR(pipeline::ValidatePipelineWorldSize(c, world_size));
   absl::StatusOr<const StrategyEntry*> entry = FindStrategy(c.strategy());
   if (!entry.ok()) return entry.status();
   if ((*entry)->max_world_size > 0 && world_size > (*entry)->max_world_size) {

@@ -147,6 +147,20 @@ ABSL_FLAG(bool, overwrite_checkpoints, false,
           "start a new run in a --checkpoint_dir holding another run's "
           "checkpoints (deletes nothing; `latest` moves to the new run's)");
 
+ABSL_FLAG(int32_t, pp, 1,
+          "pipeline parallelism: stages (docs/pipeline.md); the world size "
+          "must equal it (dp = 1)");
+ABSL_FLAG(std::string, pp_schedule, "1f1b",
+          "with --pp > 1: gpipe (every forward, then every backward) or 1f1b");
+ABSL_FLAG(int32_t, pp_microbatches, 1,
+          "with --pp > 1: micro-batches per step; must divide --batch_size");
+ABSL_FLAG(std::string, pp_split, "",
+          "with --pp > 1: blocks per stage, e.g. 3,1 (default: balanced by "
+          "parameter count)");
+ABSL_FLAG(bool, testonly_pp_skip_tied_embedding_sum, false,
+          "testing only: do not sum the tied embedding's gradient between the "
+          "first and last stages, to prove that tests catch it");
+
 namespace mtb {
 
 TrainConfig TrainConfigFromFlags() {
@@ -196,7 +210,34 @@ TrainConfig TrainConfigFromFlags() {
   const int tp = absl::GetFlag(FLAGS_tp);
   c.set_tp(tp == 1 ? 0 : std::max(tp, 0));
   c.set_sequence_parallel(absl::GetFlag(FLAGS_sequence_parallel));
+  // Pipeline fields stay unset unless the run is pipelined (fingerprints).
+  const int32_t pp = absl::GetFlag(FLAGS_pp);
+  if (pp != 1) {
+    c.set_pp(pp);
+    c.set_pp_schedule(absl::GetFlag(FLAGS_pp_schedule));
+    c.set_pp_microbatches(absl::GetFlag(FLAGS_pp_microbatches));
+  }
+  c.set_pp_split(absl::GetFlag(FLAGS_pp_split));
+  c.set_testonly_pp_skip_tied_embedding_sum(
+      absl::GetFlag(FLAGS_testonly_pp_skip_tied_embedding_sum));
   return c;
+}
+
+absl::Status ValidatePipelineFlags() {
+  const int32_t pp = absl::GetFlag(FLAGS_pp);
+  if (pp < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pp=", pp, " must be at least 1"));
+  }
+  if (pp == 1) {
+    for (const char* flag : {"pp_schedule", "pp_microbatches"}) {
+      if (FlagWasSet(flag)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", flag, " applies to pipelined runs only; add --pp > 1"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 WarmupsGiven WarmupsGivenOnCommandLine() {

@@ -17,6 +17,10 @@ namespace mtb {
 // The flags' current values (after parsing), not yet resolved or validated.
 TrainConfig TrainConfigFromFlags();
 
+// The pipeline flags whose values TrainConfigFromFlags does not keep: --pp
+// below 1, and --pp_schedule or --pp_microbatches given without --pp > 1.
+absl::Status ValidatePipelineFlags();
+
 // Which warm-up flags were set on the command line (FlagWasSet).
 WarmupsGiven WarmupsGivenOnCommandLine();
 

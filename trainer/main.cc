@@ -118,6 +118,9 @@ int main(int argc, char** argv) {
   if (absl::Status tp = mtb::TensorParallelFlagError(); !tp.ok()) {
     return mtb::ReportAndExitCode(kProgram, tp);
   }
+  if (absl::Status valid = mtb::ValidatePipelineFlags(); !valid.ok()) {
+    return mtb::ReportAndExitCode(kProgram, valid);
+  }
   mtb::TrainConfig config = mtb::TrainConfigFromFlags();
   std::vector<std::string> notes = mtb::FitDefaultWarmupsToSteps(
       &config, mtb::WarmupsGivenOnCommandLine());
@@ -137,6 +140,19 @@ int main(int argc, char** argv) {
                   : mtb::ValidateConfigForWorldSize(config,
                                                     world->world_size)}) {
     if (!status.ok()) return mtb::ReportAndExitCode(kProgram, status);
+  }
+  // A pipelined run has no run components yet (docs/pipeline.md, "Not yet").
+  if (config.pp() > 1) {
+    for (const char* flag :
+         {"checkpoint_dir", "resume", "fault", "init_from", "metrics_jsonl",
+          "testonly_sync_fault", "max_restarts"}) {
+      if (mtb::FlagWasSet(flag)) {
+        return mtb::ReportAndExitCode(
+            kProgram, absl::InvalidArgumentError(absl::StrCat(
+                          "--", flag, " is not supported with --pp=",
+                          config.pp(), " yet (docs/pipeline.md)")));
+      }
+    }
   }
   if (absl::GetFlag(FLAGS_estimate_memory)) {
     // Each strategy resolves --grad_sync=auto its own way (zero2: every).

@@ -173,6 +173,28 @@ at::Tensor GptModel::Loss(const at::Tensor& logits,
                            : nn::CrossEntropy(logits, targets);
 }
 
+at::Tensor GptModel::StageForward(const at::Tensor& input,
+                                  const StageView& view,
+                                  const ForwardOptions& options) const {
+  CHECK(options.unit_hooks.empty() && !options.activation_checkpointing);
+  CHECK(0 <= view.first_block && view.first_block <= view.end_block &&
+        view.end_block <= shape_.n_layers);
+  at::Tensor x = input;
+  if (view.embed) {
+    CHECK_EQ(input.dim(), 2);
+    CHECK_LE(input.size(1), shape_.seq_len);
+    x = nn::TokenAndPositionEmbedding(input, token_embedding_,
+                                      position_embedding_);
+  }
+  // (B, T, D)
+  for (int64_t layer = view.first_block; layer < view.end_block; ++layer) {
+    x = Block(layer, x, options.dropout);
+  }
+  if (!view.head) return x;
+  x = nn::LayerNorm(x, final_ln_weight_, final_ln_bias_);
+  return gemm::Linear(x, token_embedding_, at::Tensor());  // (B, T, V)
+}
+
 int64_t GptModel::ParameterCount() const { return global_parameter_count_; }
 
 int64_t GptModel::FlopsParameterCount() const {

@@ -80,6 +80,17 @@ struct ForwardOptions {
   std::vector<UnitHooks*> unit_hooks;
 };
 
+// A pipeline stage's slice of the model (trainer/pipeline/): blocks
+// [first_block, end_block), after the embeddings when `embed` (the first
+// stage) and before the final LayerNorm and the tied head when `head` (the
+// last).
+struct StageView {
+  int64_t first_block = 0;
+  int64_t end_block = 0;
+  bool embed = false;
+  bool head = false;
+};
+
 class GptModel {
  public:
   // GPT-2 initialisation: every weight normal(0, 0.02), the residual output
@@ -112,6 +123,15 @@ class GptModel {
                      const ForwardOptions& options) const;
   // The mean cross-entropy of Forward's logits against targets (B, T).
   at::Tensor Loss(const at::Tensor& logits, const at::Tensor& targets) const;
+
+  // One pipeline stage's forward: input is tokens (B, T) int64 when
+  // view.embed, else the previous stage's output (B, T, D); returns logits
+  // (B, T, V) when view.head, else (B, T, D). The same operations as
+  // Forward on those parts, so the stages in a row compute Forward's values
+  // bit for bit. No unit hooks, no activation checkpointing (the pipeline
+  // refuses both).
+  at::Tensor StageForward(const at::Tensor& input, const StageView& view,
+                          const ForwardOptions& options) const;
 
   // The split the model was built with (nullptr: whole).
   const ModelSplit* split() const { return split_; }

@@ -36,6 +36,7 @@
 #include "trainer/metrics.h"
 #include "trainer/metrics_stream.h"
 #include "trainer/output.h"
+#include "trainer/pipeline/pipeline_training.h"
 #include "trainer/preemption.h"
 #include "trainer/restart_history.h"
 #include "trainer/strategy/factory.h"
@@ -340,11 +341,17 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
       trace_observer = collective::TraceCollectives(*communicator, recorder.get());
     }
   }
+  // A pipelined run has its own loop (trainer/pipeline/pipeline_training.h);
+  // main.cc refused the run components it does not have.
   absl::StatusOr<TrainResult> result =
-      RunTraining(config,
-                  RankInfo{env.rank, env.world_size,
-                           tp::TensorParallelSize(config)},
-                  **strategy, **data, hooks);
+      pipeline::IsPipelined(config)
+          ? pipeline::RunPipelineTraining(config,
+                                          RankInfo{env.rank, env.world_size},
+                                          communicator.get(), **data, hooks)
+          : RunTraining(config,
+                        RankInfo{env.rank, env.world_size,
+                                 tp::TensorParallelSize(config)},
+                        **strategy, **data, hooks);
   if (recorder != nullptr) {
     if (communicator) communicator->log().RemoveObserver(trace_observer);
     if (absl::Status written = recorder->WriteTo(options.trace_dir); !written.ok()) {

@@ -1,0 +1,131 @@
+// One pipeline rank's training (docs/pipeline.md): its stage of the GPT, the
+// schedule's forwards and backwards with activations and their gradients sent
+// point-to-point, the tied embedding's gradient summed between the first and
+// last stages, the global gradient norm, clipping and AdamW on the stage's
+// parameters.
+//
+// Vocabulary as trainer/pipeline/schedule.h. The world is pp x dp: rank r
+// runs stage r / dp of pipeline r % dp (its data-parallel rank d); pipeline d
+// takes samples [d B, (d+1) B) of the step (DDP's layout) and each stage's
+// gradient is averaged over its dp group after backward. A stage *owns* the parameters it computes
+// with: its blocks; the token and position embeddings on stage 0; the final
+// LayerNorm and the token embedding (the tied head) on the last stage. Every
+// rank builds the whole model from the seed (so every stage starts from the
+// same values as one rank) and updates only what it owns.
+//
+// Equality with one rank. With --pp_microbatches=1 every stage runs the same
+// operations on the same values as one rank's forward and backward, the tied
+// embedding's gradient is the same two-term sum (a + b = b + a in IEEE), the
+// norm is summed from the same per-parameter norms in the same order, and
+// AdamW is elementwise: the losses, norms and parameters are one rank's bit
+// for bit (pipeline_training_test proves it). With m > 1 micro-batches the
+// mean of m micro-batch means and the per-micro-batch gradient accumulation
+// change the summation order: equal within fp32 rounding.
+//
+// Collective contract: every rank of the communicator calls Create, each Step
+// and GatherFullParameters in the same order.
+#ifndef MTB_TRAINER_PIPELINE_PIPELINE_TRAINING_H_
+#define MTB_TRAINER_PIPELINE_PIPELINE_TRAINING_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "ATen/core/Tensor.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainer/data.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/model.h"
+#include "trainer/optimizer.h"
+#include "trainer/pipeline/pipeline_config.h"
+#include "common/trace/recorder.h"
+#include "trainer/run/run_component.h"
+#include "trainer/train_result.pb.h"
+#include "trainer/trainer.h"
+
+namespace mtb {
+namespace collective {
+class Communicator;
+class CollectiveHandle;
+}  // namespace collective
+
+namespace pipeline {
+
+// What one step moved between stages, counted here (bytes of this rank's
+// sends).
+struct StageTraffic {
+  int64_t activation_bytes = 0;
+  int64_t gradient_bytes = 0;
+  int64_t tied_embedding_bytes = 0;
+};
+
+class PipelineStage {
+ public:
+  // `config` valid and pipelined; `communicator` holds pp x dp ranks and
+  // outlives the stage. With dp > 1 it creates the pipeline and
+  // data-parallel communicators over communicator's store (collective).
+  static absl::StatusOr<std::unique_ptr<PipelineStage>> Create(
+      const TrainConfig& config, collective::Communicator* communicator);
+
+  // Runs optimizer step `step` (1-based) over the step's batch_size samples
+  // of `data`. Collective. kAborted on every rank when the loss or the norm
+  // is not finite (decided from the same reduced values), before the update.
+  absl::StatusOr<StepRecord> Step(int64_t step, const DataSource& data);
+
+  // Collective: every rank's model then holds every stage's values (each
+  // parameter from its owner; the token embedding from stage 0).
+  absl::Status GatherFullParameters();
+
+  // Spans per micro-batch ("forward", "backward" with args stage and
+  // micro_batch) and "optimizer" go to `trace` (nullptr: none).
+  void set_trace(trace::TraceRecorder* trace) { trace_ = trace; }
+
+  const GptModel& model() const { return model_; }
+  int stage() const { return stage_; }
+  const StageView& view() const { return view_; }
+  const StageTraffic& last_traffic() const { return traffic_; }
+
+ private:
+  PipelineStage(const TrainConfig& config, PipelineOptions options,
+                collective::Communicator* communicator);
+  // The owner of each parameter of model_.parameters().
+  int OwnerOf(int parameter) const;
+
+  TrainConfig config_;
+  PipelineOptions options_;
+  collective::Communicator* communicator_;  // every rank (pp x dp)
+  // This rank's pipeline (ranks d, dp + d, ...: stage s is rank s) and,
+  // with dp > 1, its stage's data-parallel group (owned here).
+  collective::Communicator* pipe_;
+  std::unique_ptr<collective::Communicator> pipe_owned_;
+  std::unique_ptr<collective::Communicator> data_;
+  int dp_ = 1;
+  int stage_ = 0;
+  int dp_rank_ = 0;
+  StageView view_;
+  GptModel model_;
+  LrSchedule schedule_;
+  std::vector<int> owned_;  // parameter indices this stage updates
+  std::vector<FlatAdamW::Range> owned_ranges_;
+  std::unique_ptr<FlatAdamW> optimizer_;
+  StageTraffic traffic_;
+  trace::TraceRecorder* trace_ = nullptr;
+};
+
+// The pipelined counterpart of RunTraining (trainer/trainer.h) for one rank:
+// config.steps() steps, a progress line per --log_every on rank 0. Of
+// `hooks` it honours `trace` (with its step window: a ProfilerStep#N span per
+// step and the stage's spans), `after_first_step` and `after_last_run`, called after
+// GatherFullParameters with the full model; main.cc refuses the flags behind
+// the others. Returns the result (steps, losses, norms) without run_context.
+absl::StatusOr<TrainResult> RunPipelineTraining(
+    const TrainConfig& config, const RankInfo& rank,
+    collective::Communicator* communicator, const DataSource& data,
+    const RunHooks& hooks);
+
+}  // namespace pipeline
+}  // namespace mtb
+
+#endif  // MTB_TRAINER_PIPELINE_PIPELINE_TRAINING_H_

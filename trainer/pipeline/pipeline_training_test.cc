@@ -1,0 +1,216 @@
+// The pipelined step against one rank, with ranks as threads: bit for bit at
+// one micro-batch (pipeline_training.h says why), within the parameter tiers
+// of trainer/ddp_process_check.cc with several (a different fp32 summation
+// order, as DDP's); and the classic bug, a tied embedding whose gradient is
+// not summed between the first and last stages, fails that comparison.
+#include "trainer/pipeline/pipeline_training.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "ATen/ATen.h"
+#include "ATen/Parallel.h"
+#include "absl/strings/str_cat.h"
+#include "common/collective/test_util.h"
+#include "glog/logging.h"
+#include "gtest/gtest.h"
+#include "trainer/ddp_process_check.h"
+#include "trainer/strategy.h"
+#include "trainer/test_config.h"
+#include "trainer/trainer.h"
+
+namespace mtb::pipeline {
+namespace {
+
+struct Trained {
+  std::vector<StepRecord> steps;
+  at::Tensor parameters;  // the flat store
+  std::vector<DumpedParameter> manifest;
+};
+
+// 4 layers so that 4 stages have a block each, dropout and clipping on (the
+// norm crosses --max_grad_norm in these steps), 4 steps.
+TrainConfig PipelineTestConfig() {
+  TrainConfig config = TinyConfig();
+  config.set_n_layers(4);
+  config.set_dropout(0.1);
+  config.set_max_grad_norm(0.5);
+  config.set_lr(3e-3);
+  config.set_steps(4);
+  return config;
+}
+
+Trained TrainOneRank(const TrainConfig& config) {
+  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
+                                      config.seq_len());
+  SingleStrategy strategy;
+  auto trainer = Trainer::Create(config, RankInfo{}, &strategy, data.get());
+  CHECK(trainer.ok()) << trainer.status();
+  Trained run;
+  for (int step = 0; step < config.steps(); ++step) {
+    absl::StatusOr<StepRecord> record = (*trainer)->Step();
+    CHECK(record.ok()) << record.status();
+    run.steps.push_back(*record);
+  }
+  const ParameterStore& store = (*trainer)->model().store();
+  run.parameters = store.flat_parameters().detach().clone();
+  for (size_t i = 0; i < store.parameters().size(); ++i) {
+    run.manifest.push_back({store.parameters()[i].name,
+                            store.offset(static_cast<int>(i)),
+                            store.parameters()[i].tensor.numel()});
+  }
+  return run;
+}
+
+Trained TrainPipelined(TrainConfig config, int stages, const std::string& schedule,
+                       int micro_batches, bool skip_tied_sum = false,
+                       int dp = 1) {
+  config.set_batch_size(config.batch_size() / dp);
+  config.set_pp(stages);
+  config.set_pp_schedule(schedule);
+  config.set_pp_microbatches(micro_batches);
+  config.set_testonly_pp_skip_tied_embedding_sum(skip_tied_sum);
+  CHECK(ValidatePipelineConfig(config).ok()) << ValidatePipelineConfig(config);
+  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
+                                      config.seq_len());
+  Trained run;
+  const absl::Status ran = collective::RunRanksAsThreads(
+      stages * dp, [&](collective::Communicator& communicator) {
+        absl::StatusOr<std::unique_ptr<PipelineStage>> stage =
+            PipelineStage::Create(config, &communicator);
+        ASSERT_TRUE(stage.ok()) << stage.status();
+        std::vector<StepRecord> steps;
+        for (int64_t step = 1; step <= config.steps(); ++step) {
+          absl::StatusOr<StepRecord> record = (*stage)->Step(step, *data);
+          ASSERT_TRUE(record.ok()) << record.status();
+          steps.push_back(*record);
+        }
+        ASSERT_TRUE((*stage)->GatherFullParameters().ok());
+        if (communicator.rank() == 0) {
+          run.steps = steps;
+          run.parameters =
+              (*stage)->model().store().flat_parameters().detach().clone();
+        }
+      });
+  CHECK(ran.ok()) << ran;
+  return run;
+}
+
+class PipelineTraining : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    at::set_num_threads(1);
+    reference_ = new Trained(TrainOneRank(PipelineTestConfig()));
+  }
+  static void TearDownTestSuite() { delete reference_; }
+  static Trained* reference_;
+};
+Trained* PipelineTraining::reference_ = nullptr;
+
+void ExpectBitIdentical(const Trained& pipelined, const Trained& reference) {
+  ASSERT_EQ(pipelined.steps.size(), reference.steps.size());
+  bool clipped = false;
+  for (size_t i = 0; i < reference.steps.size(); ++i) {
+    EXPECT_EQ(pipelined.steps[i].loss_bits(), reference.steps[i].loss_bits())
+        << "step " << i + 1 << ": " << pipelined.steps[i].loss() << " vs "
+        << reference.steps[i].loss();
+    const double norm = pipelined.steps[i].grad_norm();
+    const double expected_norm = reference.steps[i].grad_norm();
+    EXPECT_EQ(std::memcmp(&norm, &expected_norm, sizeof(double)), 0)
+        << "step " << i + 1 << ": norm " << pipelined.steps[i].grad_norm()
+        << " vs " << reference.steps[i].grad_norm();
+    clipped = clipped || reference.steps[i].clipped();
+  }
+  EXPECT_TRUE(clipped) << "no step was clipped: the test lost its clipping";
+  EXPECT_TRUE(at::equal(pipelined.parameters, reference.parameters));
+}
+
+DdpComparison CompareWithinTiers(const Trained& pipelined,
+                                 const Trained& reference) {
+  DdpComparison comparison;
+  for (size_t i = 0; i < reference.steps.size(); ++i) {
+    const double loss = pipelined.steps[i].loss();
+    const double expected = reference.steps[i].loss();
+    if (std::abs(loss - expected) > kDdpLossRtol * std::abs(expected)) {
+      comparison.failures.push_back(
+          {DdpCheck::kLoss, absl::StrCat("step ", i + 1, ": loss ", loss,
+                                         " vs ", expected)});
+    }
+    const double norm = pipelined.steps[i].grad_norm();
+    const double expected_norm = reference.steps[i].grad_norm();
+    // As ddp_process_check.cc: norms at 1e-5 relative.
+    if (std::abs(norm - expected_norm) > 1e-5 * expected_norm) {
+      comparison.failures.push_back(
+          {DdpCheck::kGradNorm, absl::StrCat("step ", i + 1, ": norm ", norm,
+                                             " vs ", expected_norm)});
+    }
+  }
+  CompareParameters(pipelined.parameters, reference.parameters,
+                    reference.manifest, "pipelined vs one rank", &comparison);
+  return comparison;
+}
+
+TEST_F(PipelineTraining, StagesInARowComputeTheForwardBitForBit) {
+  const TrainConfig config = PipelineTestConfig();
+  const GptModel model(ModelShapeOf(config), config.seed());
+  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
+                                      config.seq_len());
+  const Batch batch = data->Get(1, 0, config.batch_size());
+  const ForwardOptions options = ForwardOptionsOf(config, 1, batch.sample_indices);
+  at::NoGradGuard no_grad;
+  const at::Tensor whole = model.Forward(batch.inputs, options);
+  at::Tensor x = model.StageForward(batch.inputs, {0, 1, true, false}, options);
+  x = model.StageForward(x, {1, 3, false, false}, options);
+  x = model.StageForward(x, {3, 4, false, true}, options);
+  EXPECT_TRUE(at::equal(x, whole));
+  // A stage left out changes the logits.
+  at::Tensor skipped =
+      model.StageForward(batch.inputs, {0, 1, true, false}, options);
+  skipped = model.StageForward(skipped, {3, 4, false, true}, options);
+  EXPECT_FALSE(at::allclose(skipped, whole));
+}
+
+TEST_F(PipelineTraining, OneMicroBatchEqualsOneRankBitForBit) {
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    for (int stages : {2, 4}) {
+      SCOPED_TRACE(testing::Message() << schedule << " pp=" << stages);
+      ExpectBitIdentical(
+          TrainPipelined(PipelineTestConfig(), stages, schedule, 1),
+          *reference_);
+    }
+  }
+}
+
+TEST_F(PipelineTraining, SeveralMicroBatchesEqualOneRankWithinTheDdpTiers) {
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    SCOPED_TRACE(schedule);
+    const DdpComparison comparison = CompareWithinTiers(
+        TrainPipelined(PipelineTestConfig(), 4, schedule, 4), *reference_);
+    EXPECT_TRUE(comparison.ok()) << comparison.Describe();
+  }
+}
+
+// pp 2 x dp 2: each stage's gradient averaged over its two replicas, as
+// DDP's; the replicas of rank 0's pipeline hold the same model.
+TEST_F(PipelineTraining, TwoStagesTimesTwoReplicasEqualOneRankWithinTheDdpTiers) {
+  const DdpComparison comparison = CompareWithinTiers(
+      TrainPipelined(PipelineTestConfig(), 2, "1f1b", 2,
+                     /*skip_tied_sum=*/false, /*dp=*/2),
+      *reference_);
+  EXPECT_TRUE(comparison.ok()) << comparison.Describe();
+}
+
+// Without the sum, stage 0 steps the token embedding on the lookup's
+// gradient alone and the last stage on the head's: the gathered model (stage
+// 0's embedding) leaves the tiers, and the norm is off from step 1.
+TEST_F(PipelineTraining, UnsummedTiedEmbeddingFailsTheComparison) {
+  const DdpComparison comparison = CompareWithinTiers(
+      TrainPipelined(PipelineTestConfig(), 2, "1f1b", 1,
+                     /*skip_tied_sum=*/true),
+      *reference_);
+  EXPECT_TRUE(comparison.Failed(DdpCheck::kGradNorm)) << comparison.Describe();
+  EXPECT_TRUE(comparison.FailedParameter("wte")) << comparison.Describe();
+}
+
+}  // namespace
+}  // namespace mtb::pipeline
