@@ -300,6 +300,13 @@ absl::Status ValidateCheckpointOptions(const CheckpointOptions& options,
     return Invalid("--async_checkpoint needs --save_every > 0 (it says how saves are "
                    "written; this run saves none)");
   }
+  if (options.save_every == 0 && options.resume.empty()) {
+    return Invalid(absl::StrCat(
+        "--checkpoint_dir=", options.dir,
+        " without --save_every would save nothing (only on a preemption notice): give "
+        "--save_every=N (every N steps and after the last), or --resume to continue from "
+        "its checkpoints"));
+  }
   if (options.overwrite && !options.resume.empty()) {
     return Invalid(absl::StrCat(
         "--overwrite_checkpoints starts a new run, --resume=", options.resume,

@@ -48,7 +48,10 @@ struct CheckpointOptions {
 // flag. --resume needs --checkpoint_dir (the run saves there and owns what
 // it saves); --save_every and --keep_last are >= 0; --overwrite_checkpoints
 // starts a new run, so it cannot go with --resume; checkpoints hold one run,
-// so --repeat must be 1; --async_checkpoint needs saves (--save_every > 0).
+// so --repeat must be 1; --async_checkpoint needs saves (--save_every > 0);
+// --checkpoint_dir without --save_every saves nothing (a preemption notice
+// aside), so it is refused unless the run resumes from it (--resume: read,
+// and then saved into only on a preemption notice).
 absl::Status ValidateCheckpointOptions(const CheckpointOptions& options,
                                        const TrainConfig& config);
 
