@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/text_format.h"
 #include "common/results/json_io.h"
 #include "common/base/sha256.h"
@@ -18,6 +19,34 @@ namespace {
 
 absl::Status Invalid(const std::string& message) {
   return absl::InvalidArgumentError(message);
+}
+
+// The first of `flags` that kConditionalFlags scopes to a value `c` does not
+// have: "--min_lr applies to --lr_schedule=cosine, not constant: it would do
+// nothing (a constant rate stays at --lr after the warm-up)".
+absl::Status ConditionalFlagsApply(const TrainConfig& c,
+                                   const std::vector<std::string>& flags) {
+  for (const ConditionalFlag& conditional : kConditionalFlags) {
+    if (std::find(flags.begin(), flags.end(), conditional.flag) == flags.end()) {
+      continue;
+    }
+    const google::protobuf::FieldDescriptor* under =
+        c.GetDescriptor()->FindFieldByName(conditional.under);
+    if (under == nullptr ||
+        under->type() != google::protobuf::FieldDescriptor::TYPE_STRING) {
+      return absl::InternalError(absl::StrCat(
+          "kConditionalFlags: --", conditional.flag, " depends on '",
+          conditional.under, "', which is no string field of TrainConfig"));
+    }
+    std::string value = c.GetReflection()->GetString(c, under);
+    if (value.empty()) value = conditional.when_unset;
+    if (value == conditional.value) continue;
+    return Invalid(absl::StrCat("--", conditional.flag, " applies to --",
+                                conditional.under, "=", conditional.value,
+                                ", not ", value, ": it would do nothing (",
+                                conditional.why, ")"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -197,6 +226,14 @@ absl::Status ValidateConfig(const TrainConfig& c,
     return Invalid(absl::StrCat("--reduction=", c.reduction(),
                                 " must be float or exact"));
   }
+  // Flags that apply under another flag's value: those given, and those the
+  // config shows away from their defaults.
+  std::vector<std::string> conditional = flags_set;
+  if (c.exact_chunk() != 1) conditional.push_back("exact_chunk");
+  if (c.testonly_exact_grid_finer_bits() != 0) {
+    conditional.push_back("testonly_exact_grid_finer_bits");
+  }
+  RETURN_IF_ERROR(ConditionalFlagsApply(c, conditional));
   if (IsExact(c)) {
     if (c.exact_chunk() < 1) {
       return Invalid(absl::StrCat("--exact_chunk=", c.exact_chunk(),

@@ -42,13 +42,39 @@ inline bool IsExact(const TrainConfig& config) {
   return config.reduction() == "exact";
 }
 
+// The flags that do something only when another flag has a given value
+// (the strategy-scoped flags are the strategy registry's:
+// trainer/strategy/registry.h). Given on the command line where they do
+// nothing, they are refused by ValidateConfig with one line: "--exact_chunk
+// applies to --reduction=exact, not float: it would do nothing". Flag names
+// are TrainConfig field names (string fields for `under`).
+struct ConditionalFlag {
+  const char* flag;
+  const char* under;     // the flag it depends on: "reduction"
+  const char* value;     // the value under which it applies: "exact"
+  const char* when_unset;  // `under`'s value when its field is empty
+  const char* why;       // what it would not do otherwise
+};
+inline constexpr ConditionalFlag kConditionalFlags[] = {
+    {"exact_chunk", "reduction", "exact", "float",
+     "float reduction runs each micro-batch whole"},
+    {"testonly_exact_grid_finer_bits", "reduction", "exact", "float",
+     "float reduction has no grid"},
+    {"lr_decay_steps", "lr_schedule", "cosine", "",
+     "a constant rate stays at --lr after the warm-up"},
+    {"min_lr", "lr_schedule", "cosine", "",
+     "a constant rate stays at --lr after the warm-up"},
+};
+
 // kInvalidArgument with one line naming the flag, its value and the rule
 // ("--d_model=100 must be divisible by --n_heads=3"), for the first rule
 // broken. Call after ResolveConfig. Token-file checks that need the file
 // (vocabulary, length) are made when the file is opened (trainer/data.h).
 // `flags_set`: the flags (without "--") given on the command line; a
 // strategy-scoped one that does nothing for config.strategy() is refused
-// (trainer/strategy/registry.h), as is a scoped field the config sets.
+// (trainer/strategy/registry.h), as is a scoped field the config sets; so is
+// a kConditionalFlags one whose condition does not hold (or whose field
+// differs from its default: --exact_chunk, the exact grid's test bits).
 absl::Status ValidateConfig(const TrainConfig& config,
                             const std::vector<std::string>& flags_set = {});
 

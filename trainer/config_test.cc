@@ -1,6 +1,8 @@
 #include "trainer/config.h"
 
 #include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
 #include "trainer/flags.h"
 
@@ -287,10 +289,59 @@ TEST(TrainConfig, ExactModeRefusesWhatItCannotMakeExact) {
   c.set_reduction("fixed");
   EXPECT_EQ(ValidateConfig(c).message(),
             "--reduction=fixed must be float or exact");
-  // Float mode ignores the chunk.
+  // A chunk means nothing in float mode: refused rather than ignored.
   c.set_reduction("float");
   c.set_batch_size(6);
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "--exact_chunk applies to --reduction=exact, not float: it would do "
+            "nothing (float reduction runs each micro-batch whole)");
+  c.set_exact_chunk(1);
   EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
+TEST(TrainConfig, AFlagThatDoesNothingUnderAnotherFlagsValueIsRefused) {
+  // Given on the command line, even at its default value.
+  TrainConfig c = Defaults();  // float reduction, cosine schedule
+  for (const auto& [flag, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"exact_chunk",
+            "--exact_chunk applies to --reduction=exact, not float: it would do "
+            "nothing (float reduction runs each micro-batch whole)"},
+           {"testonly_exact_grid_finer_bits",
+            "--testonly_exact_grid_finer_bits applies to --reduction=exact, not "
+            "float: it would do nothing (float reduction has no grid)"}}) {
+    const absl::Status status = ValidateConfig(c, {flag});
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << flag;
+    EXPECT_EQ(status.message(), message);
+  }
+  c.set_lr_schedule("constant");
+  for (const char* flag : {"lr_decay_steps", "min_lr"}) {
+    const absl::Status status = ValidateConfig(c, {flag});
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << flag;
+    EXPECT_EQ(status.message(),
+              absl::StrCat("--", flag,
+                           " applies to --lr_schedule=cosine, not constant: it would "
+                           "do nothing (a constant rate stays at --lr after the "
+                           "warm-up)"));
+  }
+  // Where the condition holds, each is accepted (the control: the refusal is
+  // the condition's, not the flag's).
+  EXPECT_TRUE(ValidateConfig(c, {"lr_warmup_steps"}).ok());
+  c.set_lr_schedule("cosine");
+  EXPECT_TRUE(ValidateConfig(c, {"lr_decay_steps", "min_lr"}).ok());
+  c.set_reduction("exact");
+  c.set_exact_chunk(2);
+  EXPECT_TRUE(ValidateConfig(c, {"exact_chunk", "testonly_exact_grid_finer_bits"}).ok())
+      << ValidateConfig(c, {"exact_chunk"});
+  // Every entry names a flag and a string field of TrainConfig it depends on.
+  for (const ConditionalFlag& conditional : kConditionalFlags) {
+    EXPECT_NE(TrainConfig::descriptor()->FindFieldByName(conditional.flag), nullptr)
+        << conditional.flag;
+    const google::protobuf::FieldDescriptor* under =
+        TrainConfig::descriptor()->FindFieldByName(conditional.under);
+    ASSERT_NE(under, nullptr) << conditional.under;
+    EXPECT_EQ(under->type(), google::protobuf::FieldDescriptor::TYPE_STRING);
+  }
 }
 
 TEST(TrainConfig, GemmIsAutoOneDnnOrBlasAndNamesTheFlag) {

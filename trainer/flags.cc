@@ -247,16 +247,17 @@ WarmupsGiven WarmupsGivenOnCommandLine() {
   return given;
 }
 
-std::vector<std::string> StrategyFlagsOnCommandLine() {
+std::vector<std::string> ScopedFlagsOnCommandLine() {
   std::vector<std::string> set;
-  for (const StrategyEntry& entry : AllStrategyEntries()) {
-    for (const char* flag : entry.flags) {
-      if (FlagWasSet(flag) &&
-          std::find(set.begin(), set.end(), flag) == set.end()) {
-        set.push_back(flag);
-      }
+  auto add = [&set](const char* flag) {
+    if (FlagWasSet(flag) && std::find(set.begin(), set.end(), flag) == set.end()) {
+      set.push_back(flag);
     }
+  };
+  for (const StrategyEntry& entry : AllStrategyEntries()) {
+    for (const char* flag : entry.flags) add(flag);
   }
+  for (const ConditionalFlag& conditional : kConditionalFlags) add(conditional.flag);
   return set;
 }
 

@@ -24,9 +24,11 @@ absl::Status ValidatePipelineFlags();
 // Which warm-up flags were set on the command line (FlagWasSet).
 WarmupsGiven WarmupsGivenOnCommandLine();
 
-// The strategy-scoped flags (trainer/strategy/registry.h) set on the command
-// line, for ValidateConfig: one that does nothing for --strategy is refused.
-std::vector<std::string> StrategyFlagsOnCommandLine();
+// The strategy-scoped flags (trainer/strategy/registry.h) and the
+// conditional ones (kConditionalFlags, trainer/config.h) set on the command
+// line, for ValidateConfig: one that does nothing in this configuration is
+// refused.
+std::vector<std::string> ScopedFlagsOnCommandLine();
 
 // --checkpoint_dir, --save_every, --keep_last, --resume,
 // --overwrite_checkpoints and --async_checkpoint, paths resolved (ResolveUserPath; "latest" stays).

@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
   for (const absl::Status& status :
        {validated ? absl::OkStatus()
                   : mtb::ValidateConfig(config,
-                                        mtb::StrategyFlagsOnCommandLine()),
+                                        mtb::ScopedFlagsOnCommandLine()),
         validated ? absl::OkStatus()
                   : mtb::ValidateConfigForWorldSize(config,
                                                     world->world_size)}) {
@@ -210,10 +210,11 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::vector<mtb::Fault>> faults =
       mtb::ParseFaults(absl::GetFlag(FLAGS_fault), mtb::TrainerFaultGrammar());
   if (!faults.ok()) return mtb::ReportAndExitCode(kProgram, faults.status());
-  if (absl::Status valid =
-          mtb::ValidateFaults(*faults, world->world_size, config.steps());
-      !valid.ok()) {
-    return mtb::ReportAndExitCode(kProgram, valid);
+  for (const absl::Status& valid :
+       {mtb::ValidateFaults(*faults, world->world_size, config.steps()),
+        mtb::ValidateSlowFaults(*faults, config.steps(), timeouts.first_step_timeout,
+                                timeouts.collective_timeout)}) {
+    if (!valid.ok()) return mtb::ReportAndExitCode(kProgram, valid);
   }
   // Checkpoints: flags, the directory, whose checkpoints it holds, the one
   // a resume starts from and whether it fits (which may set the schedule and

@@ -5,6 +5,11 @@
 # real runs: trainer_run_test.sh.
 set -euo pipefail
 source trainer/cli_test_lib.sh
+# Two shards: the flag rules, then the flags that would do nothing here.
+shard="${TEST_SHARD_INDEX:-}"
+[[ -z "${TEST_SHARD_STATUS_FILE:-}" ]] || touch "$TEST_SHARD_STATUS_FILE"
+part() { [[ -z "$shard" || "$shard" == "$1" ]]; }
+if part 0; then
 
 expect 2 "unknown flag --no_such_flag" --no_such_flag=1
 expect 2 "--d_model=100 must be divisible by --n_heads=3" "${tiny[@]}" --d_model=100 --n_heads=3
@@ -25,7 +30,47 @@ expect 2 "--reshard_after_forward applies to --strategy=fsdp, not zero2: it woul
 # Given at its default value, a flag that does nothing is refused too.
 expect 2 "--bucket_cap_mb applies to --strategy=ddp, zero1 or zero2, not fsdp: it would do nothing" "${tiny[@]}" --strategy=fsdp --bucket_cap_mb=25
 expect 2 "--reshard_after_forward applies to --strategy=fsdp, not ddp: it would do nothing" "${tiny[@]}" --strategy=ddp --reshard_after_forward
+fi
+
+if part 1; then
+# A flag that would do nothing in this configuration: refused, one line, and
+# the refused run creates nothing (result, trace or checkpoint directory).
+made=(--out="$out/made/r.json" --trace_dir="$out/made_trace")
+refused_creates_nothing() {
+  [[ "$(wc -l < "$out/stderr")" == 1 ]] || { cat "$out/stderr" >&2; fail "not one line: $*"; }
+  for path in made made_trace made_ckpt; do
+    [[ ! -e "$out/$path" ]] || fail "a refused run created $path: $*"
+  done
+}
+expect 2 "--exact_chunk applies to --reduction=exact, not float: it would do nothing" \
+  "${tiny[@]}" "${made[@]}" --exact_chunk=2
+refused_creates_nothing --exact_chunk
+for args in "--lr_decay_steps=2" "--min_lr=1e-5"; do
+  expect 2 "${args%%=*} applies to --lr_schedule=cosine, not constant: it would do nothing" \
+    "${tiny[@]}" "${made[@]}" --lr_schedule=constant "$args"
+  refused_creates_nothing "$args"
+done
+expect 2 "--checkpoint_dir=$out/made_ckpt without --save_every would save nothing" \
+  "${tiny[@]}" "${made[@]}" --checkpoint_dir="$out/made_ckpt"
+refused_creates_nothing --checkpoint_dir
+expect 2 "--fault=;: names no fault" "${tiny[@]}" "${made[@]}" "--fault=;"
+refused_creates_nothing "--fault=;"
+expect 2 "--fault=slow:rank=1,ms=3000: the delay 3s is not shorter than --collective_timeout=3s" \
+  "${tiny[@]}" "${made[@]}" --fault=slow:rank=1,ms=3000 --collective_timeout=3s
+refused_creates_nothing slow
+expect 2 "--fault=slow:rank=1,ms=5,every=4: every=4 fires on no step of --steps=3" \
+  "${tiny[@]}" "${made[@]}" --fault=slow:rank=1,ms=5,every=4
+refused_creates_nothing every
+# The controls: where the flags apply, validation passes (--estimate_memory
+# exits 0 right after it).
+"$trainer" "${tiny[@]}" --reduction=exact --exact_chunk=2 --lr_schedule=cosine \
+  --lr_decay_steps=3 --min_lr=1e-5 --estimate_memory > "$out/stdout" 2> "$out/stderr" ||
+  { cat "$out/stderr" >&2; fail "the flags were refused where they apply"; }
+fi
+
+if part 0; then
 # Nothing started: no launcher line.
 expect 2 "--n_heads=3" "${tiny[@]}" --n_heads=3
 ! grep -q "launch:" "$out/stderr" || fail "a bad flag reached the launcher"
+fi
 echo "PASS"

@@ -156,6 +156,12 @@ absl::StatusOr<std::vector<Fault>> ParseFaults(absl::string_view spec,
     }
     faults.push_back(fault);
   }
+  if (faults.empty()) {
+    // ";" or " ; ": a spec that says nothing is a mistake, not "no faults".
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--fault=", spec, ": names no fault (KIND:key=value,... separated by ';'; "
+        "leave the flag out for none)"));
+  }
   return faults;
 }
 
@@ -207,6 +213,33 @@ absl::Status ValidateFaults(const std::vector<Fault>& faults,
           prefix, bounds.step_name, " ", fault.step, " runs ",
           bounds.phase_of_step[fault.step - 1], ", not ", fault.phase, " (",
           DescribePlan(bounds.phase_of_step), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSlowFaults(const std::vector<Fault>& faults, int64_t steps,
+                                absl::Duration first_step_timeout,
+                                absl::Duration collective_timeout) {
+  for (const Fault& fault : faults) {
+    if (fault.kind != FaultKind::kSlow) continue;
+    const std::string prefix = absl::StrCat("--fault=", FaultToString(fault), ": ");
+    // It fires on the steps s in [1, steps] with s % every == 0.
+    const bool on_first = fault.every == 1 && steps >= 1;
+    const bool after_first = fault.every == 1 ? steps >= 2 : fault.every <= steps;
+    if (!on_first && !after_first) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, "every=", fault.every, " fires on no step of --steps=", steps,
+          ": it would do nothing"));
+    }
+    const absl::Duration delay = absl::Milliseconds(fault.ms);
+    const char* flag = after_first ? "collective_timeout" : "first_step_timeout";
+    const absl::Duration timeout = after_first ? collective_timeout : first_step_timeout;
+    if (delay >= timeout) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, "the delay ", absl::FormatDuration(delay), " is not shorter than --", flag,
+          "=", absl::FormatDuration(timeout), ": the other ranks would time out waiting for rank ",
+          fault.rank, " (a slow rank is not a hung one: hang: tests a timeout)"));
     }
   }
   return absl::OkStatus();

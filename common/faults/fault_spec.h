@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace mtb {
 
@@ -69,9 +70,10 @@ FaultGrammar TrainerFaultGrammar();
 FaultGrammar SweepFaultGrammar(std::string tool, std::vector<std::string> phases,
                                std::string step_name);
 
-// Parses `spec` (empty: no faults). kInvalidArgument, one line naming the
-// flag and the bad part: "--fault=kill:rank=1,stp=3: 'stp' is not a key of
-// kill (rank, step, phase)".
+// Parses `spec` (empty or blank: no faults). kInvalidArgument, one line
+// naming the flag and the bad part: "--fault=kill:rank=1,stp=3: 'stp' is not
+// a key of kill (rank, step, phase)"; a spec of separators only (";") names
+// no fault and is refused too.
 absl::StatusOr<std::vector<Fault>> ParseFaults(absl::string_view spec,
                                                const FaultGrammar& grammar);
 
@@ -91,6 +93,16 @@ struct FaultBounds {
 };
 absl::Status ValidateFaults(const std::vector<Fault>& faults,
                             const FaultBounds& bounds);
+
+// A slow fault stays slow, never a hang: one that fires on a step after the
+// first (steps s in [1, steps] with s % every == 0) must sleep less than
+// --collective_timeout, one that fires on the first step only less than
+// --first_step_timeout, or the other ranks' collectives would time out
+// waiting for it; one that fires on no step is refused too.
+// kInvalidArgument, one line naming the fault and the flag.
+absl::Status ValidateSlowFaults(const std::vector<Fault>& faults, int64_t steps,
+                                absl::Duration first_step_timeout,
+                                absl::Duration collective_timeout);
 
 // The fault of `kind` that fires on `rank` at `step` in `phase` (phase ""
 // of a fault matches every phase), or nullptr.

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace mtb {
@@ -44,6 +46,46 @@ TEST(FaultSpec, EachMalformedFormNamesTheBadPart) {
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(parsed.status().message(), message);
   }
+}
+
+TEST(FaultSpec, ASpecOfSeparatorsOnlyNamesNoFaultAndIsRefused) {
+  for (const std::string spec : {";", " ; ;", ";;"}) {
+    const absl::StatusOr<std::vector<Fault>> parsed = ParseFaults(spec, TrainerFaultGrammar());
+    ASSERT_FALSE(parsed.ok()) << spec;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(parsed.status().message(),
+              absl::StrCat("--fault=", spec,
+                           ": names no fault (KIND:key=value,... separated by ';'; leave "
+                           "the flag out for none)"));
+  }
+  // The flag left empty (or blank) is no faults; a trailing ';' is harmless.
+  EXPECT_TRUE(ParseFaults(" ", TrainerFaultGrammar())->empty());
+  EXPECT_EQ(ParseFaults("nan:rank=0,step=1;", TrainerFaultGrammar())->size(), 1u);
+}
+
+TEST(FaultSpec, ASlowFaultThatWouldOutlastTheTimeoutOrNeverFiresIsRefused) {
+  const absl::Duration first = absl::Seconds(20), steady = absl::Seconds(3);
+  auto check = [&](const std::string& spec, int64_t steps) {
+    return ValidateSlowFaults(*ParseFaults(spec, TrainerFaultGrammar()), steps, first, steady);
+  };
+  EXPECT_TRUE(check("slow:rank=1,ms=2999", 5).ok());
+  EXPECT_EQ(check("slow:rank=1,ms=3000", 5).message(),
+            "--fault=slow:rank=1,ms=3000: the delay 3s is not shorter than "
+            "--collective_timeout=3s: the other ranks would time out waiting for rank 1 (a "
+            "slow rank is not a hung one: hang: tests a timeout)");
+  // Only on the first step: the first step's timeout bounds it.
+  EXPECT_TRUE(check("slow:rank=0,ms=10000", 1).ok());
+  EXPECT_EQ(check("slow:rank=0,ms=20000", 1).message(),
+            "--fault=slow:rank=0,ms=20000: the delay 20s is not shorter than "
+            "--first_step_timeout=20s: the other ranks would time out waiting for rank 0 (a "
+            "slow rank is not a hung one: hang: tests a timeout)");
+  // every=K fires on steps K, 2K, ...: none of 3 steps with K = 4.
+  EXPECT_TRUE(check("slow:rank=1,ms=5,every=3", 3).ok());
+  EXPECT_EQ(check("slow:rank=1,ms=5,every=4", 3).message(),
+            "--fault=slow:rank=1,ms=5,every=4: every=4 fires on no step of --steps=3: it "
+            "would do nothing");
+  // Other kinds are not this rule's.
+  EXPECT_TRUE(check("hang:rank=1,step=2", 3).ok());
 }
 
 TEST(FaultSpec, RanksAndStepsOutOfRangeAreRefused) {

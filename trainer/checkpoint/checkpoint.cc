@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -364,7 +365,8 @@ absl::Status Publish(const std::string& root, CheckpointManifest manifest,
 }
 
 absl::StatusOr<Resolved> ResolveLatest(const std::string& root,
-                                       const std::string& trusted_manifest_sha256) {
+                                       const std::string& trusted_manifest_sha256,
+                                       bool defer_hashing) {
   Resolved resolved;
   auto take = [&](const std::string& dir, VerifiedCheckpoint verified) {
     resolved.dir = dir;
@@ -376,7 +378,7 @@ absl::StatusOr<Resolved> ResolveLatest(const std::string& root,
   if (!named.empty()) {
     const std::string dir = Join(root, named);
     absl::StatusOr<VerifiedCheckpoint> verified =
-        VerifyCheckpoint(dir, trusted_manifest_sha256);
+        VerifyCheckpoint(dir, trusted_manifest_sha256, defer_hashing);
     if (verified.ok()) {
       take(dir, *std::move(verified));
       for (const auto& [step, name] : StepDirs(root)) {
@@ -394,7 +396,7 @@ absl::StatusOr<Resolved> ResolveLatest(const std::string& root,
   for (const auto& [step, name] : StepDirs(root)) {
     const std::string dir = Join(root, name);
     absl::StatusOr<VerifiedCheckpoint> verified =
-        VerifyCheckpoint(dir, trusted_manifest_sha256);
+        VerifyCheckpoint(dir, trusted_manifest_sha256, defer_hashing);
     if (!verified.ok()) {
       resolved.notes.push_back(absl::StrCat("skipping ", name, ": ", verified.status().message()));
       continue;
@@ -433,6 +435,25 @@ absl::StatusOr<RankCheckpoint> ReadRank(const std::string& dir, int rank) {
   const std::string meta = Join(dir, absl::StrFormat("rank_%05d.meta", rank));
   RETURN_IF_ERROR(ReadJsonFile(meta, &out.state));
   return out;
+}
+
+std::vector<std::string> FilesHoldingRanges(const CheckpointManifest& manifest,
+                                            const std::vector<RangeRequest>& requests) {
+  std::map<std::string, const TensorEntry*> tensors;
+  for (const TensorEntry& tensor : manifest.tensors()) tensors[tensor.name()] = &tensor;
+  std::set<std::string> files;
+  for (const RangeRequest& request : requests) {
+    auto found = tensors.find(request.name);
+    if (found == tensors.end()) continue;  // ReadTensorRanges refuses it
+    const int64_t end = request.offset + request.length;
+    for (const ShardPlacement& shard : found->second->shards()) {
+      if (std::max(request.offset, shard.offset()) <
+          std::min(end, shard.offset() + shard.length())) {
+        files.insert(shard.file());
+      }
+    }
+  }
+  return std::vector<std::string>(files.begin(), files.end());
 }
 
 absl::Status ReadTensorRanges(const std::string& dir,

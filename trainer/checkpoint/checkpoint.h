@@ -105,8 +105,12 @@ struct VerifiedCheckpoint {
 // `trusted_manifest_sha256`: when it equals the digest READY records (a
 // launcher verified this very manifest in full and handed the digest to its
 // ranks), the files' bytes are not hashed again; everything else is checked.
+// `defer_hashing`: no file's bytes are hashed either, because the caller
+// hashes the files it reads before it reads them (HashCheckpointFiles): a
+// rank with no launcher's verdict (torchrun) hashes only what it loads.
 absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(
-    const std::string& dir, const std::string& trusted_manifest_sha256 = "");
+    const std::string& dir, const std::string& trusted_manifest_sha256 = "",
+    bool defer_hashing = false);
 absl::Status Verify(const std::string& dir);
 
 // The manifest of `dir` (no verification).
@@ -126,9 +130,12 @@ struct Resolved {
 
 // `latest` under `root` when it names a checkpoint that verifies; else the
 // newest READY checkpoint that verifies, saying why. kNotFound when there is
-// none. `trusted_manifest_sha256` as for VerifyCheckpoint.
+// none. `trusted_manifest_sha256` and `defer_hashing` as for
+// VerifyCheckpoint (deferred, a file whose bytes rotted is found when a rank
+// hashes it at load, which then fails on every rank: no fallback).
 absl::StatusOr<Resolved> ResolveLatest(const std::string& root,
-                                       const std::string& trusted_manifest_sha256 = "");
+                                       const std::string& trusted_manifest_sha256 = "",
+                                       bool defer_hashing = false);
 
 // One rank's tensors (by name: its shard's elements as bytes) and state.
 struct RankCheckpoint {
@@ -161,6 +168,20 @@ struct RangeRequest {
 absl::Status ReadTensorRanges(const std::string& dir,
                               const CheckpointManifest& manifest,
                               const std::vector<RangeRequest>& requests);
+
+// The names of the files of a checkpoint (by `manifest`'s placements) that
+// hold any element of `requests`, sorted: what ReadTensorRanges will read.
+std::vector<std::string> FilesHoldingRanges(const CheckpointManifest& manifest,
+                                            const std::vector<RangeRequest>& requests);
+
+// Hashes each of `names` (files of checkpoint `dir`) in full and checks its
+// size and SHA-256 against `manifest`'s entry: kDataLoss "corrupt" naming
+// the file, kNotFound when it is missing or the manifest lists no such file.
+// Returns the bytes hashed. For a reader whose checkpoint was verified with
+// `defer_hashing`: each byte it loads is checked before it is used.
+absl::StatusOr<int64_t> HashCheckpointFiles(const std::string& dir,
+                                            const CheckpointManifest& manifest,
+                                            const std::vector<std::string>& names);
 
 // Every step directory under `root` (newest first) with whether it is READY
 // and the run id its manifest names ("" when unreadable).

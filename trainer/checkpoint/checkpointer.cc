@@ -184,6 +184,7 @@ CheckpointInfo Checkpointer::Info() const {
   info.set_async_save(plan_.options.async_save);
   if (!plan_.data_identity.kind().empty()) info.set_data(DescribeData(plan_.data_identity));
   for (const std::string& change : plan_.data_changes) info.add_data_changes(change);
+  info.set_load_hashed_bytes(load_hashed_bytes_);
   return info;
 }
 
@@ -196,10 +197,19 @@ absl::Status Checkpointer::Resume(Strategy& strategy, const RankState& expected)
     std::vector<RangeRequest> requests;
     requests.reserve(pieces.size());
     for (const StatePiece& piece : pieces) requests.push_back(PlaceOf(piece));
+    // The state file this rank checks its position against: its own, or
+    // rank 0's on another layout.
+    const std::string meta =
+        absl::StrFormat("rank_%05d.meta", plan_.resharding() ? 0 : rank_);
+    if (plan_.hash_on_load) {
+      // Verified for structure only: what this rank reads is hashed first.
+      std::vector<std::string> reads = FilesHoldingRanges(plan_.resume_manifest, requests);
+      reads.push_back(meta);
+      ASSIGN_OR_RETURN(load_hashed_bytes_, HashCheckpointFiles(dir, plan_.resume_manifest, reads));
+    }
     RETURN_IF_ERROR(ReadTensorRanges(dir, plan_.resume_manifest, requests));
     if (!plan_.resharding()) {
-      RETURN_IF_ERROR(
-          ReadJsonFile(absl::StrFormat("%s/rank_%05d.meta", dir, rank_), &recorded));
+      RETURN_IF_ERROR(ReadJsonFile(absl::StrCat(dir, "/", meta), &recorded));
       return CheckRankState(recorded, expected);
     }
     // Another layout: this rank may have had no counterpart. The position
@@ -207,7 +217,7 @@ absl::Status Checkpointer::Resume(Strategy& strategy, const RankState& expected)
     // rank 0's record must be where this run is at that step: the same step,
     // global tokens, data position (the next global sample), seed, next
     // keys and rate. Only the micro-step count is the checkpoint's layout's.
-    RETURN_IF_ERROR(ReadJsonFile(absl::StrFormat("%s/rank_%05d.meta", dir, 0), &recorded));
+    RETURN_IF_ERROR(ReadJsonFile(absl::StrCat(dir, "/", meta), &recorded));
     RankState global = expected;
     global.set_rank(0);
     global.set_micro_step(plan_.start_step * plan_.saved_config.grad_accum());

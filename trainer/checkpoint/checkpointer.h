@@ -65,9 +65,14 @@ class Checkpointer {
   // its CheckpointPiecesToLoad read from whichever shard files hold it, then
   // FinishCheckpointLoad; and checks this rank's recorded RankState against
   // `expected`, what this run's configuration gives at that step
-  // (CheckRankState). Every rank fails together; errors name the rank, the
-  // file and the tensor or field.
+  // (CheckRankState). With the plan's hash_on_load, the files this rank
+  // reads (those holding its pieces and the state file it checks) are first
+  // hashed against the manifest. Every rank fails together; errors name the
+  // rank, the file and the tensor or field.
   absl::Status Resume(Strategy& strategy, const RankState& expected);
+  // The bytes Resume hashed on this rank (0 without hash_on_load); also
+  // the result's CheckpointInfo.load_hashed_bytes.
+  int64_t load_hashed_bytes() const { return load_hashed_bytes_; }
 
   // Called at each checkpoint fault point with its phase
   // (checkpoint_write mid-shard, checkpoint_before_ready,
@@ -139,6 +144,7 @@ class Checkpointer {
   collective::Communicator* communicator_;
   std::string run_id_;
   TestHooks test_hooks_;
+  int64_t load_hashed_bytes_ = 0;
   // Async saves: the snapshot buffer (allocated at the first, reused: its
   // size is the same every save) and the save in flight.
   at::Tensor snapshot_;

@@ -114,6 +114,20 @@ std::string TrustedManifestDigest() {
   return digest;
 }
 
+// A rank no launcher of ours started (torchrun, by hand): it has RANK but
+// not the variable our launcher always hands down.
+bool RankWithoutLauncherVerdict() {
+  return std::getenv("RANK") != nullptr && std::getenv(kVerifiedCheckpointEnv) == nullptr;
+}
+
+// The launcher (no RANK) hands its verdict to the ranks it starts: the
+// digest it verified in full, "" when it verified none.
+void HandDownVerdict(const std::string& manifest_sha256) {
+  if (std::getenv("RANK") == nullptr) {
+    ::setenv(kVerifiedCheckpointEnv, manifest_sha256.c_str(), /*overwrite=*/1);
+  }
+}
+
 absl::Status CheckResumePath(const std::string& path) {
   const std::string flag = absl::StrCat("--resume=", path);
   if (!PathExists(path)) {
@@ -307,6 +321,13 @@ absl::Status ValidateCheckpointOptions(const CheckpointOptions& options,
     return Invalid("--async_checkpoint needs --save_every > 0 (it says how saves are "
                    "written; this run saves none)");
   }
+  if (options.save_every == 0 && options.resume.empty()) {
+    return Invalid(absl::StrCat(
+        "--checkpoint_dir=", options.dir,
+        " without --save_every would save nothing (only on a preemption notice): give "
+        "--save_every=N (every N steps and after the last), or --resume to continue from "
+        "its checkpoints"));
+  }
   if (options.overwrite && !options.resume.empty()) {
     return Invalid(absl::StrCat(
         "--overwrite_checkpoints starts a new run, --resume=", options.resume,
@@ -354,11 +375,14 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
   if (options.resume.empty()) {
     RETURN_IF_ERROR(CheckOwnership(plan, config->steps()));
     RETURN_IF_ERROR(CheckSpace(&plan, *config));
+    HandDownVerdict("");
     return plan;
   }
 
   const std::string flag = absl::StrCat("--resume=", options.resume);
   const std::string trusted = TrustedManifestDigest();
+  // Such a rank hashes only the files it reads, when it loads (plan.h).
+  const bool defer_hashing = RankWithoutLauncherVerdict();
   if (options.resume == "latest") {
     bool any_ready = false;
     for (const CheckpointListing& entry : ListCheckpoints(options.dir)) {
@@ -369,9 +393,10 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
       plan.notes.push_back(absl::StrCat(flag, ": ", options.dir,
                                         " holds no checkpoint yet: this run starts "
                                         "from step 0"));
+      HandDownVerdict("");
       return plan;
     }
-    absl::StatusOr<Resolved> resolved = ResolveLatest(options.dir, trusted);
+    absl::StatusOr<Resolved> resolved = ResolveLatest(options.dir, trusted, defer_hashing);
     if (!resolved.ok()) return Invalid(absl::StrCat(flag, ": ", resolved.status().message()));
     plan.resume_dir = resolved->dir;
     plan.resume_manifest = resolved->manifest;
@@ -381,7 +406,8 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
     }
   } else {
     RETURN_IF_ERROR(CheckResumePath(options.resume));
-    absl::StatusOr<VerifiedCheckpoint> verified = VerifyCheckpoint(options.resume, trusted);
+    absl::StatusOr<VerifiedCheckpoint> verified = VerifyCheckpoint(options.resume, trusted,
+                                                                 defer_hashing);
     if (!verified.ok()) {
       return Invalid(absl::StrCat(flag, ": ", verified.status().message(),
                                   " (--resume=latest picks the newest checkpoint that "
@@ -391,10 +417,9 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
     plan.resume_manifest_sha256 = verified->manifest_sha256;
     plan.resume_dir = options.resume;
   }
+  plan.hash_on_load = defer_hashing;
   // The ranks this process starts inherit the verdict (see plan.h).
-  if (std::getenv("RANK") == nullptr && !plan.resume_manifest_sha256.empty()) {
-    ::setenv(kVerifiedCheckpointEnv, plan.resume_manifest_sha256.c_str(), /*overwrite=*/1);
-  }
+  HandDownVerdict(plan.resume_manifest_sha256);
   const CheckpointManifest& manifest = plan.resume_manifest;
   plan.start_step = manifest.step();
   plan.run_id = manifest.run_id();

@@ -48,7 +48,10 @@ struct CheckpointOptions {
 // flag. --resume needs --checkpoint_dir (the run saves there and owns what
 // it saves); --save_every and --keep_last are >= 0; --overwrite_checkpoints
 // starts a new run, so it cannot go with --resume; checkpoints hold one run,
-// so --repeat must be 1; --async_checkpoint needs saves (--save_every > 0).
+// so --repeat must be 1; --async_checkpoint needs saves (--save_every > 0);
+// --checkpoint_dir without --save_every saves nothing (a preemption notice
+// aside), so it is refused unless the run resumes from it (--resume: read,
+// and then saved into only on a preemption notice).
 absl::Status ValidateCheckpointOptions(const CheckpointOptions& options,
                                        const TrainConfig& config);
 
@@ -62,6 +65,10 @@ struct CheckpointPlan {
   CheckpointManifest resume_manifest;
   // The SHA-256 of the resume checkpoint's manifest (its READY records it).
   std::string resume_manifest_sha256;
+  // Whether each rank hashes the files it reads when it loads: the resume
+  // checkpoint was verified for structure only, by a rank that no launcher
+  // of ours started (see kVerifiedCheckpointEnv).
+  bool hash_on_load = false;
   int64_t start_step = 0;
   std::string run_id;
   // What planning decided that the user should read (rank 0 prints them):
@@ -99,13 +106,20 @@ struct CheckpointPlan {
 
 // Verify once. A resume checkpoint is verified in full (every file hashed)
 // by the process that plans before any rank starts: the launcher, which
-// then puts the manifest's digest into its environment under this name, so
-// the ranks it starts inherit it. A rank (RANK set) planning with that
-// digest checks the same checkpoint's READY, manifest, sizes, headers and
-// layout but hashes no shard again (VerifyCheckpoint's trusted digest); a
-// checkpoint with another manifest (a restart resolving a newer `latest`;
-// ranks started by torchrun, which have no launcher of ours) is hashed in
-// full. The bytes a rank then loads are read once more, unhashed.
+// then puts the manifest's digest into its environment under this name
+// (empty when it verified none: a fresh run), so the ranks it starts
+// inherit it. A rank (RANK set) planning with that digest checks the same
+// checkpoint's READY, manifest, sizes, headers and layout but hashes no
+// shard again (VerifyCheckpoint's trusted digest); one of our launcher's
+// ranks planning another checkpoint (a restart resolving a newer `latest`)
+// hashes it in full, so that `latest` can still fall back past a rotten
+// file. A rank without the variable (started by torchrun or by hand: no
+// launcher of ours verified anything) checks the same structure and hashes,
+// when it loads, only the files it reads (CheckpointPlan::hash_on_load,
+// HashCheckpointFiles): each file once per rank that reads it, not every
+// file on every rank; a rotten file then fails the resume on every rank,
+// naming it (no fallback). The bytes a rank loads are read once more,
+// unhashed.
 inline constexpr char kVerifiedCheckpointEnv[] = "MTB_VERIFIED_CHECKPOINT_SHA256";
 
 // Whether the user gave a flag (by name, without dashes) on the command line.

@@ -124,6 +124,15 @@ TEST_F(PlanTest, FlagRulesNameTheFlag) {
   options = Options(2);
   options.keep_last = 0;  // keeps every checkpoint
   EXPECT_TRUE(ValidateCheckpointOptions(options, config_).ok());
+  // A directory the run never saves into (a preemption notice aside) is
+  // refused, unless the run resumes from it.
+  options = Options(0);
+  ExpectInvalid(ValidateCheckpointOptions(options, config_),
+                "--checkpoint_dir=" + root_ +
+                    " without --save_every would save nothing (only on a preemption "
+                    "notice): give --save_every=N");
+  options = Options(0, "latest");
+  EXPECT_TRUE(ValidateCheckpointOptions(options, config_).ok());
 }
 
 TEST_F(PlanTest, AnUnwritableDirectoryIsRefused) {

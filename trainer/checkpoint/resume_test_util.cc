@@ -77,7 +77,13 @@ RunOutput Train(TrainConfig config, int world_size, const CheckpointOptions& opt
       [&](absl::string_view flag) { return train.given.count(std::string(flag)) > 0; });
   if (!plan.ok()) {
     out.status = plan.status();
+    if (train.rank_statuses != nullptr) {
+      train.rank_statuses->assign(world_size, plan.status());
+    }
     return out;
+  }
+  if (train.rank_statuses != nullptr) {
+    train.rank_statuses->assign(world_size, absl::OkStatus());
   }
   if (train.notes != nullptr) *train.notes = plan->notes;
   const auto synthetic = MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
@@ -104,10 +110,12 @@ RunOutput Train(TrainConfig config, int world_size, const CheckpointOptions& opt
     absl::StatusOr<TrainResult> result =
         RunTraining(config, RankInfo{rank, world_size}, *strategy, data, hooks);
     if (train.after_run) train.after_run(communicator, rank);
-    if (rank != 0) {
+    if (train.rank_statuses != nullptr) {
+      (*train.rank_statuses)[rank] = result.status();
+    } else if (rank != 0) {
       EXPECT_TRUE(result.ok()) << "rank " << rank << ": " << result.status();
-      return;
     }
+    if (rank != 0) return;
     out.status = result.status();
     if (result.ok()) out.result = *result;
     out.params = params;
@@ -130,6 +138,16 @@ RunOutput Train(TrainConfig config, int world_size, const CheckpointOptions& opt
   train.trace = trace;
   train.notes = notes;
   return Train(std::move(config), world_size, options, train);
+}
+
+std::vector<absl::Status> TrainAllowingFailure(TrainConfig config, int world_size,
+                                               const CheckpointOptions& options,
+                                               TrainOptions train, RunOutput* out) {
+  std::vector<absl::Status> statuses;
+  train.rank_statuses = &statuses;
+  RunOutput output = Train(std::move(config), world_size, options, train);
+  if (out != nullptr) *out = std::move(output);
+  return statuses;
 }
 
 CheckpointOptions Saving(const std::string& dir, int save_every, const std::string& resume) {

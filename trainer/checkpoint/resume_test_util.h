@@ -59,6 +59,10 @@ struct TrainOptions {
   // Called on each rank after training with its communicator (nullptr on
   // one rank of "single").
   std::function<void(collective::Communicator*, int rank)> after_run;
+  // When set (world_size entries), each rank's status goes to its entry and
+  // no rank's failure is a test failure: for runs meant to fail
+  // (TrainAllowingFailure). Unset, every rank other than 0 must succeed.
+  std::vector<absl::Status>* rank_statuses = nullptr;
 };
 
 // Plans and runs `config` on `world_size` rank threads (one rank of
@@ -69,6 +73,14 @@ RunOutput Train(TrainConfig config, int world_size, const CheckpointOptions& opt
 RunOutput Train(TrainConfig config, int world_size, const CheckpointOptions& options,
                 const std::set<std::string>& given, trace::TraceRecorder* trace = nullptr,
                 std::vector<std::string>* notes = nullptr);
+
+// Train for a run that may fail on any rank: every rank's status, rank by
+// rank (a planning failure: world_size copies of it); `out`, if given, gets
+// rank 0's output.
+std::vector<absl::Status> TrainAllowingFailure(TrainConfig config, int world_size,
+                                               const CheckpointOptions& options,
+                                               TrainOptions train = {},
+                                               RunOutput* out = nullptr);
 
 CheckpointOptions Saving(const std::string& dir, int save_every, const std::string& resume = "");
 

@@ -14,7 +14,10 @@
 //             elements covered exactly once, each rank's state file.
 //   content   every file's SHA-256. A rank whose launcher verified the same
 //             manifest digest (trusted_manifest_sha256) checks structure
-//             only: each byte is hashed once per resume.
+//             only: each byte is hashed once per resume. A rank with no
+//             launcher's verdict (torchrun) checks structure here and hashes
+//             the files it reads when it loads (defer_hashing,
+//             HashCheckpointFiles).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -292,7 +295,8 @@ absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir) {
 }
 
 absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(const std::string& dir,
-                                                    const std::string& trusted_manifest_sha256) {
+                                                    const std::string& trusted_manifest_sha256,
+                                                    bool defer_hashing) {
   struct stat info;
   if (::stat(dir.c_str(), &info) != 0) {
     return absl::NotFoundError(absl::StrCat(dir, ": not found"));
@@ -331,7 +335,7 @@ absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(const std::string& dir,
                    absl::StrCat("it is not what the manifest (run ", verified.manifest.run_id(),
                                 ") gives"));
   }
-  const bool hash = trusted_manifest_sha256 != verified.manifest_sha256;
+  const bool hash = !defer_hashing && trusted_manifest_sha256 != verified.manifest_sha256;
   std::map<std::string, FileFacts> files;
   std::map<std::string, const FileEntry*> entries;
   for (const FileEntry& file : verified.manifest.files()) {
@@ -360,5 +364,31 @@ absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(const std::string& dir,
 }
 
 absl::Status Verify(const std::string& dir) { return VerifyCheckpoint(dir).status(); }
+
+absl::StatusOr<int64_t> HashCheckpointFiles(const std::string& dir,
+                                            const CheckpointManifest& manifest,
+                                            const std::vector<std::string>& names) {
+  int64_t hashed = 0;
+  for (const std::string& name : names) {
+    const FileEntry* entry = nullptr;
+    for (const FileEntry& file : manifest.files()) {
+      if (file.name() == name) entry = &file;
+    }
+    const std::string path = Join(dir, name);
+    if (entry == nullptr) {
+      return absl::NotFoundError(absl::StrCat(path, ": not a file the manifest lists"));
+    }
+    ASSIGN_OR_RETURN(const FileFacts facts, ReadFacts(path, /*hash=*/true, /*keep_text=*/false));
+    if (facts.size != entry->size()) {
+      return Corrupt(path, absl::StrCat(facts.size, " bytes, the manifest says ", entry->size(),
+                                        facts.size < entry->size() ? " (truncated)" : ""));
+    }
+    if (facts.sha256 != entry->sha256()) {
+      return Corrupt(path, "SHA-256 differs from the manifest's");
+    }
+    hashed += facts.size;
+  }
+  return hashed;
+}
 
 }  // namespace mtb::checkpoint
