@@ -160,10 +160,6 @@ int64_t GptModel::FlopsParameterCount() const {
   return ParameterCount() - position_embedding_.numel();
 }
 
-double GptModel::FlopsPerToken() const {
-  return 6.0 * static_cast<double>(FlopsParameterCount()) +
-         12.0 * static_cast<double>(shape_.n_layers * shape_.seq_len *
-                                    shape_.d_model);
-}
+double GptModel::FlopsPerToken() const { return FlopsPerTokenOf(shape_); }
 
 }  // namespace mtb
