@@ -90,7 +90,6 @@ int main(int argc, char** argv) {
         mtb::cuda::CheckCudaConfig(config)}) {
     if (!status.ok()) return Refuse(status);
   }
-  for (const std::string& note : notes) std::cerr << kProgram << ": " << note << "\n";
   std::string out = mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
   if (absl::Status writable = mtb::CheckOutputWritable("out", out); !writable.ok()) {
     return Refuse(writable);
@@ -107,6 +106,9 @@ int main(int argc, char** argv) {
     return mtb::kExitUsage;
   }
 
+  // Notes on the resolved config, once the run is going to happen (a refusal
+  // stays one line).
+  for (const std::string& note : notes) std::cerr << kProgram << ": " << note << "\n";
   mtb::cuda::AdamWSettings adamw;
   adamw.beta1 = config.beta1();
   adamw.beta2 = config.beta2();

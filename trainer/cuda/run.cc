@@ -108,7 +108,7 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
     const StepStats stats = model->Step(inputs.data(), targets.data(), step + 1,
                                         lr, config.max_grad_norm());
     StepRecord* record = run->add_steps();
-    record->set_step(static_cast<int32_t>(step));
+    record->set_step(static_cast<int32_t>(step + 1));  // 1-based, as the CPU trainer
     record->set_loss(stats.loss);
     record->set_lr(lr);
     record->set_grad_norm(stats.grad_norm);

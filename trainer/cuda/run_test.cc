@@ -121,6 +121,8 @@ TEST(RunCudaTraining, HandsTheDeviceTheCpuTrainersDataScheduleAndInitialisation)
   ASSERT_EQ(result->runs_size(), 1);
   const TrainRun& run = result->runs(0);
   ASSERT_EQ(run.steps_size(), 5);
+  EXPECT_EQ(run.steps(0).step(), 1);  // 1-based, as the CPU trainer's
+  EXPECT_EQ(run.steps(4).step(), 5);
   EXPECT_EQ(run.steps(0).loss(), 3.5);
   EXPECT_EQ(run.steps(4).loss(), 1.5);
   EXPECT_TRUE(run.steps(0).clipped());
