@@ -1,142 +1,76 @@
 #include "trainer/data.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "ATen/ATen.h"
-#include "absl/strings/str_cat.h"
-#include "common/base/counter_rng.h"
-#include "common/results/output_path.h"
 #include "common/base/status.h"
 #include "glog/logging.h"
-#include "trainer/token_file.h"
+#include "trainer/samples.h"
 
 namespace mtb {
 namespace {
 
-uint64_t SampleKey(uint64_t seed, int64_t step, int64_t sample) {
-  return CounterKey({seed, static_cast<uint64_t>(RngStream::kData),
-                     static_cast<uint64_t>(step),
-                     static_cast<uint64_t>(sample)});
-}
-
-// Fills a (count, seq_len + 1) token matrix row by row with `fill(key, row)`
-// and splits it into inputs and targets.
-template <typename Fill>
-Batch MakeBatch(uint64_t seed, int64_t step, int64_t first_sample,
-                int64_t count, int64_t seq_len, Fill fill) {
-  CHECK_GE(first_sample, 0);
-  CHECK_GE(count, 1);
-  at::Tensor tokens = at::empty({count, seq_len + 1}, at::kLong);
-  int64_t* data = tokens.data_ptr<int64_t>();
-  Batch batch;
-  for (int64_t row = 0; row < count; ++row) {
-    const int64_t sample = first_sample + row;
-    batch.sample_indices.push_back(sample);
-    fill(SampleKey(seed, step, sample), data + row * (seq_len + 1));
-  }
-  batch.inputs = tokens.slice(1, 0, seq_len).contiguous();
-  batch.targets = tokens.slice(1, 1, seq_len + 1).contiguous();
-  return batch;
-}
-
-class SyntheticData : public DataSource {
+// The samples of a SampleSource as a (count, seq_len + 1) int64 matrix split
+// into inputs and targets.
+class TensorData : public DataSource {
  public:
-  SyntheticData(uint64_t seed, int64_t vocab_size, int64_t seq_len)
-      : seed_(seed), vocab_size_(vocab_size), seq_len_(seq_len) {}
+  explicit TensorData(std::unique_ptr<SampleSource> samples)
+      : samples_(std::move(samples)) {}
 
   Batch Get(int64_t step, int64_t first_sample, int64_t count) const override {
-    return MakeBatch(seed_, step, first_sample, count, seq_len_,
-                     [this](uint64_t key, int64_t* row) {
-                       for (int64_t t = 0; t <= seq_len_; ++t) {
-                         row[t] = static_cast<int64_t>(
-                             CounterBelow(key, t, vocab_size_));
-                       }
-                     });
+    CHECK_GE(first_sample, 0);
+    CHECK_GE(count, 1);
+    const int64_t seq_len = samples_->seq_len();
+    at::Tensor tokens = at::empty({count, seq_len + 1}, at::kLong);
+    samples_->Fill(step, first_sample, count, tokens.data_ptr<int64_t>());
+    Batch batch;
+    for (int64_t row = 0; row < count; ++row) {
+      batch.sample_indices.push_back(first_sample + row);
+    }
+    batch.inputs = tokens.slice(1, 0, seq_len).contiguous();
+    batch.targets = tokens.slice(1, 1, seq_len + 1).contiguous();
+    return batch;
   }
 
-  std::string Describe() const override {
-    return absl::StrCat("synthetic (uniform over ", vocab_size_, " tokens)");
-  }
+  std::string Describe() const override { return samples_->Describe(); }
 
  private:
-  uint64_t seed_;
-  int64_t vocab_size_;
-  int64_t seq_len_;
+  std::unique_ptr<SampleSource> samples_;
 };
 
-class TokenData : public DataSource {
- public:
-  TokenData(std::vector<uint16_t> tokens, std::string name, uint64_t seed,
-            int64_t seq_len)
-      : tokens_(std::move(tokens)),
-        name_(std::move(name)),
-        seed_(seed),
-        seq_len_(seq_len) {}
-
-  Batch Get(int64_t step, int64_t first_sample, int64_t count) const override {
-    const uint64_t starts = tokens_.size() - seq_len_;  // >= 1
-    return MakeBatch(seed_, step, first_sample, count, seq_len_,
-                     [this, starts](uint64_t key, int64_t* row) {
-                       const uint64_t start = CounterBelow(key, 0, starts);
-                       for (int64_t t = 0; t <= seq_len_; ++t) {
-                         row[t] = tokens_[start + t];
-                       }
-                     });
-  }
-
-  std::string Describe() const override {
-    return absl::StrCat(name_, " (", tokens_.size(), " tokens)");
-  }
-
- private:
-  std::vector<uint16_t> tokens_;
-  std::string name_;
-  uint64_t seed_;
-  int64_t seq_len_;
-};
+std::unique_ptr<DataSource> Wrap(std::unique_ptr<SampleSource> samples) {
+  return std::make_unique<TensorData>(std::move(samples));
+}
 
 }  // namespace
 
 std::unique_ptr<DataSource> MakeSyntheticData(uint64_t seed, int64_t vocab_size,
                                               int64_t seq_len) {
-  return std::make_unique<SyntheticData>(seed, vocab_size, seq_len);
+  return Wrap(MakeSyntheticSamples(seed, vocab_size, seq_len));
 }
 
 absl::StatusOr<std::unique_ptr<DataSource>> MakeTokenData(
     std::vector<uint16_t> tokens, std::string name, uint64_t seed,
     int64_t vocab_size, int64_t seq_len) {
-  if (static_cast<int64_t>(tokens.size()) < seq_len + 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, " holds ", tokens.size(), " tokens; --seq_len=", seq_len,
-        " needs at least ", seq_len + 1));
-  }
-  const uint16_t largest = *std::max_element(tokens.begin(), tokens.end());
-  if (largest >= vocab_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--vocab_size=", vocab_size, " is too small for ", name,
-                     ": it holds token ", largest));
-  }
-  return std::unique_ptr<DataSource>(
-      std::make_unique<TokenData>(std::move(tokens), std::move(name), seed,
-                                  seq_len));
+  ASSIGN_OR_RETURN(std::unique_ptr<SampleSource> samples,
+                   MakeTokenSamples(std::move(tokens), std::move(name), seed,
+                                    vocab_size, seq_len));
+  return Wrap(std::move(samples));
 }
 
 absl::StatusOr<std::unique_ptr<DataSource>> OpenTokenFileData(
     const std::string& path, uint64_t seed, int64_t vocab_size,
     int64_t seq_len) {
-  ASSIGN_OR_RETURN(std::vector<uint16_t> tokens, ReadTokenFile(path));
-  return MakeTokenData(std::move(tokens), path, seed, vocab_size, seq_len);
+  ASSIGN_OR_RETURN(std::unique_ptr<SampleSource> samples,
+                   OpenTokenFileSamples(path, seed, vocab_size, seq_len));
+  return Wrap(std::move(samples));
 }
 
 absl::StatusOr<std::unique_ptr<DataSource>> OpenDataFor(
     const TrainConfig& config) {
-  if (config.data() == "synthetic") {
-    return MakeSyntheticData(config.seed(), config.vocab_size(),
-                             config.seq_len());
-  }
-  return OpenTokenFileData(ResolveUserPath(config.data()), config.seed(),
-                           config.vocab_size(), config.seq_len());
+  ASSIGN_OR_RETURN(std::unique_ptr<SampleSource> samples,
+                   OpenSamplesFor(config));
+  return Wrap(std::move(samples));
 }
 
 }  // namespace mtb

@@ -1,18 +1,6 @@
-// Deterministic training data. A step's global batch is the samples
-// 0 .. global_batch - 1 of that step; sample g of step s is a pure function of
-// (seed, s, g), drawn from the counter-based key
-//
-//   CounterKey({seed, kData, s, g})             (common/base/counter_rng.h)
-//
-// so any (step, sample) can be regenerated alone, and a rank that produces
-// samples [first, first + count) sees exactly what one rank producing the whole
-// global batch sees there, whatever the world size or micro-batching.
-//
-// synthetic: token t of the sample (t = 0 .. seq_len) is
-//   CounterBelow(key, t, vocab_size)   (uniform over the vocabulary).
-// token file: the sample is the window of seq_len + 1 tokens starting at
-//   CounterBelow(key, 0, num_tokens - seq_len)   (every start is possible).
-// Inputs are tokens 0 .. seq_len - 1 and targets tokens 1 .. seq_len.
+// Deterministic training data as LibTorch tensors: the samples of
+// trainer/samples.h (which defines what sample g of step s is) split into
+// inputs and targets.
 #ifndef MTB_TRAINER_DATA_H_
 #define MTB_TRAINER_DATA_H_
 

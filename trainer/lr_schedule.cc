@@ -22,4 +22,15 @@ double LearningRateAt(const LrSchedule& schedule, int64_t step) {
                                (1.0 + std::cos(M_PI * ratio));
 }
 
+LrSchedule LrScheduleOf(const TrainConfig& config) {
+  LrSchedule schedule;
+  schedule.kind = config.lr_schedule() == "cosine" ? LrScheduleKind::kCosine
+                                                   : LrScheduleKind::kConstant;
+  schedule.lr = config.lr();
+  schedule.min_lr = config.min_lr();
+  schedule.warmup_steps = config.lr_warmup_steps();
+  schedule.decay_steps = config.lr_decay_steps();
+  return schedule;
+}
+
 }  // namespace mtb

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "trainer/train_result.pb.h"
+
 namespace mtb {
 
 enum class LrScheduleKind { kConstant, kCosine };
@@ -25,6 +27,10 @@ struct LrSchedule {
 //   cosine, otherwise:      min_lr + (lr - min_lr) * (1 + cos(pi * r)) / 2,
 //                           r = (step - warmup) / (decay - warmup)
 double LearningRateAt(const LrSchedule& schedule, int64_t step);
+
+// The schedule --lr_schedule, --lr, --min_lr, --lr_warmup_steps and
+// --lr_decay_steps give (after ResolveConfig).
+LrSchedule LrScheduleOf(const TrainConfig& config);
 
 }  // namespace mtb
 

@@ -25,6 +25,7 @@
 #include "glog/logging.h"
 #include "trainer/config.h"
 #include "trainer/data.h"
+#include "trainer/device.h"
 #include "trainer/flags.h"
 #include "trainer/init_from.h"
 #include "trainer/memory_estimate.h"
@@ -66,6 +67,10 @@ ABSL_FLAG(std::string, testonly_tp_fault, "",
           "testing only: break a tensor-parallel piece on purpose to prove "
           "that tests catch it: row_parallel_unreduced, layernorm_unsynced "
           "(--sequence_parallel), norm_double_counted (docs/tp.md)");
+ABSL_FLAG(std::string, device, "cpu",
+          "cpu (LibTorch, this binary) or cuda: hand the run to trainer_cuda "
+          "(one NVIDIA GPU, fp32; it refuses the flags it does not implement; "
+          "docs/gpu.md)");
 
 ABSL_FLAG(bool, estimate_memory, false,
           "print every strategy's closed-form memory per rank for this model, "
@@ -95,6 +100,13 @@ constexpr char kValidatedFingerprintEnv[] = "MTB_TRAINER_VALIDATED_CONFIG";
 int main(int argc, char** argv) {
   mtb::InitLogging(argv[0]);
   mtb::ParseCommandLineOrExit(argc, argv, kUsage);
+  if (const std::string device = absl::GetFlag(FLAGS_device); device == "cuda") {
+    return mtb::HandOffToCudaTrainer(argc, argv);
+  } else if (device != "cpu") {
+    return mtb::ReportAndExitCode(
+        kProgram, absl::InvalidArgumentError(absl::StrCat(
+                      "--device=", device, " is not one of cpu, cuda")));
+  }
 
   // Two ranks unless told otherwise; the ranks report heartbeats. A run
   // that saves checkpoints from step 0 restarts (--max_restarts) from its

@@ -201,10 +201,6 @@ int64_t GptModel::FlopsParameterCount() const {
   return ParameterCount() - global_position_count_;
 }
 
-double GptModel::FlopsPerToken() const {
-  return 6.0 * static_cast<double>(FlopsParameterCount()) +
-         12.0 * static_cast<double>(shape_.n_layers * shape_.seq_len *
-                                    shape_.d_model);
-}
+double GptModel::FlopsPerToken() const { return FlopsPerTokenOf(shape_); }
 
 }  // namespace mtb

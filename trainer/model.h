@@ -20,18 +20,11 @@
 #include "common/nn/attention.h"
 #include "common/nn/dropout.h"
 #include "common/nn/layers.h"
+#include "trainer/model_shape.h"
 #include "trainer/parameter_store.h"
 #include "trainer/unit_hooks.h"
 
 namespace mtb {
-
-struct ModelShape {
-  int64_t vocab_size = 256;
-  int64_t d_model = 64;
-  int64_t n_layers = 2;
-  int64_t n_heads = 4;
-  int64_t seq_len = 32;
-};
 
 struct BlockParameters {
   at::Tensor ln1_weight, ln1_bias;  // (D)
@@ -141,9 +134,7 @@ class GptModel {
   // N in the FLOPs formula: every parameter but the position embedding (the
   // token embedding is also the LM head's matmul).
   int64_t FlopsParameterCount() const;
-  // Training FLOPs per token: 6 N + 12 L T D (forward 2N + 4LTD: QK^T and AV
-  // over the full T x T score matrix, as PaLM's appendix B; backward twice the
-  // forward).
+  // Training FLOPs per token (FlopsPerTokenOf, trainer/model_shape.h).
   double FlopsPerToken() const;
 
  private:

@@ -49,27 +49,6 @@ std::vector<std::string> UnitNames(const ParameterStore& store) {
 
 }  // namespace
 
-ModelShape ModelShapeOf(const TrainConfig& config) {
-  ModelShape shape;
-  shape.vocab_size = config.vocab_size();
-  shape.d_model = config.d_model();
-  shape.n_layers = config.n_layers();
-  shape.n_heads = config.n_heads();
-  shape.seq_len = config.seq_len();
-  return shape;
-}
-
-LrSchedule LrScheduleOf(const TrainConfig& config) {
-  LrSchedule schedule;
-  schedule.kind = config.lr_schedule() == "cosine" ? LrScheduleKind::kCosine
-                                                   : LrScheduleKind::kConstant;
-  schedule.lr = config.lr();
-  schedule.min_lr = config.min_lr();
-  schedule.warmup_steps = config.lr_warmup_steps();
-  schedule.decay_steps = config.lr_decay_steps();
-  return schedule;
-}
-
 AdamWOptions AdamWOptionsOf(const TrainConfig& config) {
   AdamWOptions options;
   options.beta1 = config.beta1();

@@ -46,8 +46,6 @@ class Checkpointer;
 }  // namespace checkpoint
 class BlockSpans;
 
-ModelShape ModelShapeOf(const TrainConfig& config);
-LrSchedule LrScheduleOf(const TrainConfig& config);
 AdamWOptions AdamWOptionsOf(const TrainConfig& config);
 
 // The forward options for `step` (1-based) on rows with these global indices.

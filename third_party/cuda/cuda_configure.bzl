@@ -1,6 +1,8 @@
 """Repository rule exposing the CUDA runtime and NCCL from a local CUDA install.
 
-Creates @local_cuda with targets :cuda_runtime and :nccl. Where CUDA (with
+Creates @local_cuda with targets :cuda_runtime, :cublas and :nccl, and
+defs.bzl with NVCC (the compiler's path, for the genrules that compile .cu
+files). Where CUDA (with
 nccl.h) is absent the targets still exist but carry no headers, so only a
 --config=cuda build that actually compiles them fails, with a message naming the
 missing path.
@@ -28,6 +30,13 @@ cc_library(
     linkopts = ["-L{nccl_lib}", "-Wl,-rpath,{nccl_lib}", "-lnccl"],
     deps = [":cuda_runtime"],
 )
+
+# cuBLAS and cuBLASLt, dynamically as the runtime (trainer_cuda's products).
+cc_library(
+    name = "cublas",
+    linkopts = ["-L{root}/lib64", "-Wl,-rpath,{root}/lib64", "-lcublasLt", "-lcublas"],
+    deps = [":cuda_runtime"],
+)
 """
 
 _BUILD_WITHOUT_CUDA = """
@@ -42,6 +51,8 @@ genrule(
 cc_library(name = "cuda_runtime", hdrs = [":missing"])
 
 cc_library(name = "nccl", hdrs = [":missing"])
+
+cc_library(name = "cublas", hdrs = [":missing"])
 """
 
 def _cuda_configure_impl(ctx):
@@ -55,6 +66,7 @@ def _cuda_configure_impl(ctx):
         ctx.file("BUILD", _BUILD_WITH_CUDA.format(root = root, nccl_lib = nccl_lib))
     else:
         ctx.file("BUILD", _BUILD_WITHOUT_CUDA.format(root = root))
+    ctx.file("defs.bzl", 'NVCC = "{root}/bin/nvcc"\n'.format(root = root))
 
 cuda_configure = repository_rule(
     implementation = _cuda_configure_impl,

@@ -1,0 +1,95 @@
+// The GPT's training step on one NVIDIA GPU in plain CUDA C++ (no LibTorch),
+// as llm.c's train_gpt2.cu: one contiguous fp32 parameter buffer laid out as
+// trainer/cuda/layout.h says, one gradient buffer and two AdamW moment buffers
+// with the same offsets, every activation allocated once when the model is
+// created (no allocation inside a step), cuBLASLt for every matrix product and
+// kernels for the rest (gpt_cuda.cu lists them).
+//
+// This header is plain C++ (std:: types only): the .cu behind it is compiled by
+// nvcc, the callers by the host compiler.
+//
+// fp32 only: products in CUBLAS_COMPUTE_32F (no TF32). Not thread-safe; one
+// GptCuda per process and device.
+#ifndef MTB_TRAINER_CUDA_GPT_CUDA_H_
+#define MTB_TRAINER_CUDA_GPT_CUDA_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mtb {
+namespace cuda {
+
+struct GptDims {
+  int64_t vocab_size = 0;  // V
+  int64_t d_model = 0;     // D
+  int64_t n_layers = 0;    // L
+  int64_t n_heads = 0;     // H
+  int64_t seq_len = 0;     // T: every sample is seq_len tokens
+  int64_t batch_size = 0;  // B: samples per step
+};
+
+// One logical tensor of the buffer (layout.h's TensorSlot without the name).
+struct DeviceTensor {
+  int64_t offset = 0;
+  int64_t numel = 0;
+  bool weight_decay = false;
+};
+
+struct AdamWSettings {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+struct DeviceInfo {
+  std::string name;            // "NVIDIA H200"
+  std::string driver_version;  // "13.0" (cudaDriverGetVersion)
+  std::string runtime_version;
+  int64_t total_memory_bytes = 0;
+};
+
+// Whether device 0 can run the trainer: "" when it can (and *info filled),
+// otherwise one line saying why, e.g. "cudaGetDeviceCount: CUDA driver version
+// is insufficient for CUDA runtime version" or "no CUDA device is visible".
+std::string ProbeDevice(DeviceInfo* info);
+
+struct StepStats {
+  double loss = 0;       // mean cross-entropy over the B x T targets
+  double grad_norm = 0;  // global L2 norm before clipping
+  bool clipped = false;
+  double forward_ms = 0;   // CUDA events: forward incl. the fused classifier
+  double backward_ms = 0;
+  double optimizer_ms = 0;  // norm, clip and AdamW
+};
+
+class GptCuda {
+ public:
+  virtual ~GptCuda() = default;
+  // One optimizer step (1-based `step`, for AdamW's bias correction):
+  // forward, backward, the gradient norm, clipping to max_grad_norm (0: off;
+  // coefficient max_norm / (norm + 1e-6) as torch.nn.utils.clip_grad_norm_),
+  // AdamW at `lr`. inputs, targets: (B, T) token ids on the host.
+  virtual StepStats Step(const int32_t* inputs, const int32_t* targets,
+                         int64_t step, double lr, double max_grad_norm) = 0;
+  // The parameter buffer (total floats) back to the host.
+  virtual void CopyParametersToHost(float* host) = 0;
+  // Every byte this model took from the CUDA allocator (all of it at
+  // creation: nothing is allocated inside a step).
+  virtual int64_t DeviceBytes() const = 0;
+};
+
+// Allocates every buffer and copies `initial_parameters` (total floats) to the
+// device. On failure returns null and sets *error (one line, e.g. an
+// out-of-memory naming the bytes asked for).
+std::unique_ptr<GptCuda> CreateGptCuda(
+    const GptDims& dims, const std::vector<DeviceTensor>& tensors,
+    const float* initial_parameters, int64_t total,
+    const AdamWSettings& adamw, std::string* error);
+
+}  // namespace cuda
+}  // namespace mtb
+
+#endif  // MTB_TRAINER_CUDA_GPT_CUDA_H_

@@ -1,0 +1,134 @@
+// trainer_cuda: trains the GPT on one NVIDIA GPU without LibTorch, taking the
+// trainer's flags (`trainer --device=cuda` hands its command line here) and
+// writing the same TrainResult JSON. Flags the CUDA path does not implement
+// are refused (trainer/device.h, run.h), as is a machine without a usable GPU:
+// one line naming why, exit 2, before anything runs.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/base/flags.h"
+#include "common/base/logging.h"
+#include "common/results/cuda_info.h"
+#include "common/results/output_path.h"
+#include "common/results/run_context.h"
+#include "trainer/config.h"
+#include "trainer/cuda/gpt_cuda.h"
+#include "trainer/cuda/run.h"
+#include "trainer/device.h"
+#include "trainer/flags.h"
+#include "trainer/output.h"
+#include "trainer/samples.h"
+#include "trainer/strategy/registry.h"
+
+ABSL_FLAG(std::string, device, "cuda", "cuda: the only device of this binary");
+ABSL_FLAG(int, nproc, 1, "GPUs (processes); 1 only so far");
+ABSL_FLAG(std::string, out, "",
+          "result JSON path (default results/trainer_cuda_<UTC time>.json in "
+          "your checkout); the .md and .svg go beside it");
+ABSL_FLAG(bool, markdown, true,
+          "also write a Markdown summary and a loss-curve SVG beside --out");
+
+namespace {
+
+constexpr char kProgram[] = "trainer_cuda";
+constexpr char kUsage[] =
+    "trains the GPT on one NVIDIA GPU (fp32, no LibTorch) with the "
+    "trainer's flags.\n"
+    "  trainer_cuda --strategy=single --data=synthetic --steps=20";
+
+// The device model on device 0.
+mtb::cuda::GptCudaFactory DeviceFactory(const mtb::cuda::AdamWSettings& adamw) {
+  return [adamw](const mtb::cuda::GptDims& dims,
+                 const mtb::cuda::ParameterLayout& layout,
+                 const float* parameters, std::string* error) {
+    std::vector<mtb::cuda::DeviceTensor> tensors;
+    for (const mtb::cuda::TensorSlot& slot : layout.tensors()) {
+      tensors.push_back({slot.offset, slot.numel, slot.weight_decay});
+    }
+    return mtb::cuda::CreateGptCuda(dims, tensors, parameters, layout.total(),
+                                    adamw, error);
+  };
+}
+
+int Refuse(const absl::Status& status) {
+  return mtb::ReportAndExitCode(kProgram, status);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mtb::InitLogging(argv[0]);
+  mtb::ParseCommandLineOrExit(argc, argv, kUsage);
+  if (absl::Status flags = mtb::CheckCudaFlags(argc, argv); !flags.ok()) {
+    return Refuse(flags);
+  }
+  if (absl::GetFlag(FLAGS_device) != "cuda") {
+    return Refuse(absl::InvalidArgumentError(absl::StrCat(
+        "--device=", absl::GetFlag(FLAGS_device),
+        ": this binary trains on cuda only (the trainer runs --device=cpu)")));
+  }
+  if (absl::GetFlag(FLAGS_nproc) != 1) {
+    return Refuse(absl::InvalidArgumentError(absl::StrCat(
+        "--nproc=", absl::GetFlag(FLAGS_nproc),
+        " is not supported with --device=cuda yet (one GPU: --nproc=1)")));
+  }
+  mtb::TrainConfig config = mtb::TrainConfigFromFlags();
+  // One GPU: an unset --strategy means single, not the CPU trainer's ddp.
+  if (!mtb::FlagWasSet("strategy")) {
+    config.set_strategy(mtb::StrategyName(mtb::StrategyKind::kSingle));
+  }
+  std::vector<std::string> notes = mtb::FitDefaultWarmupsToSteps(
+      &config, mtb::WarmupsGivenOnCommandLine());
+  mtb::ResolveConfig(&config, /*ranks_per_host=*/1);
+  for (const absl::Status& status :
+       {mtb::ValidateConfig(config, mtb::StrategyFlagsOnCommandLine()),
+        mtb::ValidateConfigForWorldSize(config, 1),
+        mtb::cuda::CheckCudaConfig(config)}) {
+    if (!status.ok()) return Refuse(status);
+  }
+  std::string out = mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
+  if (absl::Status writable = mtb::CheckOutputWritable("out", out); !writable.ok()) {
+    return Refuse(writable);
+  }
+  absl::StatusOr<std::unique_ptr<mtb::SampleSource>> samples =
+      mtb::OpenSamplesFor(config);
+  if (!samples.ok()) {
+    std::cerr << kProgram << ": --data: " << samples.status().message() << "\n";
+    return mtb::kExitUsage;
+  }
+  mtb::cuda::DeviceInfo device;
+  if (const std::string why = mtb::cuda::ProbeDevice(&device); !why.empty()) {
+    std::cerr << kProgram << ": --device=cuda: no usable GPU: " << why << "\n";
+    return mtb::kExitUsage;
+  }
+
+  // Notes on the resolved config, once the run is going to happen (a refusal
+  // stays one line).
+  for (const std::string& note : notes) std::cerr << kProgram << ": " << note << "\n";
+  mtb::cuda::AdamWSettings adamw;
+  adamw.beta1 = config.beta1();
+  adamw.beta2 = config.beta2();
+  adamw.eps = config.eps();
+  adamw.weight_decay = config.weight_decay();
+  absl::StatusOr<mtb::TrainResult> result = mtb::cuda::RunCudaTraining(
+      config, **samples, device, DeviceFactory(adamw));
+  if (!result.ok()) return Refuse(result.status());
+  mtb::RunContext* context = result->mutable_run_context();
+  *context = mtb::NewRunContext(kProgram, argc, argv);
+  mtb::FillCudaInfo(context);
+  context->set_world_size(1);
+  context->set_backend("none");
+  mtb::FinishRunContext(context);
+  if (out.empty()) out = mtb::DefaultResultPath(kProgram, "json");
+  absl::StatusOr<std::vector<std::string>> written =
+      mtb::WriteTrainOutputs(*result, out, absl::GetFlag(FLAGS_markdown));
+  if (!written.ok()) return Refuse(written.status());
+  std::cout << mtb::RenderSummaryTable(*result);
+  std::cout << "result: " << out << "\n";
+  for (const std::string& line : *written) std::cout << line << "\n";
+  return mtb::kExitOk;
+}

@@ -1,0 +1,150 @@
+#include "trainer/cuda/run.h"
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "trainer/config.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/metrics.h"
+#include "trainer/model_shape.h"
+#include "trainer/strategy/registry.h"
+
+namespace mtb {
+namespace cuda {
+
+absl::Status CheckCudaConfig(const TrainConfig& config) {
+  auto refuse = [](const std::string& what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is not supported with --device=cuda yet"));
+  };
+  if (config.precision() != "fp32") {
+    return refuse(absl::StrCat("--precision=", config.precision(),
+                               " (fp32 only)"));
+  }
+  // One GPU: the strategies that run on one rank only (the registry's entry).
+  if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(config.strategy());
+      !entry.ok() || (*entry)->max_world_size != 1) {
+    return refuse(absl::StrCat("--strategy=", config.strategy(),
+                               " (one GPU: --strategy=",
+                               StrategyName(StrategyKind::kSingle), ")"));
+  }
+  if (config.dropout() != 0) {
+    return refuse(absl::StrCat("--dropout=", config.dropout()));
+  }
+  if (config.grad_accum() != 1) {
+    return refuse(absl::StrCat("--grad_accum=", config.grad_accum()));
+  }
+  if (config.repeat() > 1) {
+    return refuse(absl::StrCat("--repeat=", config.repeat()));
+  }
+  if (IsExact(config)) return refuse("--reduction=exact");
+  if (config.activation_checkpointing()) {
+    return refuse("--activation_checkpointing");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
+                                            const SampleSource& samples,
+                                            const DeviceInfo& device,
+                                            const GptCudaFactory& factory) {
+  const ModelShape shape = ModelShapeOf(config);
+  const ParameterLayout layout = ParameterLayout::ForGpt(shape);
+  std::vector<float> parameters(layout.total());
+  InitializeParameters(layout, config.seed(), parameters.data());
+  GptDims dims;
+  dims.vocab_size = shape.vocab_size;
+  dims.d_model = shape.d_model;
+  dims.n_layers = shape.n_layers;
+  dims.n_heads = shape.n_heads;
+  dims.seq_len = shape.seq_len;
+  dims.batch_size = config.batch_size();
+  std::string error;
+  std::unique_ptr<GptCuda> model =
+      factory(dims, layout, parameters.data(), &error);
+  if (model == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("creating the model on ", device.name, ": ", error));
+  }
+
+  TrainResult result;
+  result.set_schema_version(kTrainResultSchemaVersion);
+  *result.mutable_config() = config;
+  result.set_config_fingerprint(ConfigFingerprint(config));
+  const int64_t tokens_per_step = config.batch_size() * shape.seq_len;
+  ModelInfo* info = result.mutable_model();
+  info->set_parameter_count(ParameterCountOf(shape));
+  info->set_flops_parameter_count(FlopsParameterCountOf(shape));
+  info->set_flops_per_token(FlopsPerTokenOf(shape));
+  info->set_tokens_per_step(tokens_per_step);
+  if (config.peak_flops() > 0) {
+    result.mutable_peak_flops()->set_rank_flops_per_second(config.peak_flops());
+    result.mutable_peak_flops()->set_job_flops_per_second(config.peak_flops());
+    result.mutable_peak_flops()->set_source("--peak_flops");
+  }
+
+  const LrSchedule schedule = LrScheduleOf(config);
+  const int64_t row = shape.seq_len + 1;
+  std::vector<int64_t> tokens(config.batch_size() * row);
+  std::vector<int32_t> inputs(tokens_per_step), targets(tokens_per_step);
+  TrainRun* run = result.add_runs();
+  run->set_index(0);
+  const Stopwatch run_clock;
+  for (int64_t step = 0; step < config.steps(); ++step) {
+    const Stopwatch step_clock;
+    samples.Fill(step, 0, config.batch_size(), tokens.data());
+    for (int64_t b = 0; b < config.batch_size(); ++b) {
+      for (int64_t t = 0; t < shape.seq_len; ++t) {
+        inputs[b * shape.seq_len + t] = static_cast<int32_t>(tokens[b * row + t]);
+        targets[b * shape.seq_len + t] =
+            static_cast<int32_t>(tokens[b * row + t + 1]);
+      }
+    }
+    const double data_ms = step_clock.ElapsedMs();
+    const double lr = LearningRateAt(schedule, step + 1);
+    const StepStats stats = model->Step(inputs.data(), targets.data(), step + 1,
+                                        lr, config.max_grad_norm());
+    StepRecord* record = run->add_steps();
+    record->set_step(static_cast<int32_t>(step + 1));  // 1-based, as the CPU trainer
+    record->set_loss(stats.loss);
+    record->set_lr(lr);
+    record->set_grad_norm(stats.grad_norm);
+    record->set_clipped(stats.clipped);
+    record->set_data_ms(data_ms);
+    record->set_forward_ms(stats.forward_ms);
+    record->set_backward_ms(stats.backward_ms);
+    record->set_optimizer_ms(stats.optimizer_ms);
+    record->set_step_ms(step_clock.ElapsedMs());
+    record->set_tokens_per_second(tokens_per_step / (record->step_ms() / 1e3));
+    record->set_timed(step >= config.timing_warmup_steps());
+    record->set_peak_memory_bytes(model->DeviceBytes());
+    if (config.peak_flops() > 0) {
+      record->set_mfu(record->tokens_per_second() * FlopsPerTokenOf(shape) /
+                      config.peak_flops());
+    }
+    if (!std::isfinite(stats.loss)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "step ", step + 1, "/", config.steps(), ": the loss is ",
+          stats.loss, " on ", device.name));
+    }
+    if (config.log_every() > 0 && (step + 1) % config.log_every() == 0) {
+      LOG(INFO) << FormatProgressLine(
+          *record, config.steps(),
+          record->step_ms() / 1e3 * (config.steps() - step - 1));
+    }
+  }
+  run->set_wall_seconds(run_clock.ElapsedMs() / 1e3);
+  FinishRun(run, tokens_per_step);
+  *result.mutable_summary() = SummarizeRuns(result);
+  RankMemory* memory = result.add_memory();
+  memory->set_rank(0);
+  memory->set_peak_bytes(model->DeviceBytes());
+  memory->set_counted(true);
+  return result;
+}
+
+}  // namespace cuda
+}  // namespace mtb
