@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "comm_bench/dtype.h"
 
@@ -117,6 +118,14 @@ class Backend {
   // not for measurements.
   virtual absl::StatusOr<std::string> AllGatherHostBytes(
       absl::string_view local) = 0;
+
+  // `bytes` of host memory mapped by every rank (zero-filled), for the
+  // shared-memory ceiling the sweep measures (shm_ceiling.h), or
+  // kUnimplemented where the ranks share none (NCCL, Gloo over TCP).
+  // Collective, like Barrier.
+  virtual absl::StatusOr<std::unique_ptr<DeviceBuffer>> AllocateShared(int64_t bytes) {
+    return absl::UnimplementedError(absl::StrCat(name(), ": no memory shared by the ranks"));
+  }
 
   // What the collective layer recorded for the last collective it ran
   // ("gloo_allreduce", ...), or "" when it does not say.

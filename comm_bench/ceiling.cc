@@ -20,7 +20,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "comm_bench/shm_ceiling.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/base/stats.h"
 
 namespace mtb::comm_bench {
@@ -281,19 +282,10 @@ CommBenchCeiling CeilingProto(const Ceiling& ceiling,
 
 void SetMatchingCeiling(const CommBenchCeiling& ceiling, int world_size,
                         CommBenchRow* row, const std::string& transport) {
-  if (world_size < 2) return;
+  if (world_size < 2 || transport != "tcp") return;
   double gbps = 0;
   std::string shape;
-  if (transport == "shm") {
-    if (ceiling.shm_processes() != world_size) return;
-    const std::string op = ShmCeilingShapeOf(row->op());
-    for (const CommBenchShmCeilingPoint& point : ceiling.shm()) {
-      // Sizes rounded to the world size still match their nominal point.
-      if (point.op() != op || std::abs(point.bytes() - row->bytes()) > row->bytes() / 20) continue;
-      gbps = point.gbps();
-      shape = absl::StrCat("shm ", op, ": ", point.shape(), ", ", world_size, " processes");
-    }
-  } else if (world_size == 2 && row->op() == "broadcast") {
+  if (world_size == 2 && row->op() == "broadcast") {
     gbps = ceiling.tcp_one_way_gbps();
     shape = "tcp_one_way";
   } else if (world_size == 2) {
@@ -307,11 +299,46 @@ void SetMatchingCeiling(const CommBenchCeiling& ceiling, int world_size,
                       " processes)");
     }
   }
-  if (gbps <= 0) return;
-  row->set_ceiling_gbps(gbps);
+  SetCeiling(gbps, shape, row);
+}
+
+void SetCeiling(double ceiling_gbps, const std::string& shape, CommBenchRow* row) {
+  if (ceiling_gbps <= 0) return;
+  row->set_ceiling_gbps(ceiling_gbps);
   row->set_ceiling_shape(shape);
-  row->set_busbw_fraction_of_ceiling(row->busbw_gbps() / gbps);
-  row->set_ceiling_invalid(row->busbw_gbps() > kCeilingSlack * gbps);
+  row->set_busbw_fraction_of_ceiling(row->busbw_gbps() / ceiling_gbps);
+  row->set_ceiling_invalid(row->busbw_gbps() > kCeilingSlack * ceiling_gbps);
+}
+
+std::string CeilingReport(const CommBenchResult& result, bool* invalid, int* rows_with_ceiling) {
+  std::string text = absl::StrFormat("# %-14s %10s %-12s %10s %10s %8s  %s\n", "op", "size (B)",
+                                     "placement", "busbw GB/s", "ceiling", "% of it", "shape");
+  std::vector<std::string> beaten;
+  *rows_with_ceiling = 0;
+  for (const CommBenchRow& row : result.rows()) {
+    if (row.ceiling_gbps() <= 0) continue;
+    ++*rows_with_ceiling;
+    absl::StrAppendFormat(&text, "  %-14s %10d %-12s %10.2f %10.2f %7.0f%%  %s%s\n", row.op(),
+                          row.bytes(), row.placement(), row.busbw_gbps(), row.ceiling_gbps(),
+                          100 * row.busbw_fraction_of_ceiling(), row.ceiling_shape(),
+                          row.ceiling_invalid() ? "  <- beats its ceiling by >10%" : "");
+    if (row.ceiling_invalid()) {
+      beaten.push_back(absl::StrCat(row.op(), " ", row.bytes(), " B ", row.placement(), " (",
+                                    absl::StrFormat("%.0f%%", 100 * row.busbw_fraction_of_ceiling()),
+                                    ")"));
+    }
+  }
+  *invalid = !beaten.empty() || *rows_with_ceiling == 0;
+  if (*rows_with_ceiling == 0) {
+    absl::StrAppend(&text, "# verdict: CEILING INVALID: no row has a ceiling to compare with\n");
+  } else if (!beaten.empty()) {
+    absl::StrAppend(&text, "# verdict: CEILING INVALID: ", absl::StrJoin(beaten, ", "),
+                    " beat their ceiling by more than 10%\n");
+  } else {
+    absl::StrAppend(&text, "# verdict: ceiling bounds every row (", *rows_with_ceiling,
+                    " rows within 110% of their ceiling)\n");
+  }
+  return text;
 }
 
 }  // namespace mtb::comm_bench

@@ -51,14 +51,22 @@ CommBenchCeiling CeilingProto(const Ceiling& ceiling,
 // sends and receives at once (tcp both ways); from 3 ranks every rank talks
 // to n-1 peers at once (tcp peers, measured at ceiling.peers_world_size
 // processes; the shape's name says so when that is not world_size). Sets
-// the row's ceiling fields; leaves them unset at 1 rank or without a figure.
-//
-// With transport "shm" and shared-memory points measured at world_size
-// processes (//comm_bench:ceiling), the row's op and size are compared with
-// the shared-memory point of the same shape and size instead. Either way a
-// busbw above 1.1 x the ceiling sets ceiling_invalid.
+// the row's ceiling fields (SetCeiling); leaves them unset at 1 rank,
+// without a figure, or when the transport is not "tcp" (shared-memory rows
+// get the ceiling the sweep measures, shm_ceiling.h: TCP does not bound them).
 void SetMatchingCeiling(const CommBenchCeiling& ceiling, int world_size,
                         CommBenchRow* row, const std::string& transport = "tcp");
+
+// Sets the row's ceiling, its shape and busbw / ceiling; a busbw above 1.1 x
+// the ceiling sets ceiling_invalid (the ceiling does not bound).
+void SetCeiling(double ceiling_gbps, const std::string& shape, CommBenchRow* row);
+
+// //comm_bench:ceiling's report of a comm_bench result: one line per row
+// with a ceiling (op, size, placement, busbw, ceiling, % of ceiling, shape),
+// then a verdict line: "ceiling bounds every row" or "CEILING INVALID: ..."
+// naming the rows that beat it. `*invalid` says which; `*rows_with_ceiling`
+// how many rows had one (0 is a failure too: nothing was compared).
+std::string CeilingReport(const CommBenchResult& result, bool* invalid, int* rows_with_ceiling);
 
 }  // namespace mtb::comm_bench
 

@@ -1,7 +1,9 @@
 // The ceiling benchmark and how comm_bench matches rows to it.
 #include "comm_bench/ceiling.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "comm_bench/report_files.h"
 #include "comm_bench/shm_ceiling.h"
@@ -91,53 +93,105 @@ TEST(Ceiling, MeasuresEveryShapeBetweenRealProcesses) {
   EXPECT_DOUBLE_EQ(proto.tcp_both_ways_gbps(), ceiling->tcp_both_ways / 1e9);
 }
 
-TEST(MatchingCeiling, ShmRowsMatchTheirShapeAndSizeAndBeatingBy10PercentIsInvalid) {
-  CommBenchCeiling ceiling = Figures();
-  ceiling.set_shm_processes(2);
-  CommBenchShmCeilingPoint* point = ceiling.add_shm();
-  point->set_op("all_to_all");
-  point->set_bytes(1 << 20);
-  point->set_gbps(10);
-  point->set_shape("copy in (n-1)S/n, copy out (n-1)S/n");
+TEST(MatchingCeiling, ShmRowsGetNoTcpCeilingAndBeatingBy10PercentIsInvalid) {
+  // TCP figures do not bound shared memory: a shm row keeps what the sweep
+  // measured (or nothing).
+  CommBenchRow shm = Row("all_gather", 1);
+  SetMatchingCeiling(Figures(), 2, &shm, "shm");
+  EXPECT_EQ(shm.ceiling_gbps(), 0);
   CommBenchRow within = Row("all_to_allv", 10.9);
-  within.set_bytes(1 << 20);
-  SetMatchingCeiling(ceiling, 2, &within, "shm");
+  SetCeiling(10, "shm all_to_all in this sweep", &within);
   EXPECT_EQ(within.ceiling_gbps(), 10);
-  EXPECT_THAT(within.ceiling_shape(), HasSubstr("shm all_to_all: copy in"));
+  EXPECT_NEAR(within.busbw_fraction_of_ceiling(), 1.09, 1e-12);
   EXPECT_FALSE(within.ceiling_invalid());
   CommBenchRow beyond = Row("all_to_all", 11.1);
-  beyond.set_bytes(1 << 20);
-  SetMatchingCeiling(ceiling, 2, &beyond, "shm");
+  SetCeiling(10, "shm all_to_all in this sweep", &beyond);
   EXPECT_TRUE(beyond.ceiling_invalid());
-  // A TCP row beating the TCP ceiling is invalid too; another size or world
-  // size has no shm point.
+  // A TCP row beating the TCP ceiling is invalid too.
   CommBenchRow tcp = Row("all_gather", 2.3);
-  SetMatchingCeiling(ceiling, 2, &tcp, "tcp");
+  SetMatchingCeiling(Figures(), 2, &tcp, "tcp");
   EXPECT_TRUE(tcp.ceiling_invalid());
-  CommBenchRow other_size = Row("all_to_all", 1);
-  other_size.set_bytes(4 << 20);
-  SetMatchingCeiling(ceiling, 2, &other_size, "shm");
-  EXPECT_EQ(other_size.ceiling_gbps(), 0);
-  CommBenchRow three_ranks = Row("all_to_all", 1);
-  three_ranks.set_bytes(1 << 20);
-  SetMatchingCeiling(ceiling, 3, &three_ranks, "shm");
-  EXPECT_EQ(three_ranks.ceiling_gbps(), 0);
 }
 
-TEST(ShmCeiling, MeasuresEveryShapeBetweenRealProcesses) {
-  ShmCeilingOptions options;
-  options.processes = 2;
-  options.sizes = {1 << 20};
-  options.ops = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"};
-  options.rounds = 2;
-  absl::StatusOr<std::vector<CommBenchShmCeilingPoint>> points = MeasureShmCeiling(options);
-  ASSERT_TRUE(points.ok()) << points.status();
-  ASSERT_EQ(points->size(), 5u);
-  for (const CommBenchShmCeilingPoint& point : *points) {
-    EXPECT_GT(point.gbps(), 0) << point.op();
-    EXPECT_LE(point.min_gbps(), point.gbps());
-    EXPECT_FALSE(point.shape().empty());
+CommBenchRow Measured(const std::string& op, int64_t bytes, double busbw, double ceiling) {
+  CommBenchRow row = Row(op, busbw);
+  row.set_bytes(bytes);
+  row.set_placement("out_of_place");
+  SetCeiling(ceiling, "shm " + op + " in this sweep", &row);
+  return row;
+}
+
+TEST(CeilingReport, EveryRowWithinItsCeilingBoundsAndShowsItsPercent) {
+  CommBenchResult result;
+  *result.add_rows() = Measured("all_reduce", 1 << 20, 5, 10);
+  *result.add_rows() = Measured("all_gather", 1 << 20, 10.5, 10);  // noise, within 10%
+  bool invalid = true;
+  int rows = 0;
+  const std::string report = CeilingReport(result, &invalid, &rows);
+  EXPECT_FALSE(invalid);
+  EXPECT_EQ(rows, 2);
+  EXPECT_THAT(report, HasSubstr("50%"));
+  EXPECT_THAT(report, HasSubstr("105%"));
+  EXPECT_THAT(report, HasSubstr("verdict: ceiling bounds every row"));
+}
+
+TEST(CeilingReport, APlantedRowOverItsCeilingMakesItInvalidAndIsNamed) {
+  CommBenchResult result;
+  *result.add_rows() = Measured("all_reduce", 1 << 20, 5, 10);
+  *result.add_rows() = Measured("reduce_scatter", 16 << 20, 11.5, 10);  // planted: 115%
+  bool invalid = false;
+  int rows = 0;
+  const std::string report = CeilingReport(result, &invalid, &rows);
+  EXPECT_TRUE(invalid);
+  EXPECT_THAT(report,
+              HasSubstr("CEILING INVALID: reduce_scatter 16777216 B out_of_place (115%)"));
+  EXPECT_THAT(report, Not(HasSubstr("ceiling bounds every row")));
+}
+
+TEST(CeilingReport, NoRowWithACeilingIsInvalid) {
+  CommBenchResult result;
+  *result.add_rows() = Row("all_reduce", 5);
+  bool invalid = false;
+  int rows = -1;
+  EXPECT_THAT(CeilingReport(result, &invalid, &rows), HasSubstr("no row has a ceiling"));
+  EXPECT_TRUE(invalid);
+  EXPECT_EQ(rows, 0);
+}
+
+// The ceiling's work skips what a rank keeps to itself: rank 0 of 2 never
+// writes its own slice of an all-reduce's output nor its own block of an
+// all-gather's, and writes every byte that comes from its peer.
+TEST(ShmCeilingWork, MovesOnlyWhatComesFromThePeers) {
+  constexpr int64_t kChunk = 4096;
+  constexpr int64_t kBytes = 3 * kChunk;  // three chunks
+  std::vector<char> shared(ShmCeilingSharedBytes(2, kChunk), 1);
+  std::vector<char> in(kBytes, 0), out(kBytes, 7);
+  ShmCeilingWork work;
+  work.world_size = 2;
+  work.rank = 0;
+  work.chunk_bytes = kChunk;
+  work.shared = shared.data();
+  work.float_sum = false;
+  ShmCeilingCall call;
+  call.op = "all_reduce";
+  call.bytes = kBytes;
+  int64_t step = 0;
+  RunShmCeilingWork(work, call, in.data(), out.data(), &step);
+  EXPECT_EQ(step, 3);
+  for (int64_t chunk = 0; chunk < 3; ++chunk) {
+    // Own half of each chunk untouched (7), the peer's half copied out (1).
+    EXPECT_EQ(out[chunk * kChunk], 7) << chunk;
+    EXPECT_EQ(out[chunk * kChunk + kChunk / 2 - 1], 7) << chunk;
+    EXPECT_EQ(out[chunk * kChunk + kChunk / 2], 1) << chunk;
+    EXPECT_EQ(out[(chunk + 1) * kChunk - 1], 1) << chunk;
   }
+  std::fill(out.begin(), out.end(), 7);
+  call.op = "all_gather";
+  RunShmCeilingWork(work, call, in.data(), out.data(), &step);
+  EXPECT_EQ(out[0], 7);
+  EXPECT_EQ(out[kBytes / 2 - 1], 7);
+  EXPECT_EQ(out[kBytes / 2], 1);
+  EXPECT_EQ(out[kBytes - 1], 1);
 }
 
 TEST(Ceiling, BadOptionsAreInvalidArgument) {

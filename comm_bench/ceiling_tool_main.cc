@@ -1,12 +1,13 @@
 // ceiling: in one run, the host's ceilings and the collectives measured
-// against them (docs/comm_bench.md, "Ceiling"). First the shared-memory
-// ceiling of every op's shape at every size, by --nproc processes
-// (shm_ceiling.h), and the loopback TCP one (ceiling.h); then comm_bench at
-// the same sizes with --ceiling pointing at what was just measured. A row
-// that beats its ceiling by more than 10% makes comm_bench's verdict "ceiling
-// invalid" and this tool's exit code non-zero.
+// against them (docs/comm_bench.md, "Ceiling"). First the loopback TCP
+// ceiling (ceiling.h); then comm_bench at the requested sizes, which over
+// shared memory measures each op's shared-memory ceiling inside its sweep
+// (shm_ceiling.h) and over TCP compares with the TCP one. Then each row's
+// busbw as a % of its ceiling and a verdict: a row that beats its ceiling by
+// more than 10% means the ceiling does not bound ("CEILING INVALID"), exit 1.
 //
 //   bazel run --config=bench //comm_bench:ceiling -- --nproc=2 --minbytes=1M --maxbytes=16M
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -30,7 +31,7 @@ ABSL_FLAG(std::string, ops, "all_reduce,all_gather,reduce_scatter,broadcast,all_
 ABSL_FLAG(std::string, minbytes, "1M", "Smallest size S.");
 ABSL_FLAG(std::string, maxbytes, "16M", "Largest size S.");
 ABSL_FLAG(int64_t, stepfactor, 4, "Size multiplier between points.");
-ABSL_FLAG(int, rounds, 5, "Ceiling rounds per point (median shown, min..max kept).");
+ABSL_FLAG(int, rounds, 5, "TCP ceiling rounds (median shown, min..max kept).");
 ABSL_FLAG(std::string, tcp_bytes, "16M", "Bytes per peer and direction of the TCP ceiling.");
 ABSL_FLAG(std::string, transport, "auto", "comm_bench --transport.");
 ABSL_FLAG(int, iters, 10, "comm_bench --iters.");
@@ -80,12 +81,6 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_rounds) < 1) {
     return Usage("rounds", std::to_string(absl::GetFlag(FLAGS_rounds)), "expected >= 1");
   }
-  mtb::comm_bench::ShmCeilingOptions shm;
-  shm.processes = nproc;
-  shm.rounds = absl::GetFlag(FLAGS_rounds);
-  for (int64_t bytes = *min_bytes; bytes <= *max_bytes; bytes *= absl::GetFlag(FLAGS_stepfactor)) {
-    shm.sizes.push_back(bytes);
-  }
   for (absl::string_view op : absl::StrSplit(absl::GetFlag(FLAGS_ops), ',')) {
     const std::string shape = mtb::comm_bench::ShmCeilingShapeOf(std::string(op));
     if (shape.empty()) {
@@ -94,35 +89,23 @@ int main(int argc, char** argv) {
                                 "' has no ceiling shape; expected all_reduce, "
                                 "all_gather, reduce_scatter, broadcast, all_to_all(v)"));
     }
-    shm.ops.push_back(shape);
   }
   mtb::RunContext context = mtb::NewRunContext("ceiling", argc, argv);
 
-  absl::StatusOr<std::vector<mtb::comm_bench::CommBenchShmCeilingPoint>> points =
-      mtb::comm_bench::MeasureShmCeiling(shm);
-  if (!points.ok()) return mtb::ReportAndExitCode("ceiling", points.status());
   mtb::comm_bench::CeilingOptions tcp;
   tcp.bytes = *tcp_bytes;
-  tcp.rounds = shm.rounds;
+  tcp.rounds = absl::GetFlag(FLAGS_rounds);
   tcp.peers_world_size = std::max(3, nproc);
   absl::StatusOr<mtb::comm_bench::Ceiling> measured = mtb::comm_bench::MeasureCeiling(tcp);
   if (!measured.ok()) return mtb::ReportAndExitCode("ceiling", measured.status());
 
   CommBenchCeiling ceiling = mtb::comm_bench::CeilingProto(*measured, tcp);
-  ceiling.set_shm_processes(nproc);
-  ceiling.set_shm_slot_bytes(shm.slot_bytes);
-  for (const auto& point : *points) *ceiling.add_shm() = point;
   mtb::FinishRunContext(&context);
   *ceiling.mutable_context() = context;
 
-  std::printf("# ceiling: %d processes; shared memory through %lld-byte slots, loopback TCP\n",
-              nproc, static_cast<long long>(shm.slot_bytes));
-  std::printf("# %-15s %12s %12s %17s  %s\n", "op", "size (B)", "busbw GB/s", "min..max", "shape");
-  for (const auto& point : *points) {
-    std::printf("  %-15s %12lld %12.2f %8.2f..%-8.2f  shm: %s\n", point.op().c_str(),
-                static_cast<long long>(point.bytes()), point.gbps(), point.min_gbps(),
-                point.max_gbps(), point.shape().c_str());
-  }
+  std::printf("# ceiling: loopback TCP (the shared-memory ceiling is measured in comm_bench's "
+              "sweep, per op and size)\n");
+  std::printf("# %-15s %12s %12s %17s  %s\n", "op", "size (B)", "GB/s", "min..max", "shape");
   std::printf("  %-15s %12lld %12.2f %8.2f..%-8.2f  tcp both ways (2 processes)\n", "tcp",
               static_cast<long long>(tcp.bytes), ceiling.tcp_both_ways_gbps(),
               ceiling.tcp_both_ways_min_gbps(), ceiling.tcp_both_ways_max_gbps());
@@ -142,6 +125,7 @@ int main(int argc, char** argv) {
 
   // The collectives against it, in this run.
   const std::string comm_bench = Sibling("comm_bench");
+  const std::string comm_bench_out = path.substr(0, path.rfind(".json")) + "_comm_bench.json";
   std::vector<std::string> args = {
       comm_bench,
       absl::StrCat("--nproc=", nproc),
@@ -152,13 +136,38 @@ int main(int argc, char** argv) {
       absl::StrCat("--iters=", absl::GetFlag(FLAGS_iters)),
       absl::StrCat("--transport=", absl::GetFlag(FLAGS_transport)),
       absl::StrCat("--ceiling=", path),
-      absl::StrCat("--out=", path.substr(0, path.rfind(".json")), "_comm_bench.json"),
+      absl::StrCat("--out=", comm_bench_out),
   };
   std::vector<char*> raw;
   for (std::string& arg : args) raw.push_back(arg.data());
   raw.push_back(nullptr);
-  execv(comm_bench.c_str(), raw.data());
-  std::fprintf(stderr, "ceiling: cannot run %s (build //comm_bench:comm_bench)\n",
-               comm_bench.c_str());
-  return 1;
+  const pid_t child = fork();
+  if (child < 0) {
+    std::fprintf(stderr, "ceiling: fork failed\n");
+    return 1;
+  }
+  if (child == 0) {
+    execv(comm_bench.c_str(), raw.data());
+    std::fprintf(stderr, "ceiling: cannot run %s (build //comm_bench:comm_bench)\n",
+                 comm_bench.c_str());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  const int comm_bench_exit = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+
+  // Each row against its ceiling, and the verdict.
+  mtb::comm_bench::CommBenchResult result;
+  if (const absl::Status read = mtb::ReadJsonFile(comm_bench_out, &result); !read.ok()) {
+    std::fprintf(stderr, "ceiling: comm_bench exited %d and left no result (%s)\n",
+                 comm_bench_exit, std::string(read.message()).c_str());
+    return 1;
+  }
+  bool invalid = false;
+  int rows_with_ceiling = 0;
+  std::printf("\n%s", mtb::comm_bench::CeilingReport(result, &invalid, &rows_with_ceiling).c_str());
+  if (comm_bench_exit != 0 && !invalid) {
+    std::printf("# comm_bench's verdict: %s\n", result.verdict().c_str());
+  }
+  return invalid || comm_bench_exit != 0 ? 1 : 0;
 }

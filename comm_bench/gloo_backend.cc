@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm_bench/host_buffer.h"
 #include "common/collective/communicator.h"
+#include "common/collective/shared_region.h"
 #include "common/base/status.h"
 #include "glog/logging.h"
 
@@ -26,6 +27,17 @@ c10::ScalarType TorchType(DType dtype) {
 collective::ReduceOp DistOp(RedOp op) {
   return op == RedOp::kSum ? collective::ReduceOp::kSum : collective::ReduceOp::kMax;
 }
+
+class SharedRegionBuffer : public DeviceBuffer {
+ public:
+  explicit SharedRegionBuffer(std::unique_ptr<collective::SharedMemoryRegion> region)
+      : region_(std::move(region)) {}
+  void* data() const override { return region_->data(); }
+  int64_t bytes() const override { return region_->bytes(); }
+
+ private:
+  std::unique_ptr<collective::SharedMemoryRegion> region_;
+};
 
 class GlooBackend : public Backend {
  public:
@@ -51,6 +63,20 @@ class GlooBackend : public Backend {
 
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) override {
     return AllocateHostBuffer(bytes);
+  }
+
+  // A region of the communicator's (its transport must be "shm").
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> AllocateShared(int64_t bytes) override {
+    if (communicator_.transport() != "shm") {
+      return absl::UnimplementedError(absl::StrCat("gloo: the transport is ",
+                                                   communicator_.transport(),
+                                                   "; no memory shared by every rank"));
+    }
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<collective::SharedMemoryRegion> region,
+        collective::MapSharedRegion(communicator_,
+                                    absl::StrCat("comm_bench_", shared_regions_++), bytes));
+    return std::unique_ptr<DeviceBuffer>(new SharedRegionBuffer(std::move(region)));
   }
 
   absl::Status CopyFromHost(void* destination, const void* source,
@@ -166,6 +192,7 @@ class GlooBackend : public Backend {
   std::map<std::tuple<const void*, int64_t, DType>, at::Tensor> tensors_;
   std::chrono::steady_clock::time_point interval_start_;
   std::string last_;
+  int shared_regions_ = 0;  // AllocateShared calls: each region's store name
 };
 
 }  // namespace

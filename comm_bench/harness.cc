@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "comm_bench/ceiling.h"
+#include "comm_bench/shm_ceiling.h"
 #include "absl/strings/str_join.h"
 #include "common/report/report.h"
 #include "common/base/stats.h"
@@ -69,9 +70,11 @@ absl::Status CopyIn(Backend& backend, void* destination, const HostArray& host) 
 class RowRunner {
  public:
   RowRunner(Backend& backend, const Collective& op, const SweepOptions& options,
-            const CallContext& context, const CallShape& shape)
+            const CallContext& context, const CallShape& shape,
+            double shm_ceiling_gbps = 0, std::string shm_ceiling_shape = "")
       : backend_(backend), op_(op), options_(options), context_(context),
-        shape_(shape) {}
+        shape_(shape), shm_ceiling_gbps_(shm_ceiling_gbps),
+        shm_ceiling_shape_(std::move(shm_ceiling_shape)) {}
 
   absl::StatusOr<CommBenchRow> Run(bool in_place, int seed, DeviceBuffer& send,
                                    DeviceBuffer& recv) {
@@ -210,6 +213,7 @@ class RowRunner {
     row.set_algbw_gbps(algbw);
     row.set_busbw_gbps(algbw * op_.BusBandwidthFactor(n));
     if (options_.has_ceiling) SetMatchingCeiling(options_.ceiling, n, &row, options_.transport);
+    SetCeiling(shm_ceiling_gbps_, shm_ceiling_shape_, &row);
     row.set_checked(options_.check);
     row.set_wrong(wrong);
     for (int64_t bytes : shape_.send_bytes_per_rank) row.add_send_bytes_per_rank(bytes);
@@ -224,7 +228,62 @@ class RowRunner {
   const SweepOptions& options_;
   const CallContext context_;
   const CallShape& shape_;
+  const double shm_ceiling_gbps_;
+  const std::string shm_ceiling_shape_;
 };
+
+// The shared-memory ceiling of one point (shm_ceiling.h): a warm-up, then
+// `iters` runs of this rank's share between barriers; busbw from the mean
+// over ranks of each rank's best run, as the row's from the mean over ranks
+// of the loop's. 0 for an op without a ceiling shape.
+absl::StatusOr<double> MeasureShmCeiling(Backend& backend, DeviceBuffer& shared,
+                                         const SweepOptions& options, const CallContext& context,
+                                         const Collective& op, const CallShape& shape,
+                                         DeviceBuffer& send, DeviceBuffer& recv,
+                                         int64_t* step) {
+  const int n = context.world_size;
+  ShmCeilingCall call;
+  call.op = std::string(op.name());
+  if (ShmCeilingShapeOf(call.op).empty()) return 0.0;
+  call.bytes = shape.bytes;
+  call.root = context.root;
+  const int64_t element_size = ElementSize(context.dtype);
+  for (int p = 0; p < n; ++p) {
+    if (!shape.send_counts.empty()) {
+      call.send_bytes.push_back(shape.send_counts[p] * element_size);
+      call.recv_bytes.push_back(shape.recv_counts[p] * element_size);
+    } else {
+      call.send_bytes.push_back(shape.send_elements * element_size / n);
+      call.recv_bytes.push_back(shape.recv_elements * element_size / n);
+    }
+  }
+  ShmCeilingWork work;
+  work.world_size = n;
+  work.rank = context.rank;
+  work.chunk_bytes = options.shm_ceiling_chunk_bytes;
+  work.shared = static_cast<char*>(shared.data());
+  work.float_sum = context.dtype == DType::kFloat32;
+  const char* in = static_cast<const char*>(send.data());
+  char* out = static_cast<char*>(recv.data());
+  RETURN_IF_ERROR(backend.Barrier());
+  RunShmCeilingWork(work, call, in, out, step);  // warm-up
+  double best = 0;
+  for (int round = 0; round < options.iters; ++round) {
+    RETURN_IF_ERROR(backend.Barrier());
+    const auto start = std::chrono::steady_clock::now();
+    RunShmCeilingWork(work, call, in, out, step);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = round == 0 ? seconds : std::min(best, seconds);
+  }
+  ASSIGN_OR_RETURN(const std::string all, backend.AllGatherHostBytes(absl::string_view(
+                                              reinterpret_cast<const char*>(&best), sizeof(best))));
+  std::vector<double> bests(n);
+  std::memcpy(bests.data(), all.data(), n * sizeof(double));
+  const double mean = Mean(bests);
+  if (mean <= 0) return 0.0;
+  return AlgorithmBandwidth(shape.bandwidth_bytes, mean) * op.BusBandwidthFactor(n);
+}
 
 absl::StatusOr<std::unique_ptr<DeviceBuffer>> AllocateElements(
     Backend& backend, int64_t elements, DType dtype) {
@@ -314,6 +373,18 @@ absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,
     if (listener != nullptr) listener->Note(note);
   }
   std::vector<std::string> failures;
+  // The region the shared-memory ceiling moves its bytes through.
+  std::unique_ptr<DeviceBuffer> shared;
+  int64_t ceiling_step = 0;
+  if (options.shm_ceiling && options.transport == "shm" && context.world_size > 1) {
+    absl::StatusOr<std::unique_ptr<DeviceBuffer>> region = backend.AllocateShared(
+        ShmCeilingSharedBytes(context.world_size, options.shm_ceiling_chunk_bytes));
+    if (region.ok()) {
+      shared = *std::move(region);
+    } else if (!absl::IsUnimplemented(region.status())) {
+      return region.status();
+    }
+  }
   double busbw_sum = 0;
   int busbw_rows = 0;
   int seed = 1;  // seed 0 is the timing data set
@@ -356,7 +427,17 @@ absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,
     for (const CallShape& shape : shapes) {
       ++point;
       if (hooks.before_point) hooks.before_point(point, name);
-      RowRunner runner(backend, *op, options, context, shape);
+      double ceiling_gbps = 0;
+      std::string ceiling_shape;
+      if (shared != nullptr) {
+        ASSIGN_OR_RETURN(ceiling_gbps,
+                         MeasureShmCeiling(backend, *shared, options, context, *op, shape, *send,
+                                           *recv, &ceiling_step));
+        ceiling_shape = absl::StrCat("shm ", ShmCeilingShapeOf(name), " in this sweep: ",
+                                     ShmCeilingShapeText(name), "; ", context.world_size,
+                                     " processes, each rank's best of ", options.iters);
+      }
+      RowRunner runner(backend, *op, options, context, shape, ceiling_gbps, ceiling_shape);
       std::vector<CommBenchRow> rows;
       for (bool in_place : {false, true}) {
         if (in_place && !op->supports_in_place()) continue;

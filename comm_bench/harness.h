@@ -42,8 +42,18 @@ struct SweepOptions {
   // fraction of it (SetMatchingCeiling). Ignored when has_ceiling is false.
   CommBenchCeiling ceiling;
   bool has_ceiling = false;
-  // What the collectives run on ("shm" or "tcp"): picks the ceiling's shape.
+  // What the collectives run on ("shm", "shm+tcp" or "tcp"): picks the
+  // ceiling's shape.
   std::string transport = "tcp";
+  // With transport "shm" and a backend that can share memory
+  // (Backend::AllocateShared): before each point's rows, the shared-memory
+  // ceiling of its op and size (shm_ceiling.h), measured over `iters` runs
+  // per rank; every row is compared with it (and a row beating it by >10%
+  // fails the verdict, "ceiling invalid"). It replaces --ceiling's TCP
+  // figures, which do not bound shared memory.
+  bool shm_ceiling = true;
+  // The ceiling's chunk: the transport's slot (shm_slot_bytes).
+  int64_t shm_ceiling_chunk_bytes = int64_t{1} << 20;
 
   // Testing only: in every check pass of `corrupt_op`, rank `corrupt_rank`
   // subtracts 1 from one element of its copied-back output before comparing, as a

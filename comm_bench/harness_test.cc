@@ -235,6 +235,27 @@ TEST(RunSweep, SkewedAndMatrixAllToAllvCheckAndNameTheBottleneck) {
   EXPECT_EQ(result.rows(0).bottleneck_rank(), 0);
 }
 
+// Over shared memory every row carries the ceiling its sweep measured for
+// its op and size (the thread backend shares memory as the shm transport
+// does); over TCP without --ceiling none does.
+TEST(RunSweep, ShmTransportComparesEveryRowWithTheCeilingMeasuredInTheSweep) {
+  SweepOptions options = SmallSweep();
+  options.transport = "shm";
+  options.shm_ceiling_chunk_bytes = 4096;  // several chunks per point
+  const std::vector<CommBenchResult> results = Sweep(2, options);
+  ASSERT_GT(results[0].rows_size(), 0);
+  for (const CommBenchRow& row : results[0].rows()) {
+    EXPECT_GT(row.ceiling_gbps(), 0) << row.op() << " " << row.bytes();
+    EXPECT_THAT(row.ceiling_shape(), HasSubstr("in this sweep")) << row.op();
+    EXPECT_DOUBLE_EQ(row.busbw_fraction_of_ceiling(), row.busbw_gbps() / row.ceiling_gbps());
+  }
+  options.transport = "tcp";
+  const std::vector<CommBenchResult> tcp = Sweep(2, options);
+  for (const CommBenchRow& row : tcp[0].rows()) {
+    EXPECT_EQ(row.ceiling_gbps(), 0) << row.op();
+  }
+}
+
 TEST(CheckSupported, AnUnsupportedCombinationIsInvalidArgument) {
   auto group = NewThreadGroup(1);
   ThreadBackendOptions refusing;

@@ -51,8 +51,9 @@ ABSL_FLAG(std::string, out, "",
 ABSL_FLAG(std::string, markdown, "", "Also write a Markdown summary here.");
 ABSL_FLAG(std::string, plot, "", "Also write an SVG of busbw vs size here.");
 ABSL_FLAG(std::string, ceiling, "",
-          "A loopback_ceiling result JSON: every row also reports busbw as a "
-          "fraction of the matching ceiling (docs/comm_bench.md, \"Ceiling\").");
+          "A loopback_ceiling result JSON: every row that runs over TCP also reports busbw "
+          "as a fraction of the matching ceiling (over shared memory the sweep measures "
+          "its own ceiling; docs/comm_bench.md, \"Ceiling\").");
 ABSL_FLAG(std::string, trace_dir, "",
           "each rank writes DIR/rank_<r>.trace.json (Perfetto; bazel run "
           "//profiler_agg -- DIR): a ProfilerStep#N span per sweep point and "

@@ -1,25 +1,14 @@
-// Shared-memory ceilings (shm_ceiling.h). Vocabulary as in the transport: each
-// process owns two slots of slot_bytes in one anonymous shared mapping made
-// before the fork; a *point* is one (op, size); a *round* runs it once on
-// every process between two barriers, and each process writes its time into
-// the mapping's table. The work per chunk is the transport's: copy in, reduce
-// (the same vectorised kernel), copy out; only the waits between phases are
-// left out, which is why it bounds the collective from above.
+// The shared-memory ceiling's work (shm_ceiling.h). Vocabulary as in the
+// transport: the region holds two chunks per rank, chunk t of a rank's
+// stream lands in its chunk t % 2; a chunk is split in n *parts* as the
+// transport splits its slots (the first count % n parts one element longer).
 #include "comm_bench/shm_ceiling.h"
 
-#include <sched.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstring>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "common/base/stats.h"
 #include "common/collective/shm_reduce.h"
 
 namespace mtb::comm_bench {
@@ -29,118 +18,160 @@ using collective::ShmDtype;
 using collective::ShmReduce;
 using collective::ShmReduceOp;
 
-constexpr int64_t kNaiveAllReduceMaxBytes = int64_t{256} << 10;  // the transport's
+constexpr int64_t kElement = 4;  // float32 or int32
 
-struct Shared {
-  std::atomic<int64_t> arrived;
-  std::atomic<int64_t> generation;
-};
+std::pair<int64_t, int64_t> Split(int64_t count, int parts, int index) {
+  const int64_t base = count / parts;
+  const int64_t extra = count % parts;
+  return {index * base + std::min<int64_t>(index, extra), base + (index < extra ? 1 : 0)};
+}
 
-void Barrier(Shared& shared, int processes) {
-  const int64_t generation = shared.generation.load();
-  if (shared.arrived.fetch_add(1) + 1 == processes) {
-    shared.arrived.store(0);
-    shared.generation.fetch_add(1);
-    return;
+class Worker {
+ public:
+  Worker(const ShmCeilingWork& work, int64_t* step) : w_(work), step_(*step) {}
+
+  char* Chunk(int rank) const {
+    return w_.shared + (rank * 2 + step_ % 2) * w_.chunk_bytes;
   }
-  while (shared.generation.load() == generation) sched_yield();
-}
+  void Next() { ++step_; }
+  void Reduce(void* out, const std::vector<const void*>& inputs, int64_t count) const {
+    ShmReduce(out, inputs.data(), static_cast<int>(inputs.size()), count,
+              w_.float_sum ? ShmDtype::kFloat32 : ShmDtype::kInt32, ShmReduceOp::kSum);
+  }
 
-double BusFactor(const std::string& op, int n) {
-  if (op == "all_reduce") return 2.0 * (n - 1) / n;
-  if (op == "broadcast") return 1.0;
-  return static_cast<double>(n - 1) / n;
-}
-
-std::string ShapeText(const std::string& op) {
-  if (op == "all_reduce") return "copy in S, reduce S/n of n slots, copy out S";
-  if (op == "reduce_scatter") return "copy in S, reduce S/n of n slots";
-  if (op == "all_gather") return "copy in S/n, copy out (n-1)S/n";
-  if (op == "broadcast") return "root copies in S, the others copy out S";
-  return "copy in (n-1)S/n, copy out (n-1)S/n";
-}
-
-struct Work {
-  int n;
-  int me;
-  int64_t slot_bytes;
-  char* slots;  // n * 2 slots
-  char* in;
-  char* out;
-  char* Slot(int p, int64_t step) const { return slots + (p * 2 + step % 2) * slot_bytes; }
-};
-
-// One process's share of op on S bytes; `step` counts chunks across calls.
-void RunOp(const Work& w, const std::string& op, int64_t bytes, int64_t& step) {
-  const int n = w.n;
-  const int64_t floats = bytes / 4;
-  std::vector<const void*> inputs(n);
-  if (op == "all_reduce") {
-    const int64_t chunk_floats = w.slot_bytes / 4;
-    for (int64_t offset = 0; offset < floats; offset += chunk_floats, ++step) {
-      const int64_t chunk = std::min(chunk_floats, floats - offset);
-      std::memcpy(w.Slot(w.me, step), w.in + offset * 4, chunk * 4);
-      if (bytes <= kNaiveAllReduceMaxBytes) {
-        for (int p = 0; p < n; ++p) inputs[p] = w.Slot(p, step);
-        ShmReduce(w.out + offset * 4, inputs.data(), n, chunk, ShmDtype::kFloat32,
-                  ShmReduceOp::kSum);
-        continue;
-      }
-      const int64_t part = chunk / n;
-      for (int p = 0; p < n; ++p) inputs[p] = w.Slot(p, step) + w.me * part * 4;
-      ShmReduce(w.Slot(w.me, step) + w.me * part * 4, inputs.data(), n, part, ShmDtype::kFloat32,
-                ShmReduceOp::kSum);
+  void AllReduce(const char* in, char* out, int64_t bytes) {
+    const int n = w_.world_size, me = w_.rank;
+    const int64_t count = bytes / kElement;
+    const int64_t chunk_count = w_.chunk_bytes / kElement;
+    std::vector<const void*> inputs(n);
+    for (int64_t offset = 0; offset < count; offset += chunk_count, Next()) {
+      const int64_t chunk = std::min(chunk_count, count - offset);
       for (int p = 0; p < n; ++p) {
-        std::memcpy(w.out + (offset + p * part) * 4, w.Slot(p, step) + p * part * 4, part * 4);
+        if (p == me) continue;
+        const auto [begin, length] = Split(chunk, n, p);
+        std::memcpy(Chunk(me) + begin * kElement, in + (offset + begin) * kElement,
+                    length * kElement);
+      }
+      const auto [begin, length] = Split(chunk, n, me);
+      for (int p = 0; p < n; ++p) {
+        inputs[p] = p == me ? in + (offset + begin) * kElement : Chunk(p) + begin * kElement;
+      }
+      Reduce(Chunk(me) + begin * kElement, inputs, length);
+      for (int p = 0; p < n; ++p) {
+        if (p == me) continue;
+        const auto [part_begin, part_length] = Split(chunk, n, p);
+        std::memcpy(out + (offset + part_begin) * kElement, Chunk(p) + part_begin * kElement,
+                    part_length * kElement);
       }
     }
-  } else if (op == "reduce_scatter") {
-    const int64_t block = floats / n;
-    const int64_t sub = w.slot_bytes / n / 4;
-    for (int64_t offset = 0; offset < block; offset += sub, ++step) {
+  }
+
+  void ReduceScatter(const char* in, char* out, int64_t bytes) {
+    const int n = w_.world_size, me = w_.rank;
+    const int64_t block = bytes / n / kElement;
+    const int64_t sub = w_.chunk_bytes / n / kElement;
+    std::vector<const void*> inputs(n);
+    for (int64_t offset = 0; offset < block; offset += sub, Next()) {
       const int64_t length = std::min(sub, block - offset);
       for (int p = 0; p < n; ++p) {
-        std::memcpy(w.Slot(w.me, step) + p * sub * 4, w.in + (p * block + offset) * 4, length * 4);
-      }
-      for (int q = 0; q < n; ++q) inputs[q] = w.Slot(q, step) + w.me * sub * 4;
-      ShmReduce(w.out + offset * 4, inputs.data(), n, length, ShmDtype::kFloat32,
-                ShmReduceOp::kSum);
-    }
-  } else if (op == "all_gather") {
-    const int64_t block = bytes / n;
-    for (int64_t offset = 0; offset < block; offset += w.slot_bytes, ++step) {
-      const int64_t length = std::min(w.slot_bytes, block - offset);
-      std::memcpy(w.Slot(w.me, step), w.in + offset, length);
-      for (int p = 0; p < n; ++p) {
-        if (p != w.me) std::memcpy(w.out + p * block + offset, w.Slot(p, step), length);
-      }
-    }
-  } else if (op == "broadcast") {
-    for (int64_t offset = 0; offset < bytes; offset += w.slot_bytes, ++step) {
-      const int64_t length = std::min(w.slot_bytes, bytes - offset);
-      if (w.me == 0) {
-        std::memcpy(w.Slot(0, step), w.in + offset, length);
-      } else {
-        std::memcpy(w.out + offset, w.Slot(0, step), length);
-      }
-    }
-  } else {  // all_to_all
-    const int64_t block = bytes / n;
-    const int64_t sub = w.slot_bytes / n / 64 * 64;
-    for (int64_t offset = 0; offset < block; offset += sub, ++step) {
-      const int64_t length = std::min(sub, block - offset);
-      for (int p = 0; p < n; ++p) {
-        if (p != w.me) std::memcpy(w.Slot(w.me, step) + p * sub, w.in + p * block + offset, length);
+        if (p == me) continue;
+        std::memcpy(Chunk(me) + p * sub * kElement, in + (p * block + offset) * kElement,
+                    length * kElement);
       }
       for (int q = 0; q < n; ++q) {
-        if (q != w.me)
-          std::memcpy(w.out + q * block + offset, w.Slot(q, step) + w.me * sub, length);
+        inputs[q] =
+            q == me ? in + (me * block + offset) * kElement : Chunk(q) + me * sub * kElement;
+      }
+      Reduce(out + offset * kElement, inputs, length);
+    }
+  }
+
+  void AllGather(const char* in, char* out, int64_t bytes) {
+    const int n = w_.world_size, me = w_.rank;
+    const int64_t block = bytes / n;
+    for (int64_t offset = 0; offset < block; offset += w_.chunk_bytes, Next()) {
+      const int64_t length = std::min(w_.chunk_bytes, block - offset);
+      std::memcpy(Chunk(me), in + offset, length);
+      for (int p = 0; p < n; ++p) {
+        if (p != me) std::memcpy(out + p * block + offset, Chunk(p), length);
       }
     }
   }
-}
+
+  void Broadcast(const char* in, char* out, int64_t bytes, int root) {
+    for (int64_t offset = 0; offset < bytes; offset += w_.chunk_bytes, Next()) {
+      const int64_t length = std::min(w_.chunk_bytes, bytes - offset);
+      if (w_.rank == root) {
+        std::memcpy(Chunk(root), in + offset, length);
+      } else {
+        std::memcpy(out + offset, Chunk(root), length);
+      }
+    }
+  }
+
+  void AllToAll(const char* in, char* out, const std::vector<int64_t>& send_bytes,
+                const std::vector<int64_t>& recv_bytes) {
+    const int n = w_.world_size, me = w_.rank;
+    const int64_t sub = w_.chunk_bytes / n / 64 * 64;
+    std::vector<int64_t> send_at(n, 0), recv_at(n, 0);
+    int64_t longest = 0;
+    for (int p = 0; p < n; ++p) {
+      if (p > 0) {
+        send_at[p] = send_at[p - 1] + send_bytes[p - 1];
+        recv_at[p] = recv_at[p - 1] + recv_bytes[p - 1];
+      }
+      if (p != me) longest = std::max({longest, send_bytes[p], recv_bytes[p]});
+    }
+    for (int64_t offset = 0; offset < longest; offset += sub, Next()) {
+      for (int p = 0; p < n; ++p) {
+        const int64_t length = std::max<int64_t>(0, std::min(sub, send_bytes[p] - offset));
+        if (p != me && length > 0) std::memcpy(Chunk(me) + p * sub, in + send_at[p] + offset, length);
+      }
+      for (int q = 0; q < n; ++q) {
+        const int64_t length = std::max<int64_t>(0, std::min(sub, recv_bytes[q] - offset));
+        if (q != me && length > 0) std::memcpy(out + recv_at[q] + offset, Chunk(q) + me * sub, length);
+      }
+    }
+  }
+
+ private:
+  const ShmCeilingWork& w_;
+  int64_t& step_;
+};
 
 }  // namespace
+
+int64_t ShmCeilingSharedBytes(int world_size, int64_t chunk_bytes) {
+  return world_size * 2 * chunk_bytes;
+}
+
+void RunShmCeilingWork(const ShmCeilingWork& work, const ShmCeilingCall& call, const char* in,
+                       char* out, int64_t* step) {
+  Worker worker(work, step);
+  const std::string shape = ShmCeilingShapeOf(call.op);
+  if (shape == "all_reduce") {
+    worker.AllReduce(in, out, call.bytes);
+  } else if (shape == "reduce_scatter") {
+    worker.ReduceScatter(in, out, call.bytes);
+  } else if (shape == "all_gather") {
+    worker.AllGather(in, out, call.bytes);
+  } else if (shape == "broadcast") {
+    worker.Broadcast(in, out, call.bytes, call.root);
+  } else if (shape == "all_to_all") {
+    worker.AllToAll(in, out, call.send_bytes, call.recv_bytes);
+  }
+}
+
+std::string ShmCeilingShapeText(const std::string& op) {
+  const std::string shape = ShmCeilingShapeOf(op);
+  if (shape == "all_reduce") {
+    return "copy in (n-1)S/n, reduce S/n of n inputs, copy out (n-1)S/n";
+  }
+  if (shape == "reduce_scatter") return "copy in (n-1)S/n, reduce S/n of n inputs";
+  if (shape == "all_gather") return "copy in S/n, copy out (n-1)S/n";
+  if (shape == "broadcast") return "root copies in S, the others copy out S";
+  return "copy in and out what goes to and comes from the peers";
+}
 
 std::string ShmCeilingShapeOf(const std::string& op) {
   if (op == "all_to_allv") return "all_to_all";
@@ -149,86 +180,6 @@ std::string ShmCeilingShapeOf(const std::string& op) {
     if (op == known) return op;
   }
   return "";
-}
-
-absl::StatusOr<std::vector<CommBenchShmCeilingPoint>> MeasureShmCeiling(
-    const ShmCeilingOptions& options) {
-  const int n = options.processes;
-  if (n < 1 || options.rounds < 1 || options.slot_bytes < 4096) {
-    return absl::InvalidArgumentError("shm ceiling: processes, rounds >= 1, slot_bytes >= 4096");
-  }
-  const int64_t largest = *std::max_element(options.sizes.begin(), options.sizes.end());
-  const int64_t points = static_cast<int64_t>(options.ops.size() * options.sizes.size());
-  const int64_t table_entries = points * options.rounds * n;
-  const int64_t slots_bytes = n * 2 * options.slot_bytes;
-  const int64_t mapping_bytes = 4096 + table_entries * 8 + slots_bytes;
-  void* mapping =
-      mmap(nullptr, mapping_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mapping == MAP_FAILED) return absl::ResourceExhaustedError("shm ceiling: mmap failed");
-  Shared* shared = new (mapping) Shared{};
-  double* table = reinterpret_cast<double*>(static_cast<char*>(mapping) + 4096);
-  char* slots = reinterpret_cast<char*>(table + table_entries);
-  std::vector<pid_t> children;
-  for (int me = 0; me < n; ++me) {
-    const pid_t pid = fork();
-    if (pid < 0) return absl::InternalError("shm ceiling: fork failed");
-    if (pid > 0) {
-      children.push_back(pid);
-      continue;
-    }
-    std::vector<char> in(largest, static_cast<char>(me + 1));
-    std::vector<char> out(largest, 0);
-    const Work work{n, me, options.slot_bytes, slots, in.data(), out.data()};
-    int64_t step = 0;
-    int64_t point = 0;
-    for (const std::string& op : options.ops) {
-      for (int64_t bytes : options.sizes) {
-        RunOp(work, op, bytes, step);  // warm-up: pages touched, caches filled
-        for (int round = 0; round < options.rounds; ++round) {
-          Barrier(*shared, n);
-          const auto start = std::chrono::steady_clock::now();
-          RunOp(work, op, bytes, step);
-          const double seconds =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          table[(point * options.rounds + round) * n + me] = seconds;
-        }
-        Barrier(*shared, n);
-        ++point;
-      }
-    }
-    _exit(0);
-  }
-  bool failed = false;
-  for (pid_t child : children) {
-    int status = 0;
-    failed |= waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-  }
-  std::vector<CommBenchShmCeilingPoint> result;
-  int64_t point = 0;
-  for (const std::string& op : options.ops) {
-    for (int64_t bytes : options.sizes) {
-      std::vector<double> rates;
-      for (int round = 0; round < options.rounds; ++round) {
-        double slowest = 0;
-        for (int p = 0; p < n; ++p) {
-          slowest = std::max(slowest, table[(point * options.rounds + round) * n + p]);
-        }
-        rates.push_back(slowest > 0 ? bytes * BusFactor(op, n) / slowest / 1e9 : 0);
-      }
-      CommBenchShmCeilingPoint entry;
-      entry.set_op(op);
-      entry.set_bytes(bytes);
-      entry.set_gbps(Median(rates));
-      entry.set_min_gbps(Min(rates));
-      entry.set_max_gbps(Max(rates));
-      entry.set_shape(ShapeText(op));
-      result.push_back(entry);
-      ++point;
-    }
-  }
-  munmap(mapping, mapping_bytes);
-  if (failed) return absl::InternalError("shm ceiling: a measuring process failed");
-  return result;
 }
 
 }  // namespace mtb::comm_bench

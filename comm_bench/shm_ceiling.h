@@ -1,11 +1,18 @@
 // The intra-host ceiling of the shared-memory transport (docs/comm_bench.md,
-// "Ceiling"): for each op's shape and size, as many processes as ranks move
-// and reduce the same bytes through a shared segment, chunk by chunk through
-// slots of the transport's size, exactly as the transport's algorithms do
-// (common/collective/shm_transport.h), but with no waiting between phases and
-// no checks. What a collective could reach if synchronisation were free: a
-// collective that beats it by more than 10% means the ceiling (or the
-// collective's byte count) is wrong.
+// "Ceiling"), measured inside comm_bench's sweep (harness.cc) for every op
+// and size, by the rank processes themselves, on the same cores and buffers
+// as the op, just before the op's rows.
+//
+// What is measured is the least data movement the op needs when the ranks'
+// buffers are private and only a shared region is common: each rank copies
+// into the region what its peers need of its input and nothing else (never
+// its own slice or block), reduces only its own slice, reading its own part
+// from its private input, and copies out only what comes from its peers. No
+// waits, no checks, no phase ordering. Every correct shared-memory
+// collective does at least this work on every rank, so its time on a rank is
+// at least that rank's time here; the ceiling's time is the mean over ranks
+// of each rank's best run (the op's time is the mean over ranks of its loop
+// mean), which no correct op can beat beyond timing noise.
 #ifndef MTB_COMM_BENCH_SHM_CEILING_H_
 #define MTB_COMM_BENCH_SHM_CEILING_H_
 
@@ -13,27 +20,40 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
-#include "comm_bench/comm_bench.pb.h"
-
 namespace mtb::comm_bench {
 
-struct ShmCeilingOptions {
-  int processes = 2;
-  // nccl-tests' size S of each point (comm_bench's size column).
-  std::vector<int64_t> sizes;
-  // all_reduce, reduce_scatter, all_gather, broadcast, all_to_all.
-  std::vector<std::string> ops;
-  int rounds = 5;
-  // The transport's slot (CommunicatorOptions::shm_slot_bytes).
-  int64_t slot_bytes = int64_t{1} << 20;
+// The data moves stream through a ring of two chunks per rank in the region,
+// as the transport's slots do.
+struct ShmCeilingWork {
+  int world_size = 1;
+  int rank = 0;
+  int64_t chunk_bytes = int64_t{1} << 20;  // one rank's chunk, a multiple of 64
+  char* shared = nullptr;                  // ShmCeilingSharedBytes bytes
+  // float32 adds for float32 sweeps; int32 adds (the same vector width) for
+  // other dtypes, whose bits read as float32 could be subnormal.
+  bool float_sum = true;
 };
 
-// Forks the processes; call before starting threads. One point per (op,
-// size): busbw-equivalent GB/s (nccl-tests' factor for the op), the median
-// over rounds of the slowest process.
-absl::StatusOr<std::vector<CommBenchShmCeilingPoint>> MeasureShmCeiling(
-    const ShmCeilingOptions& options);
+int64_t ShmCeilingSharedBytes(int world_size, int64_t chunk_bytes);
+
+// One call: nccl-tests' size S and, for all_to_all(v), the bytes this rank
+// sends to and receives from each peer (packed in rank order).
+struct ShmCeilingCall {
+  std::string op;  // all_reduce, reduce_scatter, all_gather, broadcast, all_to_all(v)
+  int64_t bytes = 0;
+  int root = 0;
+  std::vector<int64_t> send_bytes;
+  std::vector<int64_t> recv_bytes;
+};
+
+// This rank's share of the ceiling's work for `call`: reads `in` and writes
+// `out` (the op's out-of-place send and receive buffers), `step` counts
+// chunks across calls.
+void RunShmCeilingWork(const ShmCeilingWork& work, const ShmCeilingCall& call, const char* in,
+                       char* out, int64_t* step);
+
+// What the work moves, in words ("copy in (n-1)S/n, ...").
+std::string ShmCeilingShapeText(const std::string& op);
 
 // The op whose shape `op` shares (all_to_allv: all_to_all), or "" if none.
 std::string ShmCeilingShapeOf(const std::string& op);

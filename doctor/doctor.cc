@@ -81,8 +81,10 @@ int RunDoctorRank(const DoctorOptions& options, const RankEnv& rank_env) {
   if (rank_env.world_size > 1) {
     context.set_backend("gloo");
     LOG(INFO) << "joining a group of " << rank_env.world_size << " ranks";
+    collective::RendezvousOptions rendezvous = RendezvousOptionsFor(rank_env, options.timeouts);
+    rendezvous.transport = options.transport;
     absl::StatusOr<std::unique_ptr<collective::Communicator>> communicator =
-        collective::Rendezvous(RendezvousOptionsFor(rank_env, options.timeouts));
+        collective::Rendezvous(rendezvous);
     if (!communicator.ok()) {
       *result.add_checks() = MakeCheck(
           "rendezvous", "join", "fail",
@@ -90,6 +92,11 @@ int RunDoctorRank(const DoctorOptions& options, const RankEnv& rank_env) {
           "every rank must reach the store (--master_addr:--master_port) "
           "within --connect_timeout; run doctor on each node");
     } else {
+      *result.add_checks() = MakeCheck(
+          "rendezvous", "transport", "pass",
+          absl::StrCat("collectives over ", (*communicator)->transport(), " (--transport=",
+                       collective::TransportName(options.transport), ")"),
+          "");
       GroupCheckOptions group;
       group.expected_world_size = options.expected_world_size;
       for (DoctorCheck& check : CheckGroup(**communicator, group)) {

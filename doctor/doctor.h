@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/collective/transport.h"
 #include "common/launch/rank_env.h"
 #include "common/launch/timeouts.h"
 #include "common/results/results.pb.h"
@@ -27,6 +28,8 @@ struct DoctorOptions {
   // Resolved result path; empty: results/doctor_<UTC time>.json.
   std::string out;
   TimeoutOptions timeouts;
+  // --transport: what the group's collectives run on.
+  collective::Transport transport = collective::Transport::kAuto;
   int argc = 0;
   char** argv = nullptr;
 };

@@ -36,6 +36,12 @@ expect 0 "| rendezvous | all_to_allv | pass |" "${common[@]}" --nproc=2 --expect
 grep -q '"name": "bandwidth"' "$out/two.json" || fail "no bandwidth check"
 grep -q '"verdict": "pass"' "$out/two.json" || fail "2-rank verdict not pass"
 
+grep -q '"value": "collectives over shm (--transport=auto)"' "$out/two.json" ||
+  fail "one host, --transport=auto: not shared memory"
+expect 0 "collectives over tcp (--transport=tcp)" "${common[@]}" --nproc=2 --transport=tcp \
+  --out="$out/tcp.json"
+expect 2 "transport" --transport=udp
+
 expect 1 "| rendezvous | world size | FAIL |" "${common[@]}" --nproc=2 --expected_world_size=3 --out="$out/wrong.json"
 # Every failing rank says why, not only the one that prints the table.
 grep -qF "[rank 1] doctor: rank 1: rendezvous world size failed: " "$out/stderr" ||

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/flags.h"
 #include "common/base/logging.h"
+#include "common/collective/transport_flag.h"
 #include "common/launch/launch.h"
 #include "common/launch/launch_options.h"
 #include "common/launch/rank_env.h"
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
   options.disk_check_mb = absl::GetFlag(FLAGS_disk_check_mb);
   options.expected_world_size = absl::GetFlag(FLAGS_expected_world_size);
   options.nnodes = launch_options.nnodes;
+  options.transport = absl::GetFlag(FLAGS_transport);
   options.out = mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
   options.argc = argc;
   options.argv = argv;

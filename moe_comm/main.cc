@@ -11,7 +11,9 @@
 #include "ATen/Parallel.h"
 #include "common/base/flags.h"
 #include "common/base/logging.h"
+#include "absl/flags/flag.h"
 #include "common/collective/rendezvous.h"
+#include "common/collective/transport_flag.h"
 #include "common/faults/fault_injector.h"
 #include "common/results/atomic_file.h"
 #include "common/launch/launch.h"
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
   if (launch->is_launcher()) return launch->exit_code;
   mtb::collective::RendezvousOptions rendezvous =
       mtb::RendezvousOptionsFor(launch->rank_env, timeouts);
+  rendezvous.transport = absl::GetFlag(FLAGS_transport);
   // Without the launcher's --log_dir the flight recorder dumps beside the
   // result.
   if (rendezvous.flight_recorder_dir.empty()) {

@@ -1,6 +1,8 @@
 #include "tp_check/ranks.h"
 
+#include "absl/flags/flag.h"
 #include "common/collective/rendezvous.h"
+#include "common/collective/transport_flag.h"
 #include "common/collective/store.h"
 #include "common/launch/launch_options.h"
 #include "common/launch/rendezvous_env.h"
@@ -30,7 +32,9 @@ absl::StatusOr<std::unique_ptr<collective::Communicator>> SingleRankCommunicator
 
 absl::StatusOr<std::unique_ptr<collective::Communicator>> JoinGroup(
     const RankEnv& rank_env, const TimeoutOptions& timeouts) {
-  return collective::Rendezvous(RendezvousOptionsFor(rank_env, timeouts));
+  collective::RendezvousOptions options = RendezvousOptionsFor(rank_env, timeouts);
+  options.transport = absl::GetFlag(FLAGS_transport);
+  return collective::Rendezvous(options);
 }
 
 }  // namespace mtb::tp_check

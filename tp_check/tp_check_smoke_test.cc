@@ -68,6 +68,25 @@ TEST(TpCheckBinary, FourRankProcessesPassAndWriteJsonThatParsesBack) {
   ExpectEveryCheckPasses(4);
 }
 
+// --transport picks what the ranks' collectives run on (each rank logs it
+// when it joins); an unknown value stops the launcher before any rank.
+TEST(TpCheckBinary, TransportFlagPicksSharedMemoryOrTcp) {
+  for (const char* transport : {"shm", "tcp"}) {
+    const std::string json = absl::StrCat(TempDir(), "/", transport, ".json");
+    const ToolRun run = RunTool(transport, absl::StrCat("--nproc=2 --check=mlp --transport=",
+                                                        transport, " --out=", json));
+    ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+    const std::string expected = std::string(transport) == "shm"
+                                     ? "rank 1: collectives over shm (2 ranks"
+                                     : "rank 1: collectives over gloo (tcp)";
+    EXPECT_NE(run.err.find(expected), std::string::npos) << run.err;
+  }
+  const ToolRun bad = RunTool("bad_transport", "--nproc=2 --transport=udp");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("transport"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.err.find("collectives over"), std::string::npos) << bad.err;
+}
+
 TEST(TpCheckBinary, OneRankRunsInThisProcess) {
   const std::string json = TempDir() + "/n1.json";
   const ToolRun run = RunTool("n1", "--nproc=1 --check=mlp --out=" + json);

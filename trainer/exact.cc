@@ -15,6 +15,7 @@
 #include "common/collective/communicator.h"
 #include "common/collective/traffic.h"
 #include "glog/logging.h"
+#include "trainer/exact_quantize.h"
 #include "trainer/metrics.h"
 
 namespace mtb {
@@ -107,23 +108,19 @@ void ExactReducer::AddChunk() {
   for (size_t p = 0; p < parameters.size(); ++p) {
     const at::Tensor& grad = parameters[p].tensor.grad();
     if (!grad.defined()) continue;  // no gradient: zero
-    const at::Tensor flat = grad.reshape({-1});
-    const float max_abs = flat.abs().max().item<float>();
-    if (!std::isfinite(max_abs)) {
+    CHECK_EQ(grad.scalar_type(), at::kFloat) << parameters[p].name;
+    const at::Tensor flat = grad.contiguous();
+    // One pass: max-abs, and the values on the grid added to the
+    // accumulator. Values beyond the grid are not converted (they would not
+    // fit the budget): the verdict redoes the step.
+    const QuantizeScan scan = QuantizeAndAccumulate(
+        flat.data_ptr<float>(), flat.numel(), std::ldexp(1.0, shifts_[p]),
+        std::ldexp(1.0, limit_log2_ - shifts_[p]),
+        accumulator_.data_ptr<int64_t>() + store_->offset(static_cast<int>(p)));
+    if (!scan.finite) {
       local_finite_ = false;
     } else {
-      local_max_[p] = std::max(local_max_[p], max_abs);
-      // Beyond the grid: the verdict redoes the step, the values are not
-      // converted (they would not fit the budget).
-      if (static_cast<double>(max_abs) <=
-          std::ldexp(1.0, limit_log2_ - shifts_[p])) {
-        accumulator_
-            .narrow(0, store_->offset(static_cast<int>(p)), flat.numel())
-            .add_(flat.to(at::kDouble)
-                      .mul_(std::ldexp(1.0, shifts_[p]))
-                      .round_()
-                      .to(at::kLong));
-      }
+      local_max_[p] = std::max(local_max_[p], scan.max_abs);
     }
     grad.zero_();
   }

@@ -10,6 +10,7 @@
 
 #include "ATen/ATen.h"
 #include "gtest/gtest.h"
+#include "trainer/exact_quantize.h"
 #include "trainer/parameter_store.h"
 
 namespace mtb {
@@ -37,6 +38,52 @@ ExactGroup Group(ParameterStore& store, int64_t offset, int64_t numel) {
   group.numel = numel;
   group.destination = store.flat_gradients().narrow(0, offset, numel);
   return group;
+}
+
+// The one-pass kernel gives LibTorch's abs().max() and
+// double().mul_(scale).round_().to(int64) bit for bit: ties to even (0.5,
+// 1.5, 2.5 on the grid), negatives, signed zero, a length that is not a
+// multiple of its block, and adds onto what the accumulator held.
+TEST(QuantizeAndAccumulate, MatchesLibTorchsPassesBitForBit) {
+  const int64_t count = 5000;
+  // Deterministic values of both signs and many magnitudes.
+  at::Tensor values = at::sin(at::arange(count, at::kFloat) * 0.37f) * 3;
+  float* data = values.data_ptr<float>();
+  data[0] = 0.5f / 1024;  // ties on the grid of 2^10
+  data[1] = 1.5f / 1024;
+  data[2] = -2.5f / 1024;
+  data[3] = -0.0f;
+  const double scale = std::ldexp(1.0, 10);
+  at::Tensor before = at::arange(count, at::kLong) - 7;
+  at::Tensor accumulator = before.clone();
+  const QuantizeScan scan = QuantizeAndAccumulate(data, count, scale, 1e6,
+                                                  accumulator.data_ptr<int64_t>());
+  const at::Tensor expected =
+      before + values.to(at::kDouble).mul_(scale).round_().to(at::kLong);
+  EXPECT_TRUE(at::equal(accumulator, expected));
+  EXPECT_EQ(accumulator[0].item<int64_t>(), -7 + 0);   // 0.5 -> 0
+  EXPECT_EQ(accumulator[1].item<int64_t>(), -6 + 2);   // 1.5 -> 2
+  EXPECT_EQ(accumulator[2].item<int64_t>(), -5 - 2);   // -2.5 -> -2
+  EXPECT_TRUE(scan.finite);
+  EXPECT_EQ(scan.max_abs, values.abs().max().item<float>());
+}
+
+// Values beyond the limit are left out (the step is redone) and still set
+// the max-abs; NaN or infinity makes the scan not finite.
+TEST(QuantizeAndAccumulate, BeyondTheLimitIsLeftOutAndNonFiniteIsReported) {
+  std::vector<float> values(3000, 1.0f);
+  values[2500] = 100.0f;
+  std::vector<int64_t> accumulator(values.size(), 0);
+  QuantizeScan scan = QuantizeAndAccumulate(values.data(), 3000, 4.0, 10.0, accumulator.data());
+  EXPECT_TRUE(scan.finite);
+  EXPECT_EQ(scan.max_abs, 100.0f);
+  EXPECT_EQ(accumulator[2500], 0);
+  EXPECT_EQ(accumulator[0], 4);
+  EXPECT_EQ(accumulator[2999], 4);
+  values[10] = std::nanf("");
+  EXPECT_FALSE(QuantizeAndAccumulate(values.data(), 3000, 4.0, 1e9, accumulator.data()).finite);
+  values[10] = INFINITY;
+  EXPECT_FALSE(QuantizeAndAccumulate(values.data(), 3000, 4.0, 1e9, accumulator.data()).finite);
 }
 
 TEST(GlobalChunkOf, EveryLayoutCoversEveryChunkOnce) {

@@ -2,9 +2,11 @@
 """comm_bench (Gloo) vs PyTorch's torch.distributed on the same Gloo, and the ceiling.
 
 For each world size (--world_sizes, default 2,3), --rounds alternating rounds
-of three runs: //comm_bench:loopback_ceiling (what this host moves over
-loopback TCP in each shape a collective needs), comm_bench with that ceiling
-(--ceiling), and torch_peer.py (PyTorch 1.13, the same Gloo). Which of ours
+of comm_bench and torch_peer.py (PyTorch 1.13, the same Gloo); with
+--transport=tcp each round first runs //comm_bench:loopback_ceiling (what this
+host moves over loopback TCP in each shape a collective needs) and gives it to
+comm_bench (--ceiling). Over shared memory (auto or shm on one host) comm_bench
+measures each op's shared-memory ceiling inside its own sweep. Which of ours
 and PyTorch's runs first alternates from round to round.
 
 Every figure comes from the per-iteration timing both sides share (barrier,
@@ -12,9 +14,13 @@ one blocking call, the slowest rank's time; p50 over --iters iterations), so
 ours and PyTorch's are timed alike: busbw = S x factor / p50 (nccl-tests'
 factors, docs/comm_bench.md). Per op, size and world size the table shows the
 median over rounds (and the range) of our busbw, PyTorch's, the median of the
-per-round time ratios ours / PyTorch (< 1: ours is faster), the matching
-ceiling (median over rounds; 2 ranks: tcp one way for broadcast, both ways
-otherwise; 3 ranks: tcp 2 peers at once) and our busbw as a fraction of it.
+per-round time ratios ours / PyTorch (< 1: ours is faster), the row's
+ceiling as comm_bench matched it (median over rounds; shared memory: the
+sweep's own ceiling for that op and size; tcp: 2 ranks tcp one way for
+broadcast, both ways otherwise, 3 ranks tcp 2 peers at once) and comm_bench's
+busbw / ceiling (median over rounds). That fraction uses comm_bench's loop
+busbw (mean over ranks of the back-to-back loop), the timing the ceiling is
+measured like, not the p50 column.
 
 Like for like: all_reduce and broadcast in place (PyTorch's are), the others
 out of place. PyTorch 1.13's Gloo has no reduce_scatter: its column is what a
@@ -67,8 +73,14 @@ def run_ours(binary, args, n, ceiling, out_dir, tag):
     command = [binary, f"--nproc={n}", f"--ops={args.ops}", f"--minbytes={args.minbytes}",
                f"--maxbytes={args.maxbytes}", f"--stepfactor={args.stepfactor}",
                f"--iters={args.iters}", f"--warmup_iters={args.warmup_iters}",
-               f"--ceiling={ceiling}", f"--transport={args.transport}", f"--out={out}"]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+               f"--transport={args.transport}", f"--out={out}"]
+    if ceiling:
+        command.append(f"--ceiling={ceiling}")
+    # Exit 1 is a verdict (e.g. "ceiling invalid"), shown in the table; the
+    # result file is still written.
+    done = subprocess.run(command, stdout=subprocess.DEVNULL)
+    if done.returncode not in (0, 1) or not os.path.exists(out):
+        sys.exit(f"comm_bench exited {done.returncode}: {' '.join(command)}")
     with open(out) as f:
         result = json.load(f)
     rows = {}
@@ -135,7 +147,8 @@ def main():
             ours, theirs = [], []
             for round_index in range(1, args.rounds + 1):
                 tag = f"n{n}_round{round_index}"
-                ceiling = run_ceiling(args.loopback_ceiling, n, out_dir, tag)
+                ceiling = (run_ceiling(args.loopback_ceiling, n, out_dir, tag)
+                           if args.transport == "tcp" else "")
                 if round_index % 2 == 1:
                     rows, context = run_ours(args.comm_bench, args, n, ceiling, out_dir, tag)
                     ours.append(rows)
@@ -160,7 +173,10 @@ def main():
                     ceiling = statistics.median(ceilings)
                     shape = ours[0][key].get("ceiling_shape", "")
                     emulated = " (emulated)" if theirs[0][key].get("emulated") else ""
-                    fraction = (f"{statistics.median(our_bw) / ceiling:.0%}"
+                    fractions = [r[key].get("busbw_fraction_of_ceiling", 0) for r in ours]
+                    invalid = any(r[key].get("ceiling_invalid") for r in ours)
+                    fraction = (f"{statistics.median(fractions):.0%}"
+                                + (" CEILING INVALID" if invalid else "")
                                 if ceiling > 0 else "–")
                     lines.append(
                         f"| {op} | {n} | {format_bytes(size)} | "

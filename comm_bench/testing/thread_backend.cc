@@ -33,6 +33,14 @@ class ThreadGroup {
   }
 
   std::string& snapshot(int rank) { return snapshots_[rank]; }
+
+  // One region for the group, made by the first rank to ask (grown, never
+  // moved while in use: every rank asks between two barriers).
+  char* Shared(int64_t bytes) {
+    absl::MutexLock lock(&mutex_);
+    if (static_cast<int64_t>(shared_.size()) < bytes) shared_.assign(bytes, 0);
+    return shared_.data();
+  }
   std::vector<int64_t>& counts(int rank) { return counts_[rank]; }
 
  private:
@@ -43,6 +51,7 @@ class ThreadGroup {
   int64_t generation_ = 0;
   std::vector<std::string> snapshots_;
   std::vector<std::vector<int64_t>> counts_;
+  std::vector<char> shared_;
 };
 
 namespace {
@@ -235,6 +244,28 @@ absl::Status ThreadBackend::AllToAllV(const void* send,
   }
   Done();
   return status;
+}
+
+namespace {
+
+class SharedView : public DeviceBuffer {
+ public:
+  SharedView(char* data, int64_t bytes) : data_(data), bytes_(bytes) {}
+  void* data() const override { return data_; }
+  int64_t bytes() const override { return bytes_; }
+
+ private:
+  char* data_;
+  int64_t bytes_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceBuffer>> ThreadBackend::AllocateShared(int64_t bytes) {
+  group_->Barrier();
+  char* data = group_->Shared(bytes);
+  group_->Barrier();
+  return std::make_unique<SharedView>(data, bytes);
 }
 
 absl::Status ThreadBackend::Barrier() {

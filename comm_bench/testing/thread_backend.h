@@ -62,6 +62,9 @@ class ThreadBackend : public Backend {
   absl::Status AllToAllV(const void* send, const std::vector<int64_t>& send_counts,
                          void* recv, const std::vector<int64_t>& recv_counts,
                          DType dtype) override;
+  // Threads share memory: one region for the group (the shared-memory
+  // ceiling's, with SweepOptions::transport "shm").
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> AllocateShared(int64_t bytes) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
   absl::Status Barrier() override;
   absl::Status BeginInterval() override;

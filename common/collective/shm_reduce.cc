@@ -25,8 +25,13 @@ inline T Combine(T a, T b) {
   }
 }
 
+// AVX-512 (x86-64-v4: 512-bit loads, adds and stores), AVX2 (x86-64-v3) and
+// the baseline, picked at load time.
+#define MTB_SHM_REDUCE_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
 template <typename T, ShmReduceOp kOp>
-__attribute__((target_clones("avx2", "default"))) void ReduceTyped(T* out,
+MTB_SHM_REDUCE_CLONES void ReduceTyped(T* out,
                                                                    const void* const* inputs,
                                                                    int n_inputs, int64_t count) {
   alignas(64) T acc[kBlock];
@@ -101,7 +106,7 @@ inline uint16_t FloatToHalf(float value) {
 }
 
 template <ShmReduceOp kOp>
-void ReduceHalf(uint16_t* out, const void* const* inputs, int n_inputs, int64_t count) {
+MTB_SHM_REDUCE_CLONES void ReduceHalf(uint16_t* out, const void* const* inputs, int n_inputs, int64_t count) {
   alignas(64) float acc[kBlock];
   for (int64_t begin = 0; begin < count; begin += kBlock) {
     const int64_t n = std::min(kBlock, count - begin);

@@ -1,7 +1,7 @@
 // Internal to common/collective: the element-wise reductions of the
 // shared-memory transport (shm_transport.h), torch-free and built with -O3;
-// each kernel is compiled for AVX2 and for the baseline and picked at load
-// time by the CPU it runs on (GCC target_clones).
+// each kernel is compiled for AVX-512 (x86-64-v4), AVX2 (x86-64-v3) and the
+// baseline and picked at load time by the CPU it runs on (GCC target_clones).
 #ifndef MTB_COMMON_COLLECTIVE_SHM_REDUCE_H_
 #define MTB_COMMON_COLLECTIVE_SHM_REDUCE_H_
 

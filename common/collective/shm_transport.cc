@@ -7,13 +7,17 @@
 // step count).
 #include "common/collective/shm_transport.h"
 
+#include "common/collective/shared_region.h"
+
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -33,16 +37,41 @@
 
 namespace mtb::collective {
 
+// A rank's counters. A waiter that has spun long enough registers in
+// `sleepers` and sleeps on the counter's low 32 bits (a futex shared between
+// processes: the counter changes by one per step, so its low word changes
+// too); the owner, after storing a counter, wakes the counter's sleepers if
+// there are any (sequentially consistent store and load on both sides, so
+// either the waiter sees the new value or the owner sees the sleeper).
 struct ShmGroup::Control {
   alignas(64) std::atomic<uint64_t> copied;
   alignas(64) std::atomic<uint64_t> reduced;
   alignas(64) std::atomic<uint64_t> done;
   alignas(64) std::atomic<int64_t> pid;
+  alignas(64) std::atomic<uint32_t> sleepers;
 };
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 namespace {
 
 constexpr int64_t kSlotHeaderBytes = 64;
+
+// The futex word of a counter: its low 32 bits (little-endian x86-64).
+uint32_t* FutexWord(const std::atomic<uint64_t>& counter) {
+  return reinterpret_cast<uint32_t*>(const_cast<std::atomic<uint64_t>*>(&counter));
+}
+
+// Sleeps while the counter's low word is `expected`, at most `timeout`
+// (spurious and early wake-ups are the caller's to handle).
+void FutexWait(const std::atomic<uint64_t>& counter, uint32_t expected, absl::Duration timeout) {
+  const int64_t nanos = std::max<int64_t>(0, absl::ToInt64Nanoseconds(timeout));
+  timespec relative{static_cast<time_t>(nanos / 1000000000), static_cast<long>(nanos % 1000000000)};
+  syscall(SYS_futex, FutexWord(counter), FUTEX_WAIT, expected, &relative, nullptr, 0);
+}
+
+void FutexWakeAll(const std::atomic<uint64_t>& counter) {
+  syscall(SYS_futex, FutexWord(counter), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
 constexpr int64_t kMinSlotBytes = 4096;
 
 std::string ReadFirstLine(const std::string& path) {
@@ -256,6 +285,38 @@ std::string ShmGroup::Describe() const {
 
 void ShmGroup::Abort() { aborted_.store(true); }
 
+SharedMemoryRegion::~SharedMemoryRegion() { munmap(data_, bytes_); }
+
+absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> MapSharedRegion(
+    const Communicator& communicator, absl::string_view name, int64_t bytes) {
+  if (communicator.transport() != "shm") {
+    return absl::FailedPreconditionError(
+        absl::StrCat("MapSharedRegion: the transport is ", communicator.transport(),
+                     "; a region shared by every rank needs every rank on one host (shm)"));
+  }
+  if (bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("MapSharedRegion: bytes must be > 0, got ", bytes));
+  }
+  ShmGroupOptions options;
+  options.local_rank = communicator.rank();
+  options.local_size = communicator.world_size();
+  options.connect_timeout = communicator.timeout();
+  const Store store = communicator.store().WithPrefix(absl::StrCat("region/", name, "/"));
+  absl::StatusOr<int> fd = options.local_rank == 0 ? CreateAndShare(store, options, bytes)
+                                                   : ReceiveShared(store, options);
+  if (!fd.ok()) return fd.status();
+  Fd memory(*fd);
+  struct stat info {};
+  if (fstat(memory.get(), &info) != 0 || info.st_size != bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "MapSharedRegion: the region has ", info.st_size, " bytes, expected ", bytes,
+        " (every rank must ask for the same size)"));
+  }
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memory.get(), 0);
+  if (data == MAP_FAILED) return absl::ResourceExhaustedError(ErrnoText("shm: mmap of a region"));
+  return std::make_unique<SharedMemoryRegion>(data, bytes);
+}
+
 ShmGroup::Control& ShmGroup::control(int local_rank) const {
   return static_cast<Control*>(base_)[local_rank];
 }
@@ -276,17 +337,10 @@ uint64_t ShmGroup::BeginStep(absl::Time deadline) {
 
 void ShmGroup::Publish(Phase phase, uint64_t step) {
   Control& mine = control(options_.local_rank);
-  switch (phase) {
-    case Phase::kCopied:
-      mine.copied.store(step, std::memory_order_release);
-      return;
-    case Phase::kReduced:
-      mine.reduced.store(step, std::memory_order_release);
-      return;
-    case Phase::kDone:
-      mine.done.store(step, std::memory_order_release);
-      return;
-  }
+  std::atomic<uint64_t>& counter =
+      phase == Phase::kCopied ? mine.copied : (phase == Phase::kReduced ? mine.reduced : mine.done);
+  counter.store(step, std::memory_order_seq_cst);
+  if (mine.sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll(counter);
 }
 
 void ShmGroup::WaitPeers(Phase phase, uint64_t step, absl::Time deadline, int only) {
@@ -313,29 +367,40 @@ void ShmGroup::WaitOne(int peer, Phase phase, uint64_t step, absl::Time deadline
   const std::atomic<uint64_t>& counter =
       phase == Phase::kCopied ? theirs.copied
                               : (phase == Phase::kReduced ? theirs.reduced : theirs.done);
-  // Spin (a peer a few microseconds behind), then yield (a loaded host), then
-  // nap with a growing sleep: no core burned while a peer computes.
-  for (int spin = 0; spin < 2000; ++spin) {
+  // Spin (a peer a few microseconds behind), then yield a few times (a
+  // loaded host), then sleep on the counter until the peer's Publish wakes
+  // it: no core burned while a peer computes, and no nap's latency either.
+  // The sleep is cut every 10 ms to check the deadline, the abort flag and
+  // whether the peer still lives.
+  for (int spin = 0; spin < 4000; ++spin) {
     if (counter.load(std::memory_order_acquire) >= step) return;
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
   }
-  for (int round = 0; round < 50; ++round) {
+  for (int round = 0; round < 8; ++round) {
     if (counter.load(std::memory_order_acquire) >= step) return;
     sched_yield();
   }
-  absl::Duration nap = absl::Microseconds(20);
+  std::atomic<uint32_t>& sleepers = control(peer).sleepers;
   absl::Time next_liveness_check = absl::InfinitePast();
-  while (counter.load(std::memory_order_acquire) < step) {
+  while (true) {
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint64_t seen = counter.load(std::memory_order_seq_cst);
+    if (seen >= step) {
+      sleepers.fetch_sub(1, std::memory_order_relaxed);
+      return;
+    }
     const absl::Time now = absl::Now();
     const char* phase_name =
         phase == Phase::kCopied ? "copied" : (phase == Phase::kReduced ? "reduced" : "done");
     if (aborted_.load()) {
+      sleepers.fetch_sub(1, std::memory_order_relaxed);
       throw std::runtime_error("shm: aborted (the communicator was given up)");
     }
     if (now >= next_liveness_check) {
       if (PeerGone(peer)) {
+        sleepers.fetch_sub(1, std::memory_order_relaxed);
         throw std::runtime_error(
             absl::StrCat("shm: Connection closed: rank ", options_.global_ranks[peer], " (pid ",
                          theirs.pid.load(), ") exited while this rank waited for it (step ", step,
@@ -344,12 +409,14 @@ void ShmGroup::WaitOne(int peer, Phase phase, uint64_t step, absl::Time deadline
       next_liveness_check = now + absl::Milliseconds(10);
     }
     if (now >= deadline) {
+      sleepers.fetch_sub(1, std::memory_order_relaxed);
       throw std::runtime_error(
           absl::StrCat("shm: timed out waiting for rank ", options_.global_ranks[peer], " (pid ",
                        theirs.pid.load(), ") at step ", step, " (", phase_name, ")"));
     }
-    absl::SleepFor(std::min(nap, deadline - now));
-    nap = std::min(nap * 2, absl::Milliseconds(1));
+    FutexWait(counter, static_cast<uint32_t>(seen),
+              std::min(absl::Milliseconds(10), deadline - now));
+    sleepers.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 
@@ -387,27 +454,39 @@ void ShmGroup::AllReduce(void* data, int64_t count, ShmDtype dtype, ShmReduceOp 
     const int64_t chunk = std::min(chunk_elements, count - offset);
     const uint64_t step = BeginStep(deadline);
     char* mine = slot(me, step);
-    std::memcpy(mine, bytes + offset * element, chunk * element);
-    Publish(Phase::kCopied, step);
-    WaitPeers(Phase::kCopied, step, deadline);
+    char* here = bytes + offset * element;  // this chunk of the caller's tensor
     if (naive) {
       // Naive: every rank reduces every input, straight into its output.
+      std::memcpy(mine, here, chunk * element);
+      Publish(Phase::kCopied, step);
+      WaitPeers(Phase::kCopied, step, deadline);
       int inputs_used = n;
       if (fault_ == ShmTestOnlyFault::kMisassignSlices && n > 1) inputs_used = n - 1;
       for (int p = 0; p < inputs_used; ++p) inputs[p] = slot(p, step);
-      ShmReduce(bytes + offset * element, inputs.data(), inputs_used, chunk, dtype, op);
+      ShmReduce(here, inputs.data(), inputs_used, chunk, dtype, op);
     } else {
-      // Sliced: reduce this rank's slice of every slot into its own slot,
-      // then read every reduced slice from its owner.
+      // Sliced: copy in only the slices the peers reduce; reduce this rank's
+      // slice (its own part read from the caller's tensor) into its slot;
+      // then read every reduced slice from its owner's slot.
       const int owned = fault_ == ShmTestOnlyFault::kMisassignSlices ? (me + 1) % n : me;
+      for (int p = 0; p < n; ++p) {
+        if (p == me) continue;
+        const auto [part_begin, part_length] = Split(chunk, n, p);
+        std::memcpy(mine + part_begin * element, here + part_begin * element,
+                    part_length * element);
+      }
+      Publish(Phase::kCopied, step);
+      WaitPeers(Phase::kCopied, step, deadline);
       const auto [begin, length] = Split(chunk, n, owned);
-      for (int p = 0; p < n; ++p) inputs[p] = slot(p, step) + begin * element;
+      for (int p = 0; p < n; ++p) {
+        inputs[p] = p == me && owned == me ? here + begin * element : slot(p, step) + begin * element;
+      }
       ShmReduce(mine + begin * element, inputs.data(), n, length, dtype, op);
       Publish(Phase::kReduced, step);
       WaitPeers(Phase::kReduced, step, deadline);
       for (int p = 0; p < n; ++p) {
         const auto [part_begin, part_length] = Split(chunk, n, p);
-        std::memcpy(bytes + (offset + part_begin) * element, slot(p, step) + part_begin * element,
+        std::memcpy(here + part_begin * element, slot(p, step) + part_begin * element,
                     part_length * element);
       }
     }
@@ -429,7 +508,9 @@ void ShmGroup::ReduceScatter(const std::vector<const void*>& inputs,
   for (int64_t offset = 0; offset < longest; offset += sub_elements) {
     const uint64_t step = BeginStep(deadline);
     char* mine = slot(me, step);
+    // Only the blocks the peers reduce; this rank's own is read in place.
     for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
       const int64_t length = Clamp(block_elements[p], offset, sub_elements);
       std::memcpy(mine + p * sub_elements * element,
                   static_cast<const char*>(inputs[p]) + offset * element, length * element);
@@ -437,7 +518,11 @@ void ShmGroup::ReduceScatter(const std::vector<const void*>& inputs,
     Publish(Phase::kCopied, step);
     WaitPeers(Phase::kCopied, step, deadline);
     const int64_t length = Clamp(block_elements[me], offset, sub_elements);
-    for (int q = 0; q < n; ++q) sources[q] = slot(q, step) + owned * sub_elements * element;
+    for (int q = 0; q < n; ++q) {
+      sources[q] = q == me && owned == me
+                       ? static_cast<const char*>(inputs[me]) + offset * element
+                       : slot(q, step) + owned * sub_elements * element;
+    }
     ShmReduce(static_cast<char*>(output) + offset * element, sources.data(), n, length, dtype, op);
     Publish(Phase::kDone, step);
   }

@@ -6,8 +6,9 @@
 // created by local rank 0 and passed to the others over a Unix socket
 // (SCM_RIGHTS); nothing is ever named in /dev/shm, so no kill leaves memory
 // behind: the kernel frees it with the last mapping. Each local rank owns a
-// *control* block (its pid and three step counters) and `slots` *slots* of
-// `slot_bytes` each, which only it writes except where an algorithm says.
+// *control* block (its pid, three step counters and its sleepers) and
+// `slots` *slots* of `slot_bytes` each, which only it writes except where an
+// algorithm says.
 // Every collective is one or more *steps*, numbered alike on every rank (all
 // ranks issue the same collectives in the same order, so they compute the same
 // steps); step t uses slot t % slots, so consecutive steps (and consecutive
@@ -19,10 +20,12 @@
 // *streamed*: one step per slot-sized chunk, so memory stays
 // local_size * slots * slot_bytes whatever the message.
 //
-// Waiting spins briefly, then yields, then sleeps with a growing nap (up to
-// 1 ms): no core burned while a peer computes. While sleeping it checks the
-// deadline, the abort flag and whether the awaited peer's process still exists
-// (/proc/<pid>/stat, zombies count as gone); failures throw std::runtime_error
+// Waiting spins briefly, then yields a few times, then sleeps on the peer's
+// counter (a futex in the segment) until the peer publishes and wakes it: no
+// core burned while a peer computes, and no nap's latency once it is done.
+// The sleep is cut every 10 ms to check the deadline, the abort flag and
+// whether the awaited peer's process still exists (/proc/<pid>/stat, zombies
+// count as gone); failures throw std::runtime_error
 // whose text the collective layer maps like Gloo's ("timed out" ->
 // kDeadlineExceeded, "Connection closed" -> kUnavailable).
 //

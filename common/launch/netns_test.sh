@@ -99,6 +99,18 @@ for rank in 0 1 2 3; do
     status=1
   fi
 done
+# Each namespace is a host of its own (the host identity carries the network
+# namespace), so the all-reduce ran hierarchically: shared memory within each
+# namespace's two ranks, Gloo between the two leaders.
+for rank in 0 1 2 3; do
+  node=$((rank / 2))
+  expected="[rank $rank] collective transport=shm+tcp algorithm=hierarchical("
+  if ! grep -qF -- "$expected" "$out_dir/node$node.out"; then
+    echo "netns_test: rank $rank did not all-reduce hierarchically (no '$expected'):" >&2
+    cat "$out_dir/node$node.out" >&2
+    status=1
+  fi
+done
 if ! grep -qF "TCPStore at $addr0:29500 (hosted by node 0)" "$out_dir/node1.err"; then
   echo "netns_test: node 1 did not use node 0's store:" >&2
   cat "$out_dir/node1.err" >&2
@@ -119,5 +131,5 @@ for rank in 0 1 2 3; do
   expect_line $((rank / 2)) "[rank $rank] rank $rank pid" out
   expect_line $((rank / 2)) "ready (attempt 1, resumed)" out
 done
-[[ $status == 0 ]] && echo "netns_test: a failure on node 1 restarted all 4 ranks on 2 namespaces; they all-reduced to 6"
+[[ $status == 0 ]] && echo "netns_test: a failure on node 1 restarted all 4 ranks on 2 namespaces; they all-reduced to 6, hierarchically (shm within, gloo between)"
 exit $status

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -108,6 +109,12 @@ absl::Status AllReduce(const RankEnv& rank_env, const collective::Store& store,
   RETURN_IF_ERROR(communicator->AllReduce(value));
   std::printf("all_reduce sum=%.0f world_size=%d\n", value.item<double>(),
               rank_env.world_size);
+  // What ran it: the transport and the all-reduce's recorded algorithm
+  // (across hosts, the hierarchical path).
+  const std::vector<collective::CollectiveRecord> records = communicator->log().Records();
+  std::printf("collective transport=%s algorithm=%s\n",
+              std::string(communicator->transport()).c_str(),
+              records.empty() ? "?" : records.back().algorithm.c_str());
   return absl::OkStatus();
 }
 
