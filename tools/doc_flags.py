@@ -1,7 +1,7 @@
 """Every `--flag` the documentation names exists in the binary it is written for.
 
 Usage: doc_flags.py --binary NAME=PATH ... [--script NAME=PATH ...]
-                    [--source NAME=PATH ...] DOC.md ...
+                    [--source NAME=PATH ...] [--usage NAME=PATH ...] DOC.md ...
 
 Each binary's flags are what it prints for --helpfull (Abseil's listing: what
 it really parses); a Python script's are its argparse add_argument calls; a
@@ -83,6 +83,13 @@ def script_flags(path):
 def source_flags(path):
     with open(path, encoding="utf-8") as source:
         return set(re.findall(r"ABSL_FLAG\(\s*[\w:<>]+\s*,\s*([a-z][a-z0-9_]*)\s*,", source.read()))
+
+
+def usage_flags(path):
+    """A tool's flags from the usage text it documents itself with: lines of
+    the form "  --name..." (a script that parses its own arguments)."""
+    with open(path, encoding="utf-8") as source:
+        return {m.group(1) for m in map(HELP_LINE.match, source.read().splitlines()) if m}
 
 
 def known(flag, flags):
@@ -179,6 +186,7 @@ def main(argv):
     parser.add_argument("--binary", action="append", default=[], help="NAME=PATH")
     parser.add_argument("--script", action="append", default=[], help="NAME=PATH")
     parser.add_argument("--source", action="append", default=[], help="NAME=PATH")
+    parser.add_argument("--usage", action="append", default=[], help="NAME=PATH")
     parser.add_argument("docs", nargs="+")
     args = parser.parse_args(argv)
     specs = [spec.split("=", 1) for spec in args.binary]
@@ -192,6 +200,9 @@ def main(argv):
     for spec in args.source:
         name, path = spec.split("=", 1)
         binaries[name] = binaries.get(name, set()) | source_flags(path)
+    for spec in args.usage:
+        name, path = spec.split("=", 1)
+        binaries[name] = binaries.get(name, set()) | usage_flags(path)
     checker = Checker(binaries)
     problems = []
     for doc in args.docs:

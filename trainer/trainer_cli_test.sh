@@ -50,9 +50,10 @@ for args in "--lr_decay_steps=2" "--min_lr=1e-5"; do
     "${tiny[@]}" "${made[@]}" --lr_schedule=constant "$args"
   refused_creates_nothing "$args"
 done
-expect 2 "--checkpoint_dir=$out/made_ckpt without --save_every would save nothing" \
-  "${tiny[@]}" "${made[@]}" --checkpoint_dir="$out/made_ckpt"
-refused_creates_nothing --checkpoint_dir
+expect 0 "--checkpoint_dir=$out/preempt_ckpt without --save_every: a checkpoint is saved only on a preemption notice (SIGTERM)" \
+  "${tiny[@]}" --out="$out/preempt/r.json" --checkpoint_dir="$out/preempt_ckpt"
+[[ -z "$(ls -A "$out/preempt_ckpt" 2>/dev/null | grep -v '^\.')" ]] \
+  || fail "--checkpoint_dir without --save_every saved without a preemption: $(ls -A "$out/preempt_ckpt")"
 expect 2 "--fault=;: names no fault" "${tiny[@]}" "${made[@]}" "--fault=;"
 refused_creates_nothing "--fault=;"
 expect 2 "--fault=slow:rank=1,ms=3000: the delay 3s is not shorter than --collective_timeout=3s" \

@@ -321,13 +321,6 @@ absl::Status ValidateCheckpointOptions(const CheckpointOptions& options,
     return Invalid("--async_checkpoint needs --save_every > 0 (it says how saves are "
                    "written; this run saves none)");
   }
-  if (options.save_every == 0 && options.resume.empty()) {
-    return Invalid(absl::StrCat(
-        "--checkpoint_dir=", options.dir,
-        " without --save_every would save nothing (only on a preemption notice): give "
-        "--save_every=N (every N steps and after the last), or --resume to continue from "
-        "its checkpoints"));
-  }
   if (options.overwrite && !options.resume.empty()) {
     return Invalid(absl::StrCat(
         "--overwrite_checkpoints starts a new run, --resume=", options.resume,
@@ -373,6 +366,14 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
   if (!data.ok()) return Invalid(absl::StrCat("--data=", config->data(), ": ", data.status().message()));
   plan.data_identity = *std::move(data);
   if (options.resume.empty()) {
+    if (options.save_every == 0) {
+      // Saving only when preempted is a schedule of its own (a SIGTERM's
+      // checkpoint), not a flag without effect: said at start, not refused.
+      plan.notes.push_back(absl::StrCat(
+          "--checkpoint_dir=", options.dir,
+          " without --save_every: a checkpoint is saved only on a preemption notice "
+          "(SIGTERM); give --save_every=N to save every N steps and after the last"));
+    }
     RETURN_IF_ERROR(CheckOwnership(plan, config->steps()));
     RETURN_IF_ERROR(CheckSpace(&plan, *config));
     HandDownVerdict("");

@@ -124,13 +124,17 @@ TEST_F(PlanTest, FlagRulesNameTheFlag) {
   options = Options(2);
   options.keep_last = 0;  // keeps every checkpoint
   EXPECT_TRUE(ValidateCheckpointOptions(options, config_).ok());
-  // A directory the run never saves into (a preemption notice aside) is
-  // refused, unless the run resumes from it.
+  // A directory saved into only on a preemption notice is a schedule of its
+  // own: accepted, and the plan says so at start.
   options = Options(0);
-  ExpectInvalid(ValidateCheckpointOptions(options, config_),
-                "--checkpoint_dir=" + root_ +
-                    " without --save_every would save nothing (only on a preemption "
-                    "notice): give --save_every=N");
+  EXPECT_TRUE(ValidateCheckpointOptions(options, config_).ok());
+  absl::StatusOr<CheckpointPlan> preempt_only = Plan(options);
+  ASSERT_TRUE(preempt_only.ok()) << preempt_only.status();
+  ASSERT_EQ(preempt_only->notes.size(), 1u);
+  EXPECT_NE(preempt_only->notes[0].find(
+                "without --save_every: a checkpoint is saved only on a preemption notice"),
+            std::string::npos)
+      << preempt_only->notes[0];
   options = Options(0, "latest");
   EXPECT_TRUE(ValidateCheckpointOptions(options, config_).ok());
 }
