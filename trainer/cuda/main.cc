@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
       &config, mtb::WarmupsGivenOnCommandLine());
   mtb::ResolveConfig(&config, /*ranks_per_host=*/1);
   for (const absl::Status& status :
-       {mtb::ValidateConfig(config, mtb::StrategyFlagsOnCommandLine()),
+       {mtb::ValidateConfig(config, mtb::ScopedFlagsOnCommandLine()),
         mtb::ValidateConfigForWorldSize(config, 1),
         mtb::cuda::CheckCudaConfig(config)}) {
     if (!status.ok()) return Refuse(status);
