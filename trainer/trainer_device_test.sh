@@ -60,6 +60,14 @@ if [[ -x "$real_cuda" ]]; then
     "${cuda_tiny[@]}" --strategy=ddp
   expect 2 "--nproc=2 is not supported with --device=cuda yet" "${cuda_tiny[@]}" --nproc=2
   expect 2 "fault" "${cuda_tiny[@]}" --fault=nan:rank=0,step=2
+elif beside="$(dirname "$(readlink -f "$trainer")")" &&
+     [[ -x "$beside/cuda/trainer_cuda" || -x "$beside/trainer_cuda" ]]; then
+  # This build has no CUDA, but an earlier --config=cuda build in the same
+  # output tree left a trainer_cuda beside the trainer (--define does not
+  # change the output folder): the trainer finds it and hands off to it.
+  if ! nvidia-smi > /dev/null 2>&1; then
+    expect 2 "trainer_cuda: --device=cuda: no usable GPU: " --device=cuda "${cuda_tiny[@]}"
+  fi
 else
   # No CUDA in this build: the trainer says how to get it.
   expect 2 "this trainer was built without CUDA (no trainer_cuda beside it); build one with \`./bazelw build --config=cuda //trainer //trainer/cuda:trainer_cuda\`" \
