@@ -3,8 +3,11 @@
 A runnable block is a fenced ```sh block directly preceded by a marker line
 
     <!-- guide: day=2 quick="--steps=3" expect=0 mode=run -->
+    <!-- guide: qa=11 quick="--maxbytes=64K" -->
 
-day    the day of the seven-day route it belongs to (required, 1..7);
+day    the day of the seven-day route it belongs to (1..7), or
+qa     the question of the Q&A it answers (1..99); a block names exactly one
+       of the two;
 quick  arguments appended to the command when the test runs it (the quick form:
        fewer steps, smaller sizes; the reader runs the block as written);
 expect the exit code the command must return (default 0: an injected fault
@@ -25,9 +28,10 @@ ATTR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 
 
 class GuideBlock:
-    def __init__(self, line, day, quick, expect, mode, command):
+    def __init__(self, line, day, quick, expect, mode, command, qa=None):
         self.line = line        # 1-based line of the marker
-        self.day = day
+        self.day = day          # None for a Q&A block
+        self.qa = qa            # the question's number; None for a day's block
         self.quick = quick      # list of arguments
         self.expect = expect
         self.mode = mode
@@ -35,8 +39,12 @@ class GuideBlock:
 
     def key(self):
         """What must be identical between the guide and its translation."""
-        return (self.day, tuple(self.quick), self.expect, self.mode,
+        return (self.day, self.qa, tuple(self.quick), self.expect, self.mode,
                 self.command)
+
+    def where(self):
+        """"day 3" or "Q11": the part of the guide the block belongs to."""
+        return "day %d" % self.day if self.qa is None else "Q%d" % self.qa
 
 
 def parse(text, path="guide"):
@@ -56,14 +64,17 @@ def parse(text, path="guide"):
             if value.startswith('"'):
                 value = value[1:-1].replace('\\"', '"')
             attrs[name] = value
-        unknown = set(attrs) - {"day", "quick", "expect", "mode"}
+        unknown = set(attrs) - {"day", "qa", "quick", "expect", "mode"}
         if unknown:
             raise ValueError("%s:%d: unknown marker attribute(s) %s" %
                              (path, marker_line, ", ".join(sorted(unknown))))
-        if "day" not in attrs or not attrs["day"].isdigit() or \
-                not 1 <= int(attrs["day"]) <= 7:
-            raise ValueError("%s:%d: the marker needs day=1..7" %
-                             (path, marker_line))
+        day = attrs.get("day", "")
+        qa = attrs.get("qa", "")
+        if ("day" in attrs) == ("qa" in attrs) or \
+                ("day" in attrs and not (day.isdigit() and 1 <= int(day) <= 7)) or \
+                ("qa" in attrs and not (qa.isdigit() and 1 <= int(qa) <= 99)):
+            raise ValueError("%s:%d: the marker needs day=1..7 or qa=1..99 "
+                             "(one of the two)" % (path, marker_line))
         mode = attrs.get("mode", "run")
         if mode not in ("run", "check"):
             raise ValueError("%s:%d: mode must be run or check, not %s" %
@@ -89,10 +100,10 @@ def parse(text, path="guide"):
             raise ValueError("%s:%d: a block holds one command (end "
                              "continued lines with a backslash)" %
                              (path, marker_line))
-        blocks.append(GuideBlock(marker_line, int(attrs["day"]),
+        blocks.append(GuideBlock(marker_line, int(day) if day else None,
                                  shlex.split(attrs.get("quick", "")),
                                  int(attrs.get("expect", "0")), mode,
-                                 command))
+                                 command, qa=int(qa) if qa else None))
         i = j + 1
     return blocks
 

@@ -2,10 +2,13 @@
 included): //tools/guide:guide_tools_test."""
 
 import os
+import subprocess
 import sys
+import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import compare_translations  # noqa: E402
 import guide_blocks  # noqa: E402
 
@@ -62,6 +65,8 @@ class ParseTest(unittest.TestCase):
         cases = {
             "<!-- guide: quick=x -->\n```sh\nls\n```\n": "day=1..7",
             "<!-- guide: day=9 -->\n```sh\nls\n```\n": "day=1..7",
+            "<!-- guide: qa=0 -->\n```sh\nls\n```\n": "qa=1..99",
+            "<!-- guide: day=1 qa=2 -->\n```sh\nls\n```\n": "one of the two",
             "<!-- guide: day=1 colour=red -->\n```sh\nls\n```\n": "colour",
             "<!-- guide: day=1 mode=skip -->\n```sh\nls\n```\n": "mode",
             "<!-- guide: day=1 -->\ntext\n```sh\nls\n```\n": "followed by",
@@ -73,6 +78,91 @@ class ParseTest(unittest.TestCase):
                 guide_blocks.parse(text, "g.md")
             self.assertIn("g.md:1", str(raised.exception))
             self.assertIn(words, str(raised.exception))
+
+
+QA_GUIDE = """# Guide
+## Questions and answers
+**Q1. Does it run?**
+<!-- guide: qa=1 -->
+```sh
+echo answered > results.txt
+```
+**Q2. Does a refused flag exit 2?**
+<!-- guide: qa=2 expect=2 -->
+```sh
+bash -c 'exit 2'
+```
+**Q3. Does the benchmark exist?**
+<!-- guide: qa=3 mode=check -->
+```sh
+./bazelw run --config=bench //bench:present -- --rounds=3
+```
+"""
+
+
+class RunGuideTest(unittest.TestCase):
+    """run_guide.py --qa on a fixture: every block runs, alone; a broken
+    command, exit code or target fails naming its line and question."""
+
+    def run_guide(self, text, *args, env_extra=None):
+        root = tempfile.mkdtemp()
+        with open(os.path.join(root, "g.md"), "w", encoding="utf-8") as f:
+            f.write(text)
+        os.makedirs(os.path.join(root, "bench"))
+        open(os.path.join(root, "bench", "present"), "w").close()
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("TEST_SHARD") and k != "TEST_TOTAL_SHARDS"}
+        env["TEST_TMPDIR"] = tempfile.mkdtemp()
+        env.update(env_extra or {})
+        done = subprocess.run(
+            [sys.executable, os.path.join(HERE, "run_guide.py"), "g.md",
+             "--runfiles=" + root] + list(args),
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return done.returncode, done.stdout.decode(), env["TEST_TMPDIR"]
+
+    def test_every_qa_block_runs_alone_and_passes(self):
+        code, output, scratch = self.run_guide(QA_GUIDE, "--qa")
+        self.assertEqual(code, 0, output)
+        for line, question in ((4, "Q1"), (9, "Q2"), (14, "Q3")):
+            self.assertIn("ok g.md:%d %s" % (line, question), output)
+        # Q1 ran in its own scratch checkout.
+        self.assertTrue(os.path.exists(
+            os.path.join(scratch, "checkout_line4", "results.txt")))
+
+    def test_a_broken_command_fails_naming_its_line_and_question(self):
+        code, output, _ = self.run_guide(
+            QA_GUIDE.replace("echo answered", "no_such_command"), "--qa")
+        self.assertEqual(code, 1, output)
+        self.assertIn("FAIL g.md:4 (Q1): exit 127, the guide expects 0", output)
+
+    def test_a_changed_exit_code_fails(self):
+        code, output, _ = self.run_guide(
+            QA_GUIDE.replace("'exit 2'", "'exit 0'"), "--qa")
+        self.assertEqual(code, 1, output)
+        self.assertIn("FAIL g.md:9 (Q2): exit 0, the guide expects 2", output)
+
+    def test_a_checked_target_that_is_gone_fails(self):
+        code, output, _ = self.run_guide(
+            QA_GUIDE.replace("//bench:present", "//bench:renamed"), "--qa")
+        self.assertEqual(code, 1, output)
+        self.assertIn("FAIL g.md:14 (Q3): run names //bench:renamed", output)
+
+    def test_shards_split_the_blocks(self):
+        status = os.path.join(tempfile.mkdtemp(), "status")
+        code, output, _ = self.run_guide(
+            QA_GUIDE, "--qa", env_extra={"TEST_TOTAL_SHARDS": "2",
+                                         "TEST_SHARD_INDEX": "1",
+                                         "TEST_SHARD_STATUS_FILE": status})
+        self.assertEqual(code, 0, output)
+        self.assertIn("ok g.md:9 Q2", output)
+        self.assertNotIn("Q1", output)
+        self.assertNotIn("Q3", output)
+        self.assertTrue(os.path.exists(status))
+
+    def test_a_guide_without_qa_blocks_fails(self):
+        code, output, _ = self.run_guide(GUIDE, "--qa")
+        self.assertEqual(code, 1, output)
+        self.assertIn("the Q&A has no runnable blocks", output)
 
 
 class TranslationTest(unittest.TestCase):

@@ -1,11 +1,15 @@
-"""Runs the seven-day route of docs/guide.md, as //docs:guide_day<N>_test does.
+"""Runs the seven-day route of docs/guide.md, as //docs:guide_day<N>_test does,
+and the commands of its Q&A, as //docs:guide_qa_test does.
 
-Usage: run_guide.py GUIDE --day=N [--runfiles=DIR]
+Usage: run_guide.py GUIDE (--day=N | --qa) [--runfiles=DIR]
 
-Each runnable block of day N (tools/guide/guide_blocks.py) runs in order in
-one scratch checkout ($TEST_TMPDIR/checkout, with testdata/ linked in), as a
-reader would run them one after another: later commands may read what earlier
-ones wrote (results/..., checkpoints). `./bazelw run //pkg:name -- ARGS`
+--day=N: each runnable block of day N (tools/guide/guide_blocks.py) runs in
+order in one scratch checkout ($TEST_TMPDIR/checkout, with testdata/ linked
+in), as a reader would run them one after another: later commands may read
+what earlier ones wrote (results/..., checkpoints).
+--qa: each Q&A block (qa=N) runs alone in a fresh scratch checkout of its own
+(an answer's command stands by itself); under Bazel's test sharding
+(TEST_TOTAL_SHARDS, TEST_SHARD_INDEX) shard i runs blocks i, i + total, ... `./bazelw run //pkg:name -- ARGS`
 becomes the built binary from the runfiles (Bazel cannot run inside a test)
 with BUILD_WORKSPACE_DIRECTORY set to the scratch checkout, ARGS followed by
 the block's quick arguments (absl flags: the last value wins). Other commands
@@ -29,8 +33,8 @@ TIMEOUT_S = 180
 
 
 def fail(block, guide, message):
-    print("FAIL %s:%d (day %d): %s\n  command: %s" %
-          (guide, block.line, block.day, message, block.command))
+    print("FAIL %s:%d (%s): %s\n  command: %s" %
+          (guide, block.line, block.where(), message, block.command))
     sys.exit(1)
 
 
@@ -81,47 +85,74 @@ def run_block(block, guide, runfiles, checkout, env):
         print(output[-4000:])
         fail(block, guide, "exit %d, the guide expects %d" %
              (done.returncode, block.expect))
-    print("ok %s:%d day %d (%.1f s): %s" %
-          (guide, block.line, block.day, time.time() - started,
+    print("ok %s:%d %s (%.1f s): %s" %
+          (guide, block.line, block.where(), time.time() - started,
            " ".join(argv[1:] if label else [block.command])[:200]))
+
+
+def scratch_checkout(runfiles, name):
+    """$TEST_TMPDIR/NAME with testdata/ linked in, as a reader's checkout."""
+    checkout = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), name)
+    os.makedirs(checkout, exist_ok=True)
+    link = os.path.join(checkout, "testdata")
+    if not os.path.lexists(link):
+        os.symlink(os.path.join(runfiles, "testdata"), link)
+    return checkout
+
+
+def shard(blocks):
+    """This test shard's share of `blocks` (all of them when unsharded)."""
+    total = int(os.environ.get("TEST_TOTAL_SHARDS", "1"))
+    index = int(os.environ.get("TEST_SHARD_INDEX", "0"))
+    status = os.environ.get("TEST_SHARD_STATUS_FILE")
+    if status:
+        open(status, "a").close()  # tells Bazel this test knows sharding
+    return blocks[index::total]
 
 
 def main(argv):
     guide = None
     day = None
+    qa = False
     runfiles = os.getcwd()
     for arg in argv[1:]:
         if arg.startswith("--day="):
             day = int(arg.split("=", 1)[1])
+        elif arg == "--qa":
+            qa = True
         elif arg.startswith("--runfiles="):
             runfiles = os.path.abspath(arg.split("=", 1)[1])
         else:
             guide = arg
-    if guide is None or day is None:
+    if guide is None or (day is None) == (not qa):
         print(__doc__)
         return 2
     with open(os.path.join(runfiles, guide), encoding="utf-8") as f:
-        blocks = [b for b in guide_blocks.parse(f.read(), guide)
-                  if b.day == day]
-    if not blocks:
-        print("FAIL %s: day %d has no runnable blocks" % (guide, day))
-        return 1
-    scratch = os.environ.get("TEST_TMPDIR", "/tmp")
-    checkout = os.path.join(scratch, "checkout")
-    os.makedirs(checkout, exist_ok=True)
-    link = os.path.join(checkout, "testdata")
-    if not os.path.exists(link):
-        os.symlink(os.path.join(runfiles, "testdata"), link)
+        blocks = guide_blocks.parse(f.read(), guide)
+    if qa:
+        blocks = [b for b in blocks if b.qa is not None]
+        if not blocks:
+            print("FAIL %s: the Q&A has no runnable blocks" % guide)
+            return 1
+        blocks = shard(blocks)
+    else:
+        blocks = [b for b in blocks if b.day == day]
+        if not blocks:
+            print("FAIL %s: day %d has no runnable blocks" % (guide, day))
+            return 1
+        checkout = scratch_checkout(runfiles, "checkout")
     env = dict(os.environ)
-    env["BUILD_WORKSPACE_DIRECTORY"] = checkout
     for variable in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR",
                      "MASTER_PORT"):
         env.pop(variable, None)
     for block in blocks:
+        if qa:
+            checkout = scratch_checkout(runfiles, "checkout_line%d" % block.line)
+        env["BUILD_WORKSPACE_DIRECTORY"] = checkout
         if block.mode == "check":
             check_block(block, guide, runfiles)
-            print("ok %s:%d day %d (checked): %s" %
-                  (guide, block.line, block.day, block.command[:200]))
+            print("ok %s:%d %s (checked): %s" %
+                  (guide, block.line, block.where(), block.command[:200]))
         else:
             run_block(block, guide, runfiles, checkout, env)
     return 0
