@@ -14,6 +14,17 @@ Usage: check_docs.py ROOT [--max_readme_lines=N]
    must appear as a number in that stamped file (NAME.md and NAME.json, the
    latter with its stamp), so a regenerated figure that moved fails the
    document that quotes it until the quote is updated.
+4. Every measured number of a question's answer comes from a figure: in an
+   answer (a paragraph that starts `**Q<N>.`, the learning guide's Q&A), a
+   number with a unit of measure (%, ×, ms, s, B, MB, MiB, KiB, GB/s,
+   GFLOP/s, tokens/s; "2 × 8" is a product, not a ratio) outside figure
+   quotes and inline code needs the
+   answer to carry a mark naming the figure that will produce it,
+   "(to regenerate: `./bazelw run //tools/figures -- --only=NAME`)"
+   ("（待重新生成：`...`）" in the translation). Everywhere, a mark must name
+   that exact command with a figure of tools/figures/registry.py that is not
+   stamped yet: once docs/figures/NAME.json carries a stamp, the numbers are
+   to be quoted from it (rule 3) and the mark goes.
 Exit 1 listing every problem as file:line.
 """
 
@@ -93,6 +104,107 @@ def figure_quotes(text):
             if found:
                 quotes.append((number, target, found))
     return quotes
+
+
+QUESTION = re.compile(r"^\*\*Q(\d+)\.")
+MEASURED = re.compile(
+    r"(?<![\w.\-/^])\d+(?:\.\d+)?k?(?:\s*(?:–|-|→)\s*\d+(?:\.\d+)?k?)?\s*"
+    r"(?:%|×(?!\s*\d)|(?:ms|s|B|MB|MiB|KiB|GiB|GB/s|GFLOP/s|tokens/s)(?![\w/]))")
+MARK_WORDS = re.compile(r"to regenerate|待重新生成")
+MARK = re.compile(r"(?:to regenerate: |待重新生成：)"
+                  r"`\./bazelw run //tools/figures -- --only=([\w,-]+)`")
+
+
+def answers(text):
+    """(first line, question number, [(line, prose line)]) of every answer:
+    a paragraph opening with `**Q<N>.`, up to the next answer or heading."""
+    found = []
+    for number, line in prose_lines(text):
+        question = QUESTION.match(line)
+        if question:
+            found.append((number, int(question.group(1)), []))
+        elif HEADING.match(line):
+            if found and found[-1][2] is not None:
+                found[-1] = found[-1][:2] + (found[-1][2],)
+            found.append((number, None, None))  # closes the previous answer
+            continue
+        if found and found[-1][2] is not None:
+            found[-1][2].append((number, line))
+    return [a for a in found if a[1] is not None]
+
+
+def answer_marks(text):
+    """(question, [figure names its marks name]) per answer, in order."""
+    return [(question, [name for _, line in lines for names in MARK.findall(line)
+                        for name in names.split(",")])
+            for _, question, lines in answers(text)]
+
+
+def unquoted_measurements(line):
+    """The measured numbers of a prose line outside figure quotes, link
+    targets and inline code ("1.08–1.15×", "3.21 MiB")."""
+    def drop(match):
+        target = match.group(1).partition("#")[0]
+        if re.search(r"(^|/)figures/[\w.-]+\.md$", target):
+            return ""  # a figure quote: checked by rule 3
+        label = match.group(0)
+        return label[label.index("[") + 1:label.rindex("](")]
+    text = LINK.sub(drop, line)
+    text = INLINE_CODE.sub("", text)
+    return [m.group(0) for m in MEASURED.finditer(text)]
+
+
+def load_registry(root):
+    """The figure names of ROOT's tools/figures/registry.py (None: no registry)."""
+    path = os.path.join(root, "tools", "figures", "registry.py")
+    if not os.path.exists(path):
+        return None
+    namespace = {}
+    with open(path, encoding="utf-8") as f:
+        exec(compile(f.read(), path, "exec"), namespace)  # noqa: S102 (our own file)
+    return set(figure["name"] for figure in namespace["FIGURES"])
+
+
+def stamped(root, name):
+    try:
+        with open(os.path.join(root, "docs", "figures", name + ".json"), encoding="utf-8") as f:
+            document = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(document.get("stamp"), dict) and bool(document["stamp"].get("commit"))
+
+
+def check_marks(root, relative_path, registry):
+    """Rule 4: answers' measured numbers are quoted or marked; every mark
+    names a registered figure not stamped yet."""
+    problems = []
+    with open(os.path.join(root, relative_path), encoding="utf-8") as f:
+        text = f.read()
+    for number, line in prose_lines(text):
+        where = "%s:%d" % (relative_path, number)
+        words = len(MARK_WORDS.findall(line))
+        marks = MARK.findall(line)
+        names = [name for mark in marks for name in mark.split(",")]
+        if words > len(marks):
+            problems.append("%s: a (to regenerate) mark must name its command: (to regenerate: "
+                            "`./bazelw run //tools/figures -- --only=NAME`)" % where)
+        for name in names:
+            if registry is None or name not in registry:
+                problems.append("%s: the mark names figure %s, which tools/figures/registry.py "
+                                "does not list" % (where, name))
+            elif stamped(root, name):
+                problems.append("%s: figure %s is stamped now (docs/figures/%s.md): quote its "
+                                "numbers as links into it and drop the mark" %
+                                (where, name, name))
+    for first, question, lines in answers(text):
+        measured = [m for _, line in lines for m in unquoted_measurements(line)]
+        marked = [n for _, line in lines for n in MARK.findall(line)]
+        if measured and not marked:
+            problems.append("%s:%d: Q%d quotes %s from no figure: link each number to its "
+                            "stamped figure (docs/figures/NAME.md) or mark the answer (to "
+                            "regenerate: `./bazelw run //tools/figures -- --only=NAME`)" %
+                            (relative_path, first, question, ", ".join(measured)))
+    return problems
 
 
 def check_quotes(root, relative_path, cache):
@@ -175,9 +287,11 @@ def check(root, max_readme_lines):
         problems.append("README.md: %d lines, more than %d: move the detail to "
                         "docs/ and link it" % (lines, max_readme_lines))
     cache, figures = {}, {}
+    registry = load_registry(root)
     for relative_path in markdown_files(root):
         problems += check_links(root, relative_path, cache)
         problems += check_quotes(root, relative_path, figures)
+        problems += check_marks(root, relative_path, registry)
     return problems
 
 
@@ -202,7 +316,8 @@ def main(argv):
         print("FAIL: %d problem(s)" % len(problems))
         return 1
     print("ok: README.md within %d lines; every relative link resolves; every "
-          "quoted figure number is in its figure" % max_readme_lines)
+          "quoted figure number is in its figure; every answer's measured number is "
+          "quoted or marked to regenerate" % max_readme_lines)
     return 0
 
 

@@ -89,6 +89,50 @@ class CheckDocsTest(unittest.TestCase):
         self.assertEqual(check_docs.figure_quotes(text),
                          [(1, "figures/f.md", ["1.5"]), (1, "../docs/figures/g.md", ["3"])])
 
+    def add_registry(self):
+        write(self.root, "tools/figures/registry.py",
+              'FIGURES = [{"name": "demo"}, {"name": "later"}, {"name": "other"}]\n')
+
+    QA = ("# Guide\n\n## Questions\n\n**Q1. How fast?**\nTokens/s rose 1.08–1.15× and "
+          "the step took 5 ms at 4 ranks\n[load 9; %s]\n\n**Q2. How?**\nBy design, "
+          "`--steps=2`, 4 ranks, 2 × 8 samples.\n\n## Notes\n\n3.5 ms outside any answer.\n")
+    MARK = "to regenerate: `./bazelw run //tools/figures -- --only=%s`"
+
+    def test_marked_and_quoted_answers_pass(self):
+        self.add_registry()
+        self.add_figure()
+        write(self.root, "docs/g.md", self.QA % (self.MARK % "later,other"))
+        write(self.root, "docs/h.md", (self.QA % "[0.51 GB/s](figures/demo.md)")
+              .replace("1.08–1.15×", "[2.17](figures/demo.md)")
+              .replace("5 ms", "[6144 B](figures/demo.md)"))
+        self.assertEqual(check_docs.check(self.root, 300), [])
+        self.assertEqual(check_docs.answer_marks(self.QA % (self.MARK % "later,other")),
+                         [(1, ["later", "other"]), (2, [])])
+
+    def test_an_unmarked_measured_number_fails_naming_the_answer(self):
+        self.add_registry()
+        write(self.root, "docs/g.md", self.QA % "measured by hand")
+        problems = check_docs.check(self.root, 300)
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("docs/g.md:5: Q1 quotes 1.08–1.15×, 5 ms from no figure", problems[0])
+
+    def test_a_mark_without_its_command_or_registered_figure_fails(self):
+        self.add_registry()
+        for mark, words in (("to regenerate", "must name its command"),
+                            (self.MARK % "gone", "figure gone, which tools/figures/registry.py"),
+                            (self.MARK % "demo", "figure demo is stamped now")):
+            self.add_figure()
+            write(self.root, "docs/g.md", self.QA % mark)
+            problems = check_docs.check(self.root, 300)
+            self.assertTrue(any(words in p for p in problems), (mark, problems))
+
+    def test_a_readme_row_marked_without_its_command_fails(self):
+        self.add_registry()
+        write(self.root, "README.md", "# T\n\n| x | `later` (to regenerate) |\n")
+        problems = check_docs.check(self.root, 300)
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("README.md:3: a (to regenerate) mark must name its command", problems[0])
+
     def test_slugs_follow_github(self):
         self.assertEqual(check_docs.slug("DDP (`--strategy=ddp`, the default)"),
                          "ddp---strategyddp-the-default")

@@ -1,14 +1,15 @@
 """Regenerates the figures the docs quote: ./bazelw run //tools/figures -- [FLAGS]
 
   --only=NAME,...     these figures (default: every one in tools/figures/registry.py)
-  --list              print each figure's name, command and inputs; run nothing
+  --list              print each figure's name, expected minutes (and the last run's, where
+                      stamped), command and inputs, and the total; run nothing
   --out_dir=DIR       where NAME.md / NAME.json go (default: docs/figures in the checkout)
   --quiet_wait_s=S    the quiet window's bound before each figure (default 900; 0: no wait)
   --quiet_poll_s=S    how often the load is read while waiting (default 10)
 
 For each figure, in registry order: wait until the 1-minute load average is
 below half the cores (at most --quiet_wait_s; past it the figure is marked
-noisy), record the load, run the command from the checkout's root with {out}
+noisy; a figure the registry marks counted does not wait), record the load, run the command from the checkout's root with {out}
 a fresh scratch folder, record the load again, then write NAME.md and
 NAME.json stamped with the commit, the machine, the libraries and the command
 (tools/figures/figures_lib.py), and the folder's README.md index. A command
@@ -72,9 +73,13 @@ def checkout_root():
 
 def run_figure(figure, root, out_dir, options):
     cores = os.cpu_count() or 1
-    window = figures_lib.wait_for_quiet(cores, options["quiet_wait_s"], options["quiet_poll_s"])
+    # A counted figure's numbers do not move with the load: no quiet window.
+    bound_s = 0 if figure.get("counted") else options["quiet_wait_s"]
+    window = figures_lib.wait_for_quiet(cores, bound_s, options["quiet_poll_s"])
     print("figures: %s: %s (1-min load %.2f, threshold %.2f%s)" % (
-        figure["name"], "quiet window" if window["quiet"] else "NOISY: the wait's bound ran out",
+        figure["name"], "quiet window" if window["quiet"] else
+        "counted, so no quiet window" if figure.get("counted") else
+        "NOISY: the wait's bound ran out",
         window["load_at_end"], window["threshold"],
         ", waited %.0f s" % window["waited_s"] if window["waited_s"] else ""), flush=True)
     prefix = os.path.relpath(out_dir, root) + "/" if out_dir.startswith(root + os.sep) else None
@@ -154,6 +159,24 @@ def load_documents(out_dir):
     return documents
 
 
+def list_text(figures, documents):
+    """--list: each figure with its expected minutes (the last stamped run's
+    wall time beside it), then the total and the part that needs quiet."""
+    lines = []
+    for figure in figures:
+        stamp = documents.get(figure["name"], {}).get("stamp") or {}
+        last = (", last run %.1f min" % (stamp["wall_s"] / 60.0)) if "wall_s" in stamp else ""
+        tags = [t for t in ("cheap", "counted: no quiet window") if figure.get(t.split(":")[0])]
+        lines.append("%s (~%g min%s%s)\n  %s\n  command: %s\n  inputs: %s" % (
+            figure["name"], figure["minutes"], last, "".join("; " + t for t in tags),
+            figure["title"], figure["command"], " ".join(figure["inputs"])))
+    total = sum(f["minutes"] for f in figures)
+    quiet = sum(f["minutes"] for f in figures if not f.get("counted"))
+    lines.append("total: ~%g min on a quiet 2-core machine, ~%g min of it in quiet windows" %
+                 (total, quiet))
+    return "\n".join(lines) + "\n"
+
+
 def main(argv):
     options = parse(argv[1:])
     figures = registry.FIGURES
@@ -164,14 +187,11 @@ def main(argv):
             fail_usage("--only names no figure %s (known: %s)" %
                        (", ".join(unknown), ", ".join(sorted(names))))
         figures = [f for f in registry.FIGURES if f["name"] in options["only"]]
-    if options["list"]:
-        for figure in figures:
-            print("%s%s\n  %s\n  command: %s\n  inputs: %s" % (
-                figure["name"], " (cheap)" if figure.get("cheap") else "", figure["title"],
-                figure["command"], " ".join(figure["inputs"])))
-        return 0
     root = checkout_root()
     out_dir = os.path.abspath(os.path.join(root, options["out_dir"] or "docs/figures"))
+    if options["list"]:
+        print(list_text(figures, load_documents(out_dir)), end="")
+        return 0
     os.makedirs(out_dir, exist_ok=True)
     failed = []
     for figure in figures:

@@ -65,8 +65,9 @@ class RegistryTest(unittest.TestCase):
         names = [f["name"] for f in registry.FIGURES]
         self.assertEqual(len(names), len(set(names)))
         for figure in registry.FIGURES:
-            for field in ("name", "title", "command", "inputs"):
+            for field in ("name", "title", "command", "inputs", "minutes"):
                 self.assertIn(field, figure, figure["name"])
+            self.assertGreater(figure["minutes"], 0, figure["name"])
             self.assertTrue(figure["inputs"], figure["name"])
             # A file the harness reads must be written into the scratch folder.
             for output in ("markdown", "json"):
@@ -272,10 +273,11 @@ class HarnessTest(unittest.TestCase):
         {"name": "good", "title": "works", "inputs": ["a/"],
          "command": "printf '| op | GB/s |\\n| --- | --- |\\n| x | 1.5 |\\n' > {out}/good.md && "
                     "echo '{\"v\": 2}' > {out}/good.json && echo '<svg/>' > {out}/good_plot.svg",
-         "markdown": "good.md", "json": "good.json"},
-        {"name": "fails", "title": "exits 3", "inputs": ["a/"], "command": "echo oops; exit 3"},
+         "markdown": "good.md", "json": "good.json", "minutes": 1, "counted": True},
+        {"name": "fails", "title": "exits 3", "inputs": ["a/"], "command": "echo oops; exit 3",
+         "minutes": 2},
         {"name": "silent", "title": "writes nothing", "inputs": ["a/"], "command": "true",
-         "markdown": "silent.md"},
+         "markdown": "silent.md", "minutes": 0.5},
     ]
 
     def setUp(self):
@@ -325,6 +327,28 @@ class HarnessTest(unittest.TestCase):
         # What it wrote passes the staleness check.
         self.assertEqual(figures_lib.check_folder(
             self.root, out, {f["name"]: f for f in self.FAKE}), [])
+
+    def test_a_counted_figure_does_not_wait_for_a_quiet_window(self):
+        bounds = {}
+        real = figures_lib.wait_for_quiet
+
+        def record(cores, bound_s, poll_s):
+            bounds[len(bounds)] = bound_s
+            return real(cores, 0, poll_s)
+        figures_lib.wait_for_quiet = record
+        try:
+            figures.main(["figures", "--only=good,fails", "--quiet_wait_s=900"])
+        finally:
+            figures_lib.wait_for_quiet = real
+        # good is counted: no wait; fails is timed: the full bound.
+        self.assertEqual(bounds, {0: 0, 1: 900.0})
+
+    def test_list_shows_minutes_the_last_run_and_the_totals(self):
+        text = figures.list_text(self.FAKE, {"good": {"stamp": {"wall_s": 90.0}}})
+        self.assertIn("good (~1 min, last run 1.5 min; counted: no quiet window)", text)
+        self.assertIn("fails (~2 min)", text)
+        self.assertIn("total: ~3.5 min on a quiet 2-core machine, ~2.5 min of it in quiet "
+                      "windows", text)
 
     def test_only_runs_the_named_figures_and_refuses_unknown_names(self):
         self.assertEqual(figures.main(["figures", "--only=good", "--quiet_wait_s=0"]), 0)

@@ -19,6 +19,14 @@ inputs    git pathspecs of the sources whose behaviour the figure measures
           precise: a file listed here that does not change the numbers only
           makes the figure go stale for nothing; one left out lets it rot.
 cheap     True for a figure that takes seconds (CI runs it end to end).
+minutes   the expected duration on a quiet 2-core machine, from the last
+          measured run or, where none was timed, the run count times a run's
+          time (`--list` shows it and the total; the quiet window's wait
+          comes on top)
+counted   True for a figure whose quoted numbers are all counts (bytes,
+          allocator peaks, errors, bits) that the load cannot move: the
+          harness runs it without waiting for a quiet window (the stamp still
+          records the load), so it never takes a quiet window's time
 """
 
 # The code every training figure runs: the trainer (model, data, runtime,
@@ -52,6 +60,8 @@ FIGURES = [
         "json": "tp_check.json",
         "inputs": ["tp_check/", ":(exclude)tp_check/*_test.cc", "common/nn/"],
         "cheap": True,
+        "minutes": 0.1,
+        "counted": True,
     },
     {
         "name": "trainer_default",
@@ -60,6 +70,7 @@ FIGURES = [
         "markdown": "trainer_default.md",
         "json": "trainer_default.json",
         "inputs": TRAINING + ["testdata/gnu_licenses.bin"],
+        "minutes": 0.5,
     },
     {
         "name": "trainer_vs_pytorch",
@@ -69,12 +80,14 @@ FIGURES = [
                    "--out={out}/trainer_vs_pytorch.md",
         "markdown": "trainer_vs_pytorch.md",
         "inputs": TRAINING + PYTORCH_PEER + ["trainer/bench/ddp_bench.py"],
+        "minutes": 25,
     },
     {
         "name": "step_profile",
         "title": "where a step's CPU goes (perf, ours vs PyTorch, tiny fp32, 2 ranks)",
         "command": "/usr/bin/python3 trainer/bench/step_profile.py --model=tiny --precision=fp32 --world=2",
         "inputs": TRAINING + PYTORCH_PEER + ["trainer/bench/step_profile.py"],
+        "minutes": 5,
     },
     {
         "name": "memory_per_strategy",
@@ -83,6 +96,8 @@ FIGURES = [
         "command": "/usr/bin/python3 trainer/bench/memory_breakdown.py --worlds=2,4 "
                    "--strategies=ddp,zero1,zero2,fsdp",
         "inputs": TRAINING + ["trainer/bench/memory_breakdown.py"],
+        "minutes": 3,
+        "counted": True,
     },
     {
         "name": "strategy_matrix",
@@ -94,17 +109,19 @@ FIGURES = [
         "json": "strategy_matrix.json",
         "inputs": TRAINING + PYTORCH_PEER + ["trainer/bench/strategy_matrix.cc",
                                              "trainer/bench/strategy_matrix_main.cc"],
+        "minutes": 45,
     },
     {
         "name": "exact_cost",
         "title": "exact mode's cost against float mode per strategy (tiny fp32, 2 ranks)",
         "command": "./bazelw run --config=bench //trainer/bench:strategy_matrix -- --cells=tiny:fp32 "
                    "--worlds=2 --strategies=ddp,ddp_exact,zero1,zero1_exact,zero2,zero2_exact,"
-                   "fsdp,fsdp_exact --nopeers --rounds=3 --out={out}/exact_cost.json",
+                   "fsdp,fsdp_exact --nopeers --gemms=onednn --rounds=3 --out={out}/exact_cost.json",
         "markdown": "exact_cost.md",
         "json": "exact_cost.json",
         "inputs": TRAINING + ["trainer/bench/strategy_matrix.cc",
                               "trainer/bench/strategy_matrix_main.cc"],
+        "minutes": 10,
     },
     {
         "name": "comm_vs_torch",
@@ -116,6 +133,7 @@ FIGURES = [
         "inputs": ["comm_bench/", ":(exclude)comm_bench/*_test.cc", ":(exclude)comm_bench/nccl_*",
                    "common/collective/", ":(exclude)common/collective/*_test.cc",
                    "common/launch/", ":(exclude)common/launch/*_test.*"],
+        "minutes": 30,
     },
     {
         "name": "checkpoint_save_load",
@@ -125,6 +143,7 @@ FIGURES = [
         "inputs": ["trainer/checkpoint/", ":(exclude)trainer/checkpoint/*_test.cc",
                    "common/results/atomic_file.cc", "common/base/sha256.cc",
                    "common/base/disk_ceiling.cc"],
+        "minutes": 10,
     },
     {
         "name": "async_checkpoint",
@@ -132,6 +151,7 @@ FIGURES = [
         "command": "./bazelw run --config=bench //trainer/checkpoint:async_checkpoint_benchmark -- --rounds=3",
         "inputs": TRAINING + ["trainer/checkpoint/", ":(exclude)trainer/checkpoint/*_test.cc",
                               "common/results/atomic_file.cc", "common/base/sha256.cc"],
+        "minutes": 5,
     },
     {
         "name": "moe_comm",
@@ -141,6 +161,7 @@ FIGURES = [
         "json": "moe_comm.json",
         "inputs": ["moe_comm/", ":(exclude)moe_comm/*_test.cc", "common/nn/",
                    "common/collective/", ":(exclude)common/collective/*_test.cc"],
+        "minutes": 1,
     },
     {
         "name": "tracing_cost",
@@ -151,6 +172,7 @@ FIGURES = [
                    "common/collective/trace_collectives.cc", "common/collective/collective_log.cc",
                    "common/collective/trace_overhead_benchmark.cc",
                    "trainer/bench/trace_overhead.py"],
+        "minutes": 8,
     },
     {
         "name": "fault_matrix",
@@ -165,6 +187,53 @@ FIGURES = [
                               ":(exclude)common/launch/*_test.*",
                               "trainer/bench/fault_matrix.cc",
                               "trainer/bench/fault_matrix_main.cc"],
+        "minutes": 4,
+    },
+    {
+        "name": "grad_accumulation",
+        "title": "ddp and fsdp with 4 micro-batches, syncing after the last or after every one: "
+                 "bytes per step, memory at the peak (the guide's day 2, Q3)",
+        "command": "for run in ddp:last ddp:every fsdp:every fsdp:last; do s=${run%:*}; g=${run#*:}; "
+                   "./bazelw run //trainer -- --nproc=2 --strategy=$s --grad_accum=4 --batch_size=2 "
+                   "--grad_sync=$g --steps=2 --out={out}/grad_accumulation_${s}_$g.json || exit 1; "
+                   "(echo \"## $s --grad_sync=$g\"; echo; cat {out}/grad_accumulation_${s}_$g.md; echo) "
+                   ">> {out}/grad_accumulation.md; done",
+        "markdown": "grad_accumulation.md",
+        "inputs": TRAINING + ["testdata/gnu_licenses.bin"],
+        "minutes": 1,
+        "counted": True,
+    },
+    {
+        "name": "overlap_and_straggler",
+        "title": "DDP's overlap ratio with and without overlap, and a 50 ms straggler found by "
+                 "profiler_agg (the guide's day 5, Q9 and Q10)",
+        "command": "for run in overlap:--ddp_overlap=true no_overlap:--ddp_overlap=false "
+                   "slow:--fault=slow:rank=1,ms=50; do name=${run%%:*}; flag=${run#*:}; "
+                   "./bazelw run //trainer -- --nproc=2 --steps=20 --bucket_cap_mb=1 $flag "
+                   "--trace_dir={out}/$name --out={out}/train_$name.json || exit 1; "
+                   "./bazelw run //profiler_agg -- {out}/$name "
+                   "--out={out}/overlap_and_straggler_$name.json || exit 1; "
+                   "(echo \"## $flag\"; echo; cat {out}/overlap_and_straggler_$name.md; echo) "
+                   ">> {out}/overlap_and_straggler.md; done",
+        "markdown": "overlap_and_straggler.md",
+        "inputs": TRAINING + ["testdata/gnu_licenses.bin", "common/trace/",
+                              ":(exclude)common/trace/*_test.cc", "common/faults/",
+                              "profiler_agg/", ":(exclude)profiler_agg/*_test.cc"],
+        "minutes": 2,
+    },
+    {
+        "name": "allreduce_sweep",
+        "title": "Gloo all-reduce on 2 ranks from 1 KiB to 16 MiB: time and busbw, where latency "
+                 "gives way to bandwidth (the guide's Q11)",
+        "command": "./bazelw run //comm_bench -- --nproc=2 --ops=all_reduce --minbytes=1K "
+                   "--maxbytes=16M --stepfactor=4 --iters=20 --warmup_iters=5 "
+                   "--out={out}/allreduce_sweep.json --markdown={out}/allreduce_sweep.md",
+        "markdown": "allreduce_sweep.md",
+        "json": "allreduce_sweep.json",
+        "inputs": ["comm_bench/", ":(exclude)comm_bench/*_test.cc", ":(exclude)comm_bench/nccl_*",
+                   "common/collective/", ":(exclude)common/collective/*_test.cc",
+                   "common/launch/", ":(exclude)common/launch/*_test.*"],
+        "minutes": 1,
     },
 ]
 

@@ -7,7 +7,8 @@ blocks (tools/guide/guide_blocks.py) in the same order with the same day,
 quick arguments, expected exit code, mode and command, and the same ```text
 and ```sh blocks otherwise (commands and outputs are not translated), and the
 same numbers quoted from the same figures in the same order (links into
-docs/figures/, tools/docs/check_docs.py). Exit 1 naming the first difference.
+docs/figures/, tools/docs/check_docs.py), and the same answers marked to be
+regenerated from the same figures. Exit 1 naming the first difference.
 """
 
 import os
@@ -69,6 +70,16 @@ def compare(left_name, left, right_name, right):
     if len(left_quotes) != len(right_quotes):
         return "%s quotes figures %d times, %s %d times" % (
             left_name, len(left_quotes), right_name, len(right_quotes))
+    left_marks = check_docs.answer_marks(left)
+    right_marks = check_docs.answer_marks(right)
+    if left_marks != right_marks:
+        for (qa, names_a), (qb, names_b) in zip(left_marks, right_marks):
+            if (qa, names_a) != (qb, names_b):
+                return ("Q%d is marked to regenerate %s in %s, Q%d %s in %s" %
+                        (qa, ",".join(names_a) or "nothing", left_name, qb,
+                         ",".join(names_b) or "nothing", right_name))
+        return "%s has %d answers, %s has %d" % (left_name, len(left_marks),
+                                                  right_name, len(right_marks))
     left_headings, left_fences = structure(left)
     right_headings, right_fences = structure(right)
     for (la, level_a), (lb, level_b) in zip(left_headings, right_headings):

@@ -33,6 +33,8 @@ step 1/3 | loss 5.5
 ls results/missing
 ```
 At 4 ranks [`mlp` sends 6144 B in 2 calls](figures/tp_check.md).
+**Q1. How fast?**
+1.1× [load 9; to regenerate: `./bazelw run //tools/figures -- --only=speed`.]
 """
 
 
@@ -169,6 +171,7 @@ class TranslationTest(unittest.TestCase):
 
     def translate(self, text):
         return (text.replace("Run it:", "运行：").replace("# Guide", "# 指南")
+                .replace("How fast?", "多快？").replace("to regenerate: ", "待重新生成：")
                 .replace("Day 1", "第一天").replace("Day 2", "第二天"))
 
     def test_a_faithful_translation_passes(self):
@@ -177,6 +180,7 @@ class TranslationTest(unittest.TestCase):
 
     def test_a_changed_command_or_quick_form_or_section_fails(self):
         zh = self.translate(GUIDE)
+        self.assertIn("待重新生成：`./bazelw run //tools/figures -- --only=speed`", zh)
         for broken in (zh.replace("--strategy=zero1", "--strategy=zero2"),
                        zh.replace('--steps=3 ', '--steps=4 '),
                        zh.replace("## 第二天", "### 第二天"),
@@ -184,7 +188,10 @@ class TranslationTest(unittest.TestCase):
                        zh.replace("<!-- guide: day=2 expect=1 -->\n", ""),
                        zh.replace("6144 B", "6145 B"),
                        zh.replace("[`mlp` sends 6144 B in 2 calls](figures/tp_check.md)",
-                                  "`mlp` sends 6144 B in 2 calls")):
+                                  "`mlp` sends 6144 B in 2 calls"),
+                       zh.replace("--only=speed", "--only=other"),
+                       zh.replace("; 待重新生成：`./bazelw run //tools/figures -- "
+                                  "--only=speed`", "")):
             self.assertIsNotNone(compare_translations.compare(
                 "en", GUIDE, "zh", broken), broken)
 
