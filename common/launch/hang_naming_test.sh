@@ -15,28 +15,11 @@
 #     own (code 7) with no stall: the line names only it.
 #  2. the same at 3 ranks, rank 2 hung: the last line names rank 2.
 set -euo pipefail
-trainer="$(pwd)/trainer/trainer"
-out="$TEST_TMPDIR/out"
-mkdir -p "$out"
+# trainer, out, fail, tiny, run NAME CODE ARGS..., last NAME REGEX.
+source common/launch/supervision_test_lib.sh
+tiny+=(--steps=3)
 shard="${TEST_SHARD_INDEX:-0}"
 [[ -z "${TEST_SHARD_STATUS_FILE:-}" ]] || touch "$TEST_SHARD_STATUS_FILE"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-tiny=(--vocab_size=64 --d_model=32 --n_layers=1 --n_heads=4 --seq_len=16 --batch_size=6
-      --steps=3 --intra_op_threads=1 --data=synthetic --peak_flops=1e10 --nomarkdown
-      --test_only_heartbeat_floor=1s --kill_grace=2s)
-
-# run NAME CODE ARGS...: the trainer exits CODE; its stderr in $out/NAME.err.
-run() {
-  local name="$1" want="$2" code=0
-  shift 2
-  "$trainer" "${tiny[@]}" "$@" --out="$out/$name/t.json" > "$out/$name.out" 2> "$out/$name.err" ||
-    code=$?
-  [[ "$code" == "$want" ]] || { cat "$out/$name.err" >&2; fail "$name: exit $code, want $want"; }
-}
-# last NAME REGEX: the launcher's last line matches.
-last() {
-  tail -n 1 "$out/$1.err" | grep -qE "$2" || { cat "$out/$1.err" >&2; fail "$1: last line"; }
-}
 
 case "$shard" in
   0)
