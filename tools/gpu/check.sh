@@ -3,8 +3,9 @@
 # Run on the GPU machine from a copy of the checkout that carries the binary
 # built here (docs/gpu.md):
 #
-#   ./bazelw build --config=cuda //trainer/cuda:trainer_cuda
-#   mkdir -p tools/gpu/bin && cp -L bazel-bin/trainer/cuda/trainer_cuda tools/gpu/bin/
+#   ./bazelw build --config=cuda //trainer/cuda:trainer_cuda //trainer/cuda:kernel_check
+#   ./bazelw run //trainer/cuda:kernel_refs_dump -- "$PWD/tools/gpu/refs"
+#   mkdir -p tools/gpu/bin && cp -L bazel-bin/trainer/cuda/{trainer_cuda,kernel_check} tools/gpu/bin/
 #   # on the GPU machine:
 #   tools/gpu/check.sh OUT_DIR
 #
@@ -14,6 +15,12 @@
 # 2 on bad usage.
 #
 # Checks:
+#   kernels   every kernel of the CUDA path on the reference folder's inputs
+#             (tools/gpu/refs, fp64 outputs of LibTorch's ops made here): the
+#             max |GPU - reference| of each output within its derived fp32
+#             bound (kernels.txt, one line per output; docs/gpu.md);
+#   planted   the same with a planted off-by-one in the causal softmax must
+#             fail (exit 1, FAIL on causal_softmax_forward/att);
 #   refusal   a flag the CUDA path does not implement exits 2;
 #   small     20 fp32 steps of a small model: every loss within 1e-4 of the
 #             CPU trainer's (cpu_losses_small.txt, made here by the LibTorch
@@ -45,6 +52,29 @@ record() {  # record PASS|FAIL name details...
 
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 ldd "$bin" > "$out/ldd.txt" 2>&1
+
+kcheck="${KERNEL_CHECK:-$here/bin/kernel_check}"
+refs="${KERNEL_REFS:-$here/refs}"
+if [[ ! -x "$kcheck" || ! -f "$refs/manifest.txt" ]]; then
+  record FAIL kernels "no kernel_check at $kcheck or no references at $refs (see the header)"
+else
+  code=0
+  timeout 30 "$kcheck" "$refs" > "$out/kernels.txt" 2>&1 || code=$?
+  bad=$(grep -c '^FAIL' "$out/kernels.txt")
+  good=$(grep -c '^PASS' "$out/kernels.txt")
+  if [[ $code == 0 && $bad == 0 && $good -gt 0 ]]; then
+    record PASS kernels "$good outputs within their fp32 bounds (kernels.txt)"
+  else
+    record FAIL kernels "exit $code, $bad outputs failed, $good passed (kernels.txt)"
+  fi
+  code=0
+  timeout 30 "$kcheck" --plant_off_by_one "$refs" > "$out/kernels_planted.txt" 2>&1 || code=$?
+  if [[ $code == 1 ]] && grep -q '^FAIL causal_softmax_forward/att ' "$out/kernels_planted.txt"; then
+    record PASS planted "the planted off-by-one fails (kernels_planted.txt)"
+  else
+    record FAIL planted "exit $code, want 1 with causal_softmax_forward/att failing (kernels_planted.txt)"
+  fi
+fi
 
 small=(--strategy=single --nproc=1 --data=synthetic --vocab_size=256 --d_model=64
        --n_layers=2 --n_heads=4 --seq_len=32 --batch_size=4 --steps=20

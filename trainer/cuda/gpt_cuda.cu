@@ -18,6 +18,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -249,13 +250,14 @@ __global__ void HeadsToRows(float* rows, float* heads, int64_t batch, int64_t se
 }
 
 // One warp per score row (b, h, query t) of length T: att = softmax over keys
-// 0..t of the (already scaled) scores, 0 past t.
+// 0..t of the (already scaled) scores, 0 past t. `planted` is 0 except in
+// kernel_check's negative case, where 1 lets each query see one future key.
 __global__ void CausalSoftmaxForward(float* att, const float* scores, int64_t rows,
-                                     int seq_len) {
+                                     int seq_len, int planted) {
   const int64_t row = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
-  const int t = static_cast<int>(row % seq_len);
+  const int t = min(static_cast<int>(row % seq_len) + planted, seq_len - 1);
   const float* s = scores + row * seq_len;
   float* a = att + row * seq_len;
   float max_value = -INFINITY;
@@ -452,6 +454,92 @@ void LinearBackward(const Lt& lt, cudaStream_t stream, float* dx, float* dw,
   }
 }
 
+// ---- attention (between the qkv and the output projection) ----
+
+// qkv (N, 3D) -> y (N, D) rows; q, k, v, att, heads_out kept for backward,
+// scores is scratch (B, H, T, T).
+void AttentionForward(const Lt& lt, cudaStream_t stream, float* y, const float* qkv,
+                      float* q, float* k, float* v, float* scores, float* att,
+                      float* heads_out, int64_t b, int64_t t, int64_t h, int64_t hs,
+                      int planted = 0) {
+  const int64_t n = b * t, d = h * hs;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  SplitHeads<<<Blocks(n * d), kThreads, 0, stream>>>(q, k, v, qkv, b, t, h, hs);
+  // scores^T per (b, h): (Tk, Tq) = op_T(k as (hs, Tk)) . q as (hs, Tq), scaled
+  Matmul(lt, stream, scores, k, q, nullptr, t, t, hs, true, false, scale, 0,
+         static_cast<int>(b * h), t * hs, t * hs, t * t);
+  CausalSoftmaxForward<<<Blocks(b * h * t, kWarpsPerBlock), kThreads, 0, stream>>>(
+      att, scores, b * h * t, static_cast<int>(t), planted);
+  // y^T (hs, Tq) = v as (hs, Tk) . att as (Tk, Tq)
+  Matmul(lt, stream, heads_out, v, att, nullptr, hs, t, t, false, false, 1, 0,
+         static_cast<int>(b * h), t * hs, t * t, t * hs);
+  HeadsToRows<<<Blocks(n * d), kThreads, 0, stream>>>(y, heads_out, b, t, h, hs, true);
+}
+
+// dy (N, D) rows -> dqkv (N, 3D), from the forward's q, k, v and att;
+// d_scores, d_heads, d_q, d_k, d_v are scratch. dy is read as rows only.
+void AttentionBackward(const Lt& lt, cudaStream_t stream, float* dqkv, float* dy,
+                       const float* q, const float* k, const float* v, const float* att,
+                       float* d_scores, float* d_heads, float* d_q, float* d_k, float* d_v,
+                       int64_t b, int64_t t, int64_t h, int64_t hs) {
+  const int64_t n = b * t, d = h * hs;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  HeadsToRows<<<Blocks(n * d), kThreads, 0, stream>>>(dy, d_heads, b, t, h, hs, false);
+  const int batch = static_cast<int>(b * h);
+  // d(att)^T (Tk, Tq) = op_T(v as (hs, Tk)) . dy as (hs, Tq)
+  Matmul(lt, stream, d_scores, v, d_heads, nullptr, t, t, hs, true, false, 1, 0, batch,
+         t * hs, t * hs, t * t);
+  // dv^T (hs, Tk) = dy as (hs, Tq) . op_T(att as (Tk, Tq))
+  Matmul(lt, stream, d_v, d_heads, att, nullptr, hs, t, t, false, true, 1, 0, batch,
+         t * hs, t * t, t * hs);
+  CausalSoftmaxBackward<<<Blocks(b * h * t, kWarpsPerBlock), kThreads, 0, stream>>>(
+      d_scores, att, b * h * t, static_cast<int>(t));
+  // dq^T (hs, Tq) = k as (hs, Tk) . dS as (Tk, Tq), scaled
+  Matmul(lt, stream, d_q, k, d_scores, nullptr, hs, t, t, false, false, scale, 0, batch,
+         t * hs, t * t, t * hs);
+  // dk^T (hs, Tk) = q as (hs, Tq) . op_T(dS as (Tk, Tq)), scaled
+  Matmul(lt, stream, d_k, q, d_scores, nullptr, hs, t, t, false, true, scale, 0, batch,
+         t * hs, t * t, t * hs);
+  MergeHeadsQkv<<<Blocks(n * d), kThreads, 0, stream>>>(dqkv, d_q, d_k, d_v, b, t, h, hs);
+}
+
+// ---- the optimizer step ----
+
+// The gradient's norm (fixed per-block partials summed on the host in
+// double), clipping (torch's coefficient) and AdamW per tensor. Synchronises
+// the stream once (for the norm). partials: kNormPartials floats on the
+// device; host_partials: as many on the host.
+void OptimizerStep(cudaStream_t stream, float* params, const float* grads, float* adam_m,
+                   float* adam_v, int64_t total, const std::vector<DeviceTensor>& tensors,
+                   const AdamWSettings& adamw, float* partials, float* host_partials,
+                   int64_t step, double lr, double max_grad_norm, StepStats* stats) {
+  SumOfSquares<<<kNormPartials, kThreads, 0, stream>>>(partials, grads, total);
+  MTB_CUDA_CHECK(cudaMemcpyAsync(host_partials, partials, kNormPartials * sizeof(float),
+                                 cudaMemcpyDeviceToHost, stream));
+  MTB_CUDA_CHECK(cudaStreamSynchronize(stream));
+  double sum_squares = 0;
+  for (int i = 0; i < kNormPartials; ++i) sum_squares += host_partials[i];
+  stats->grad_norm = std::sqrt(sum_squares);
+  double grad_scale = 1.0;
+  if (max_grad_norm > 0 && stats->grad_norm > max_grad_norm) {
+    grad_scale = max_grad_norm / (stats->grad_norm + 1e-6);
+    stats->clipped = true;
+  }
+  const double bias_correction1 = 1 - std::pow(adamw.beta1, static_cast<double>(step));
+  const double bias_correction2 = 1 - std::pow(adamw.beta2, static_cast<double>(step));
+  for (const DeviceTensor& tensor : tensors) {
+    const double decay = tensor.weight_decay ? adamw.weight_decay : 0.0;
+    AdamW<<<Blocks(tensor.numel), kThreads, 0, stream>>>(
+        params + tensor.offset, grads + tensor.offset, adam_m + tensor.offset,
+        adam_v + tensor.offset, tensor.numel, static_cast<float>(lr),
+        static_cast<float>(adamw.beta1), static_cast<float>(adamw.beta2),
+        static_cast<float>(adamw.eps), static_cast<float>(1 - lr * decay),
+        static_cast<float>(lr / bias_correction1),
+        static_cast<float>(std::sqrt(bias_correction2)), static_cast<float>(grad_scale));
+  }
+  MTB_CUDA_CHECK(cudaGetLastError());
+}
+
 // ---- the model ----
 
 struct LayerActivations {
@@ -588,38 +676,13 @@ class GptCudaImpl : public GptCuda {
     Backward();
     MTB_CUDA_CHECK(cudaEventRecord(events_[2], stream_));
     StepStats stats;
-    SumOfSquares<<<kNormPartials, kThreads, 0, stream_>>>(norm_partials_, grads_, total_);
-    MTB_CUDA_CHECK(cudaMemcpyAsync(host_partials_.data(), norm_partials_,
-                                   kNormPartials * sizeof(float),
-                                   cudaMemcpyDeviceToHost, stream_));
     MTB_CUDA_CHECK(cudaMemcpyAsync(host_losses_.data(), losses_, n * sizeof(float),
                                    cudaMemcpyDeviceToHost, stream_));
-    MTB_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    double sum_squares = 0;
-    for (float p : host_partials_) sum_squares += p;
-    stats.grad_norm = std::sqrt(sum_squares);
+    OptimizerStep(stream_, params_, grads_, adam_m_, adam_v_, total_, tensors_, adamw_,
+                  norm_partials_, host_partials_.data(), step, lr, max_grad_norm, &stats);
     double loss_sum = 0;
     for (float l : host_losses_) loss_sum += l;
     stats.loss = loss_sum / static_cast<double>(n);
-    double grad_scale = 1.0;
-    if (max_grad_norm > 0 && stats.grad_norm > max_grad_norm) {
-      grad_scale = max_grad_norm / (stats.grad_norm + 1e-6);
-      stats.clipped = true;
-    }
-    const double bias_correction1 = 1 - std::pow(adamw_.beta1, static_cast<double>(step));
-    const double bias_correction2 = 1 - std::pow(adamw_.beta2, static_cast<double>(step));
-    for (const DeviceTensor& tensor : tensors_) {
-      const double decay = tensor.weight_decay ? adamw_.weight_decay : 0.0;
-      AdamW<<<Blocks(tensor.numel), kThreads, 0, stream_>>>(
-          params_ + tensor.offset, grads_ + tensor.offset, adam_m_ + tensor.offset,
-          adam_v_ + tensor.offset, tensor.numel, static_cast<float>(lr),
-          static_cast<float>(adamw_.beta1), static_cast<float>(adamw_.beta2),
-          static_cast<float>(adamw_.eps), static_cast<float>(1 - lr * decay),
-          static_cast<float>(lr / bias_correction1),
-          static_cast<float>(std::sqrt(bias_correction2)),
-          static_cast<float>(grad_scale));
-    }
-    MTB_CUDA_CHECK(cudaGetLastError());
     MTB_CUDA_CHECK(cudaEventRecord(events_[3], stream_));
     MTB_CUDA_CHECK(cudaEventSynchronize(events_[3]));
     float ms = 0;
@@ -650,7 +713,6 @@ class GptCudaImpl : public GptCuda {
     const int64_t b = dims_.batch_size, t = dims_.seq_len, d = dims_.d_model,
                   h = dims_.n_heads, v = dims_.vocab_size, hs = d / h;
     const int64_t n = b * t;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const int row_blocks = Blocks(n, kWarpsPerBlock);
     EmbeddingForward<<<Blocks(n * d), kThreads, 0, stream_>>>(
         encoded_, inputs_, Param(kTokenEmbeddingIndex), Param(kPositionEmbeddingIndex),
@@ -663,17 +725,8 @@ class GptCudaImpl : public GptCuda {
           static_cast<int>(d));
       LinearForward(lt_, stream_, a.qkv, a.ln1, Param(l, kQkvWeight), Param(l, kQkvBias),
                     n, d, 3 * d);
-      SplitHeads<<<Blocks(n * d), kThreads, 0, stream_>>>(a.q, a.k, a.v, a.qkv, b, t, h, hs);
-      // scores^T per (b, h): (Tk, Tq) = op_T(k as (hs, Tk)) . q as (hs, Tq), scaled
-      Matmul(lt_, stream_, scores_, a.k, a.q, nullptr, t, t, hs, true, false, scale, 0,
-             static_cast<int>(b * h), t * hs, t * hs, t * t);
-      CausalSoftmaxForward<<<Blocks(b * h * t, kWarpsPerBlock), kThreads, 0, stream_>>>(
-          a.att, scores_, b * h * t, static_cast<int>(t));
-      // y^T (hs, Tq) = v as (hs, Tk) . att as (Tk, Tq)
-      Matmul(lt_, stream_, a.heads_out, a.v, a.att, nullptr, hs, t, t, false, false, 1, 0,
-             static_cast<int>(b * h), t * hs, t * t, t * hs);
-      HeadsToRows<<<Blocks(n * d), kThreads, 0, stream_>>>(a.attn_y, a.heads_out, b, t, h,
-                                                           hs, true);
+      AttentionForward(lt_, stream_, a.attn_y, a.qkv, a.q, a.k, a.v, scores_, a.att,
+                       a.heads_out, b, t, h, hs);
       LinearForward(lt_, stream_, a.residual2, a.attn_y, Param(l, kAttnProjWeight),
                     Param(l, kAttnProjBias), n, d, d);
       Add<<<Blocks(n * d), kThreads, 0, stream_>>>(a.residual2, a.residual2, x, n * d);
@@ -704,7 +757,6 @@ class GptCudaImpl : public GptCuda {
     const int64_t b = dims_.batch_size, t = dims_.seq_len, d = dims_.d_model,
                   h = dims_.n_heads, v = dims_.vocab_size, hs = d / h;
     const int64_t n = b * t;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const int row_blocks = Blocks(n, kWarpsPerBlock);
     const int64_t layers = dims_.n_layers;
     // logits_ now holds d(logits).
@@ -737,25 +789,8 @@ class GptCudaImpl : public GptCuda {
       LinearBackward(lt_, stream_, d_rows_, Grad(l, kAttnProjWeight),
                      Grad(l, kAttnProjBias), d_residual_, a.attn_y,
                      Param(l, kAttnProjWeight), n, d, d);
-      HeadsToRows<<<Blocks(n * d), kThreads, 0, stream_>>>(d_rows_, d_heads_, b, t, h, hs,
-                                                           false);
-      const int batch = static_cast<int>(b * h);
-      // d(att)^T (Tk, Tq) = op_T(v as (hs, Tk)) . dy as (hs, Tq)
-      Matmul(lt_, stream_, scores_, a.v, d_heads_, nullptr, t, t, hs, true, false, 1, 0,
-             batch, t * hs, t * hs, t * t);
-      // dv^T (hs, Tk) = dy as (hs, Tq) . op_T(att as (Tk, Tq))
-      Matmul(lt_, stream_, d_v_, d_heads_, a.att, nullptr, hs, t, t, false, true, 1, 0,
-             batch, t * hs, t * t, t * hs);
-      CausalSoftmaxBackward<<<Blocks(b * h * t, kWarpsPerBlock), kThreads, 0, stream_>>>(
-          scores_, a.att, b * h * t, static_cast<int>(t));
-      // dq^T (hs, Tq) = k as (hs, Tk) . dS as (Tk, Tq), scaled
-      Matmul(lt_, stream_, d_q_, a.k, scores_, nullptr, hs, t, t, false, false, scale, 0,
-             batch, t * hs, t * t, t * hs);
-      // dk^T (hs, Tk) = q as (hs, Tq) . op_T(dS as (Tk, Tq)), scaled
-      Matmul(lt_, stream_, d_k_, a.q, scores_, nullptr, hs, t, t, false, true, scale, 0,
-             batch, t * hs, t * t, t * hs);
-      MergeHeadsQkv<<<Blocks(n * d), kThreads, 0, stream_>>>(d_qkv_, d_q_, d_k_, d_v_, b, t,
-                                                             h, hs);
+      AttentionBackward(lt_, stream_, d_qkv_, d_rows_, a.q, a.k, a.v, a.att, scores_,
+                        d_heads_, d_q_, d_k_, d_v_, b, t, h, hs);
       LinearBackward(lt_, stream_, d_rows_, Grad(l, kQkvWeight), Grad(l, kQkvBias), d_qkv_,
                      a.ln1, Param(l, kQkvWeight), n, d, 3 * d);
       LayerNormBackwardInput<<<row_blocks, kThreads, 0, stream_>>>(
@@ -792,7 +827,257 @@ class GptCudaImpl : public GptCuda {
   std::vector<float> host_losses_, host_partials_;
 };
 
+// Device copies of a reference kernel's inputs and scratch, freed together.
+class ScratchBuffers {
+ public:
+  ScratchBuffers() {
+    MTB_CUDA_CHECK(cudaStreamCreate(&stream_));
+    MTB_CUDA_CHECK(cudaMalloc(&lt_.workspace, lt_.workspace_bytes));
+    MTB_CUBLAS_CHECK(cublasLtCreate(&lt_.handle));
+  }
+  ~ScratchBuffers() {
+    cudaStreamSynchronize(stream_);
+    for (void* p : held_) cudaFree(p);
+    cublasLtDestroy(lt_.handle);
+    cudaFree(lt_.workspace);
+    cudaStreamDestroy(stream_);
+  }
+  const Lt& lt() const { return lt_; }
+  cudaStream_t stream() const { return stream_; }
+
+  float* Zeros(int64_t n) {
+    void* p = nullptr;
+    MTB_CUDA_CHECK(cudaMalloc(&p, std::max<int64_t>(n, 1) * sizeof(float)));
+    MTB_CUDA_CHECK(cudaMemset(p, 0, std::max<int64_t>(n, 1) * sizeof(float)));
+    held_.push_back(p);
+    return static_cast<float*>(p);
+  }
+  float* Floats(const RefTensor& tensor) {
+    std::vector<float> host(tensor.values.begin(), tensor.values.end());
+    float* p = Zeros(tensor.numel());
+    MTB_CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(float),
+                              cudaMemcpyHostToDevice));
+    return p;
+  }
+  int32_t* Ints(const RefTensor& tensor) {
+    std::vector<int32_t> host(tensor.values.begin(), tensor.values.end());
+    void* p = nullptr;
+    MTB_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(host.size(), 1) * sizeof(int32_t)));
+    held_.push_back(p);
+    MTB_CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(int32_t),
+                              cudaMemcpyHostToDevice));
+    return static_cast<int32_t*>(p);
+  }
+  std::vector<double> Back(const float* device, int64_t n) {
+    MTB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    MTB_CUDA_CHECK(cudaGetLastError());
+    std::vector<float> host(n);
+    MTB_CUDA_CHECK(cudaMemcpy(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return std::vector<double>(host.begin(), host.end());
+  }
+
+ private:
+  Lt lt_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<void*> held_;
+};
+
+// dqkv (N, 3D) rows -> the (N, D) part `which` (0 q, 1 k, 2 v).
+std::vector<double> QkvPart(const std::vector<double>& dqkv, int64_t n, int64_t d, int which) {
+  std::vector<double> part(n * d);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < d; ++c) part[r * d + c] = dqkv[r * 3 * d + which * d + c];
+  }
+  return part;
+}
+
 }  // namespace
+
+std::string RunReferenceKernel(const KernelRef& kernel, bool planted_off_by_one,
+                               std::map<std::string, std::vector<double>>* outputs) {
+  std::string missing;
+  auto in = [&](const std::string& name) -> const RefTensor& {
+    static const RefTensor kEmpty;
+    const RefTensor* t = kernel.Input(name);
+    if (t == nullptr) {
+      if (missing.empty()) missing = "no input " + name;
+      return kEmpty;
+    }
+    return *t;
+  };
+  auto dim = [&](const std::string& name, int i) -> int64_t {
+    const RefTensor& t = in(name);
+    return i < static_cast<int>(t.shape.size()) ? t.shape[i] : 0;
+  };
+  const std::string& k = kernel.name;
+  // Every input a kernel reads, checked before anything runs.
+  const std::map<std::string, std::vector<std::string>> needs = {
+      {"embedding_forward", {"tokens", "wte", "wpe"}},
+      {"embedding_backward", {"tokens", "dout", "vocab"}},
+      {"layernorm_forward", {"x", "weight", "bias"}},
+      {"layernorm_backward", {"dout", "x", "weight", "mean", "rstd"}},
+      {"linear_forward", {"x", "weight", "bias"}},
+      {"linear_backward", {"x", "weight", "dy"}},
+      {"gelu_forward", {"x"}},
+      {"gelu_backward", {"x", "dy"}},
+      {"causal_softmax_forward", {"scores"}},
+      {"causal_softmax_backward", {"att", "datt"}},
+      {"attention_forward", {"qkv", "n_heads"}},
+      {"attention_backward", {"qkv", "att", "dy", "n_heads"}},
+      {"classifier", {"logits", "targets"}},
+      {"grad_norm_clip_adamw",
+       {"p", "g", "m", "v", "tensor_numel", "tensor_decay", "settings"}},
+  };
+  auto need = needs.find(k);
+  if (need == needs.end()) return "no device implementation of kernel " + k;
+  for (const std::string& name : need->second) in(name);
+  if (!missing.empty()) return missing;
+
+  ScratchBuffers s;
+  const cudaStream_t st = s.stream();
+  const int planted = planted_off_by_one ? 1 : 0;
+  if (k == "embedding_forward") {
+    const int64_t b = dim("tokens", 0), t = dim("tokens", 1), d = dim("wte", 1);
+    float* out = s.Zeros(b * t * d);
+    EmbeddingForward<<<Blocks(b * t * d), kThreads, 0, st>>>(
+        out, s.Ints(in("tokens")), s.Floats(in("wte")), s.Floats(in("wpe")), b * t, t, d);
+    (*outputs)["out"] = s.Back(out, b * t * d);
+  } else if (k == "embedding_backward") {
+    const int64_t b = dim("tokens", 0), t = dim("tokens", 1), d = dim("dout", 2);
+    const int64_t v = static_cast<int64_t>(in("vocab").values.at(0));
+    float* dwte = s.Zeros(v * d);
+    float* dwpe = s.Zeros(t * d);
+    const int32_t* tokens = s.Ints(in("tokens"));
+    const float* dout = s.Floats(in("dout"));
+    TokenEmbeddingBackward<<<Blocks(b * t * d), kThreads, 0, st>>>(dwte, tokens, dout, b * t, d);
+    PositionEmbeddingBackward<<<Blocks(t * d), kThreads, 0, st>>>(dwpe, dout, b, t, d);
+    (*outputs)["dwte"] = s.Back(dwte, v * d);
+    (*outputs)["dwpe"] = s.Back(dwpe, t * d);
+  } else if (k == "layernorm_forward") {
+    const int64_t n = dim("x", 0), c = dim("x", 1);
+    float *y = s.Zeros(n * c), *mean = s.Zeros(n), *rstd = s.Zeros(n);
+    LayerNormForward<<<Blocks(n, kWarpsPerBlock), kThreads, 0, st>>>(
+        y, mean, rstd, s.Floats(in("x")), s.Floats(in("weight")), s.Floats(in("bias")), n,
+        static_cast<int>(c));
+    (*outputs)["y"] = s.Back(y, n * c);
+    (*outputs)["mean"] = s.Back(mean, n);
+    (*outputs)["rstd"] = s.Back(rstd, n);
+  } else if (k == "layernorm_backward") {
+    const int64_t n = dim("x", 0), c = dim("x", 1);
+    float *dx = s.Zeros(n * c), *dw = s.Zeros(c), *db = s.Zeros(c);
+    const float *dout = s.Floats(in("dout")), *x = s.Floats(in("x")),
+                *w = s.Floats(in("weight")), *mean = s.Floats(in("mean")),
+                *rstd = s.Floats(in("rstd"));
+    LayerNormBackwardInput<<<Blocks(n, kWarpsPerBlock), kThreads, 0, st>>>(
+        dx, dout, x, w, mean, rstd, n, static_cast<int>(c));
+    LayerNormBackwardWeights<<<Blocks(c), kThreads, 0, st>>>(dw, db, dout, x, mean, rstd, n,
+                                                             static_cast<int>(c));
+    (*outputs)["dx"] = s.Back(dx, n * c);
+    (*outputs)["dweight"] = s.Back(dw, c);
+    (*outputs)["dbias"] = s.Back(db, c);
+  } else if (k == "linear_forward") {
+    const int64_t rows = dim("x", 0), in_f = dim("x", 1), out_f = dim("weight", 0);
+    float* y = s.Zeros(rows * out_f);
+    LinearForward(s.lt(), st, y, s.Floats(in("x")), s.Floats(in("weight")),
+                  s.Floats(in("bias")), rows, in_f, out_f);
+    (*outputs)["y"] = s.Back(y, rows * out_f);
+  } else if (k == "linear_backward") {
+    const int64_t rows = dim("x", 0), in_f = dim("x", 1), out_f = dim("weight", 0);
+    float *dx = s.Zeros(rows * in_f), *dw = s.Zeros(out_f * in_f), *db = s.Zeros(out_f);
+    LinearBackward(s.lt(), st, dx, dw, db, s.Floats(in("dy")), s.Floats(in("x")),
+                   s.Floats(in("weight")), rows, in_f, out_f);
+    (*outputs)["dx"] = s.Back(dx, rows * in_f);
+    (*outputs)["dweight"] = s.Back(dw, out_f * in_f);
+    (*outputs)["dbias"] = s.Back(db, out_f);
+  } else if (k == "gelu_forward") {
+    const int64_t n = in("x").numel();
+    float* y = s.Zeros(n);
+    GeluForward<<<Blocks(n), kThreads, 0, st>>>(y, s.Floats(in("x")), n);
+    (*outputs)["y"] = s.Back(y, n);
+  } else if (k == "gelu_backward") {
+    const int64_t n = in("x").numel();
+    float* d = s.Floats(in("dy"));
+    GeluBackward<<<Blocks(n), kThreads, 0, st>>>(d, s.Floats(in("x")), n);
+    (*outputs)["dx"] = s.Back(d, n);
+  } else if (k == "causal_softmax_forward") {
+    const int64_t t = dim("scores", 3), rows = in("scores").numel() / std::max<int64_t>(t, 1);
+    float* att = s.Zeros(rows * t);
+    CausalSoftmaxForward<<<Blocks(rows, kWarpsPerBlock), kThreads, 0, st>>>(
+        att, s.Floats(in("scores")), rows, static_cast<int>(t), planted);
+    (*outputs)["att"] = s.Back(att, rows * t);
+  } else if (k == "causal_softmax_backward") {
+    const int64_t t = dim("att", 3), rows = in("att").numel() / std::max<int64_t>(t, 1);
+    float* d = s.Floats(in("datt"));
+    CausalSoftmaxBackward<<<Blocks(rows, kWarpsPerBlock), kThreads, 0, st>>>(
+        d, s.Floats(in("att")), rows, static_cast<int>(t));
+    (*outputs)["dscores"] = s.Back(d, rows * t);
+  } else if (k == "attention_forward" || k == "attention_backward") {
+    const int64_t b = dim("qkv", 0), t = dim("qkv", 1), d = dim("qkv", 2) / 3;
+    const int64_t h = static_cast<int64_t>(in("n_heads").values.at(0));
+    if (h <= 0 || d % h != 0) return "n_heads does not divide the width";
+    const int64_t hs = d / h, n = b * t;
+    const float* qkv = s.Floats(in("qkv"));
+    float *q = s.Zeros(n * d), *kk = s.Zeros(n * d), *v = s.Zeros(n * d);
+    float* scores = s.Zeros(b * h * t * t);
+    if (k == "attention_forward") {
+      float *att = s.Zeros(b * h * t * t), *heads = s.Zeros(n * d), *y = s.Zeros(n * d);
+      AttentionForward(s.lt(), st, y, qkv, q, kk, v, scores, att, heads, b, t, h, hs,
+                       planted);
+      (*outputs)["y"] = s.Back(y, n * d);
+      (*outputs)["att"] = s.Back(att, b * h * t * t);
+    } else {
+      SplitHeads<<<Blocks(n * d), kThreads, 0, st>>>(q, kk, v, qkv, b, t, h, hs);
+      float *dqkv = s.Zeros(n * 3 * d), *d_heads = s.Zeros(n * d), *dq = s.Zeros(n * d),
+            *dk = s.Zeros(n * d), *dv = s.Zeros(n * d);
+      AttentionBackward(s.lt(), st, dqkv, s.Floats(in("dy")), q, kk, v, s.Floats(in("att")),
+                        scores, d_heads, dq, dk, dv, b, t, h, hs);
+      const std::vector<double> all = s.Back(dqkv, n * 3 * d);
+      (*outputs)["dq"] = QkvPart(all, n, d, 0);
+      (*outputs)["dk"] = QkvPart(all, n, d, 1);
+      (*outputs)["dv"] = QkvPart(all, n, d, 2);
+    }
+  } else if (k == "classifier") {
+    const int64_t n = dim("logits", 0), v = dim("logits", 1);
+    float* logits = s.Floats(in("logits"));
+    float* losses = s.Zeros(n);
+    FusedClassifier<<<static_cast<int>(n), kThreads, 0, st>>>(
+        logits, losses, s.Ints(in("targets")), n, static_cast<int>(v));
+    (*outputs)["losses"] = s.Back(losses, n);
+    (*outputs)["dlogits"] = s.Back(logits, n * v);
+  } else if (k == "grad_norm_clip_adamw") {
+    const std::vector<double>& settings = in("settings").values;
+    if (settings.size() != 7) return "settings: want 7 values";
+    std::vector<DeviceTensor> tensors;
+    int64_t offset = 0;
+    for (size_t i = 0; i < in("tensor_numel").values.size(); ++i) {
+      DeviceTensor tensor;
+      tensor.offset = offset;
+      tensor.numel = static_cast<int64_t>(in("tensor_numel").values[i]);
+      tensor.weight_decay = in("tensor_decay").values.at(i) != 0;
+      offset += tensor.numel;
+      tensors.push_back(tensor);
+    }
+    const int64_t n = in("p").numel();
+    if (offset != n) return "tensor_numel does not add up to p's size";
+    AdamWSettings adamw;
+    adamw.beta1 = settings[3];
+    adamw.beta2 = settings[4];
+    adamw.eps = settings[5];
+    adamw.weight_decay = settings[6];
+    float *p = s.Floats(in("p")), *m = s.Floats(in("m")), *v = s.Floats(in("v"));
+    float* partials = s.Zeros(kNormPartials);
+    std::vector<float> host_partials(kNormPartials);
+    StepStats stats;
+    OptimizerStep(st, p, s.Floats(in("g")), m, v, n, tensors, adamw, partials,
+                  host_partials.data(), static_cast<int64_t>(settings[0]), settings[1],
+                  settings[2], &stats);
+    (*outputs)["grad_norm"] = {stats.grad_norm};
+    (*outputs)["p"] = s.Back(p, n);
+    (*outputs)["m"] = s.Back(m, n);
+    (*outputs)["v"] = s.Back(v, n);
+  }
+  return "";
+}
 
 std::string ProbeDevice(DeviceInfo* info) {
   int count = 0;

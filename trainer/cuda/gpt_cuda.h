@@ -14,9 +14,12 @@
 #define MTB_TRAINER_CUDA_GPT_CUDA_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "trainer/cuda/kernel_refs.h"
 
 namespace mtb {
 namespace cuda {
@@ -88,6 +91,15 @@ std::unique_ptr<GptCuda> CreateGptCuda(
     const GptDims& dims, const std::vector<DeviceTensor>& tensors,
     const float* initial_parameters, int64_t total,
     const AdamWSettings& adamw, std::string* error);
+
+// Runs one kernel of the per-kernel reference folder (kernel_refs.h) on
+// device 0 through the same kernels, products and helpers the step uses, and
+// fills (*outputs) with every output the kernel names. planted_off_by_one
+// makes the causal softmax let each query see one future key (kernel_check's
+// negative case). "" or why the kernel could not run (an unknown kernel, a
+// missing input).
+std::string RunReferenceKernel(const KernelRef& kernel, bool planted_off_by_one,
+                               std::map<std::string, std::vector<double>>* outputs);
 
 }  // namespace cuda
 }  // namespace mtb
