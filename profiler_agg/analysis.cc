@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/base/stats.h"
 #include "common/report/report.h"
 #include "common/results/atomic_file.h"
@@ -62,6 +64,15 @@ bool IsGradientOp(const std::string& op) {
   return op == "all_reduce" || op == "reduce_scatter";
 }
 
+// A pipelined run's per-micro-batch span (trainer/pipeline: "forward" or
+// "backward" with args stage and micro_batch).
+struct StageSpan {
+  Interval at;  // aligned
+  int stage = -1;
+  int micro_batch = -1;
+  bool forward = true;
+};
+
 struct RankView {
   std::map<int, Interval> steps;                       // aligned
   std::map<std::string, double> phase_total_us;        // per phase name
@@ -69,7 +80,27 @@ struct RankView {
   std::vector<Interval> compute, in_flight;            // aligned, raw
   std::vector<Collective> collectives;                 // by issue time
   std::vector<double> backward_begins;                 // aligned, sorted
+  std::vector<StageSpan> stage_spans;                  // aligned
 };
+
+// The stage span `e` is, if it is one.
+std::optional<StageSpan> StageSpanOf(const TraceEvent& e, const Interval& at) {
+  if (e.cat() != "compute" || (e.name() != "forward" && e.name() != "backward")) {
+    return std::nullopt;
+  }
+  auto stage = e.args().find("stage");
+  auto micro_batch = e.args().find("micro_batch");
+  StageSpan span;
+  span.at = at;
+  span.forward = e.name() == "forward";
+  if (stage == e.args().end() || micro_batch == e.args().end() ||
+      !absl::SimpleAtoi(stage->second, &span.stage) ||
+      !absl::SimpleAtoi(micro_batch->second, &span.micro_batch) || span.stage < 0 ||
+      span.micro_batch < 0) {
+    return std::nullopt;
+  }
+  return span;
+}
 
 RankView ViewOf(const RankTrace& t) {
   RankView view;
@@ -92,6 +123,7 @@ RankView ViewOf(const RankTrace& t) {
       }
       if (e.cat() == "compute") view.compute.push_back(at);
       if (e.cat() == "compute" && e.name() == "backward") view.backward_begins.push_back(at.begin);
+      if (std::optional<StageSpan> span = StageSpanOf(e, at)) view.stage_spans.push_back(*span);
     } else if (e.cat() == "collective") {
       view.in_flight.push_back(at);
       Collective c;
@@ -117,6 +149,114 @@ absl::Status Bad(const std::string& path, const std::string& why) {
 std::string OverlapText(double in_flight_ms, double ratio) {
   if (in_flight_ms <= 0) return "n/a (no communication)";
   return absl::StrFormat("%.1f%%", 100 * ratio);
+}
+
+
+// The spans of `view` that begin inside its step `step` (none without it).
+std::vector<StageSpan> SpansInStep(const RankView& view, int step) {
+  std::vector<StageSpan> spans;
+  auto own = view.steps.find(step);
+  if (own == view.steps.end()) return spans;
+  for (const StageSpan& span : view.stage_spans) {
+    if (span.at.begin >= own->second.begin && span.at.begin <= own->second.end) {
+      spans.push_back(span);
+    }
+  }
+  return spans;
+}
+
+// Most micro-batches with a forward begun and a backward not yet ended at
+// once (one rank's spans run one at a time).
+int PeakInFlight(std::vector<StageSpan> spans) {
+  std::sort(spans.begin(), spans.end(), [](const StageSpan& a, const StageSpan& b) {
+    return a.at.begin < b.at.begin;
+  });
+  int live = 0, peak = 0;
+  for (const StageSpan& span : spans) {
+    if (span.forward) {
+      peak = std::max(peak, ++live);
+    } else {
+      --live;
+    }
+  }
+  return peak;
+}
+
+// Pipelined runs: rank r runs stage r / dp of pipeline r % dp
+// (trainer/pipeline/pipeline_training.h), with p stages and m micro-batches
+// read off the spans. Per traced step and pipeline, the window is from its
+// stages' first span to their last; each stage's idle time is the window
+// less the union of its own spans.
+void AnalyzePipeline(const std::vector<RankView>& views, ProfilerAggResult* result) {
+  const int n = static_cast<int>(views.size());
+  int p = 0, m = 0;
+  bool any = false;
+  for (const RankView& v : views) {
+    for (const StageSpan& span : v.stage_spans) {
+      any = true;
+      p = std::max(p, span.stage + 1);
+      m = std::max(m, span.micro_batch + 1);
+    }
+  }
+  if (!any) return;
+  if (n % p != 0) {
+    result->set_pipeline_note(absl::StrCat("spans name ", p, " stages, which do not divide the ",
+                                           n, " ranks: no bubble figures"));
+    return;
+  }
+  const int dp = n / p;
+  for (int r = 0; r < n; ++r) {
+    for (const StageSpan& span : views[r].stage_spans) {
+      if (span.stage != r / dp) {
+        result->set_pipeline_note(absl::StrCat(
+            "rank ", r, " has spans of stage ", span.stage, ", not of stage ", r / dp,
+            " (rank / dp with dp = ", dp, "): no bubble figures"));
+        return;
+      }
+    }
+  }
+  result->set_pipeline_stages(p);
+  result->set_pipeline_micro_batches(m);
+  std::vector<double> idle_us(p, 0), window_us(p, 0);
+  std::vector<int> windows(p, 0), peak(p, 0);
+  for (const auto& [step, unused] : views.front().steps) {
+    for (int d = 0; d < dp; ++d) {
+      std::vector<std::vector<StageSpan>> spans(p);
+      double begin = 0, end = 0;
+      bool seen = false;
+      for (int s = 0; s < p; ++s) {
+        spans[s] = SpansInStep(views[s * dp + d], step);
+        for (const StageSpan& span : spans[s]) {
+          begin = seen ? std::min(begin, span.at.begin) : span.at.begin;
+          end = seen ? std::max(end, span.at.end) : span.at.end;
+          seen = true;
+        }
+      }
+      if (!seen || end <= begin) continue;
+      for (int s = 0; s < p; ++s) {
+        std::vector<Interval> busy;
+        for (const StageSpan& span : spans[s]) busy.push_back(span.at);
+        idle_us[s] += (end - begin) - trace::Length(trace::Union(busy));
+        window_us[s] += end - begin;
+        ++windows[s];
+        peak[s] = std::max(peak[s], PeakInFlight(spans[s]));
+      }
+    }
+  }
+  for (int s = 0; s < p; ++s) {
+    PipelineStageStats* stats = result->add_pipeline();
+    stats->set_stage(s);
+    for (int d = 0; d < dp; ++d) stats->add_ranks(s * dp + d);
+    if (windows[s] > 0) {
+      stats->set_window_ms(window_us[s] / windows[s] / 1000.0);
+      stats->set_idle_ms(idle_us[s] / windows[s] / 1000.0);
+      stats->set_measured_bubble_fraction(window_us[s] > 0 ? idle_us[s] / window_us[s] : 0);
+    }
+    stats->set_closed_form_bubble_fraction(static_cast<double>(p - 1) / (m + p - 1));
+    stats->set_peak_in_flight(peak[s]);
+    stats->set_gpipe_bound(m);
+    stats->set_one_f_one_b_bound(std::min(p - s, m));
+  }
 }
 
 }  // namespace
@@ -335,6 +475,7 @@ ProfilerAggResult Analyze(const std::vector<RankTrace>& traces) {
   result.set_exposed_ms(exposed / 1000.0);
   result.set_in_flight_ms(in_flight / 1000.0);
   result.set_overlap_ratio(in_flight > 0 ? (in_flight - exposed) / in_flight : 0);
+  AnalyzePipeline(views, &result);
   return result;
 }
 
@@ -453,6 +594,34 @@ std::string RenderMarkdown(const ProfilerAggResult& result,
                   "\nAll ranks: ", FormatSignificant(result.in_flight_ms(), 3), " ms in flight, ",
                   FormatSignificant(result.exposed_ms(), 3), " ms exposed, overlap ",
                   OverlapText(result.in_flight_ms(), result.overlap_ratio()), ".\n");
+  if (result.pipeline_size() > 0) {
+    absl::StrAppend(
+        &md, "\n## Pipeline: ", result.pipeline_stages(), " stages, ",
+        result.pipeline_micro_batches(),
+        " micro-batches\n\nBubble: each stage's idle share of the pipeline's window (its "
+        "stages' first forward to their last backward, per step), next to the closed form "
+        "(p-1)/(m+p-1), which assumes equal stages and free messages. In flight: most "
+        "micro-batches holding activations at once (forward begun, backward not ended), "
+        "next to GPipe's bound m and 1F1B's min(p-stage, m).\n\n");
+    MarkdownTable stages;
+    stages.headers = {"stage", "ranks", "window ms", "idle ms", "bubble measured",
+                      "bubble (p-1)/(m+p-1)", "in flight (peak)", "GPipe bound",
+                      "1F1B bound"};
+    stages.align = {Align::kLeft,  Align::kLeft,  Align::kRight, Align::kRight, Align::kRight,
+                    Align::kRight, Align::kRight, Align::kRight, Align::kRight};
+    for (const PipelineStageStats& s : result.pipeline()) {
+      stages.rows.push_back(
+          {absl::StrCat(s.stage()), absl::StrJoin(s.ranks(), ","),
+           FormatSignificant(s.window_ms(), 3), FormatSignificant(s.idle_ms(), 3),
+           absl::StrFormat("%.1f%%", 100 * s.measured_bubble_fraction()),
+           absl::StrFormat("%.1f%%", 100 * s.closed_form_bubble_fraction()),
+           absl::StrCat(s.peak_in_flight()), absl::StrCat(s.gpipe_bound()),
+           absl::StrCat(s.one_f_one_b_bound())});
+    }
+    absl::StrAppend(&md, stages.Render());
+  } else if (!result.pipeline_note().empty()) {
+    absl::StrAppend(&md, "\n## Pipeline\n\n", result.pipeline_note(), "\n");
+  }
   if (!timeline_svg_name.empty()) {
     absl::StrAppend(&md, "\n![one step's timeline](", timeline_svg_name, ")\n");
   }

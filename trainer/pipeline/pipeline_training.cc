@@ -25,6 +25,7 @@
 #include "trainer/config.h"
 #include "trainer/exact.h"
 #include "trainer/metrics.h"
+#include "trainer/run/run_report.h"
 #include "trainer/strategy.h"
 #include "trainer/trainer.h"
 
@@ -359,6 +360,11 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
   info->set_flops_parameter_count(model.FlopsParameterCount());
   info->set_flops_per_token(model.FlopsPerToken());
   info->set_tokens_per_step(tokens_per_step);
+  // --peak_flops, or the GEMMs measured on every rank at once, as other runs
+  // (trainer/run/run_report.h): MFU reads 0 without a peak.
+  ASSIGN_OR_RETURN(*result.mutable_peak_flops(),
+                   JobPeakFlops(config, rank, communicator, "pipeline"));
+  const double job_peak = result.peak_flops().job_flops_per_second();
   if (rank.rank == 0) {
     const PipelineOptions options = PipelineOptionsOf(config).value();
     LOG(INFO) << "pipeline: " << options.stages << " stages, "
@@ -380,6 +386,10 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
     ASSIGN_OR_RETURN(StepRecord record,
                      CallGuarded(absl::StrCat("step ", step),
                                  [&] { return stage->Step(step, data); }));
+    if (job_peak > 0) {
+      record.set_mfu(record.tokens_per_second() * info->flops_per_token() /
+                     job_peak);
+    }
     if (traced) {
       hooks.trace->AddSpan(absl::StrCat("ProfilerStep#", step), "step",
                            trace::kComputeTrack, step_begin, absl::Now(),

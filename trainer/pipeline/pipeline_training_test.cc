@@ -212,5 +212,48 @@ TEST_F(PipelineTraining, UnsummedTiedEmbeddingFailsTheComparison) {
   EXPECT_TRUE(comparison.FailedParameter("wte")) << comparison.Describe();
 }
 
+
+// MFU under --pp: the peak as other runs take it, --peak_flops or the GEMMs
+// measured on every rank (it read 0 when the pipelined loop set no peak).
+TEST_F(PipelineTraining, MfuHasAPeakWithAndWithoutPeakFlops) {
+  for (const double given : {1e12, 0.0}) {
+    SCOPED_TRACE(testing::Message() << "--peak_flops=" << given);
+    TrainConfig config = PipelineTestConfig();
+    config.set_steps(2);
+    config.set_peak_flops(given);
+    config.set_pp(2);
+    config.set_pp_schedule("1f1b");
+    config.set_pp_microbatches(2);
+    const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
+                                        config.seq_len());
+    TrainResult result;
+    const absl::Status ran = collective::RunRanksAsThreads(
+        2, [&](collective::Communicator& communicator) {
+          absl::StatusOr<TrainResult> mine = RunPipelineTraining(
+              config, RankInfo{communicator.rank(), 2}, &communicator, *data,
+              RunHooks{});
+          ASSERT_TRUE(mine.ok()) << mine.status();
+          if (communicator.rank() == 0) result = *mine;
+        });
+    ASSERT_TRUE(ran.ok()) << ran;
+    ASSERT_EQ(result.runs_size(), 1);
+    const PeakFlops& peak = result.peak_flops();
+    if (given > 0) {
+      EXPECT_EQ(peak.source(), "--peak_flops");
+      EXPECT_EQ(peak.job_flops_per_second(), 2 * given);
+    } else {
+      EXPECT_EQ(peak.source().rfind("measured: ", 0), 0u) << peak.source();
+      EXPECT_GT(peak.job_flops_per_second(), 0);
+    }
+    EXPECT_GT(result.summary().mfu(), 0);
+    EXPECT_DOUBLE_EQ(result.summary().mfu(),
+                     result.summary().model_flops_per_second() /
+                         peak.job_flops_per_second());
+    for (const StepRecord& step : result.runs(0).steps()) {
+      EXPECT_GT(step.mfu(), 0) << "step " << step.step();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mtb::pipeline

@@ -75,6 +75,13 @@ void LogStart(const TrainConfig& config, const RankInfo& rank,
 absl::StatusOr<PeakFlops> JobPeakFlops(const TrainConfig& config,
                                        const RankInfo& rank,
                                        Strategy& strategy) {
+  return JobPeakFlops(config, rank, strategy.communicator(), strategy.name());
+}
+
+absl::StatusOr<PeakFlops> JobPeakFlops(const TrainConfig& config,
+                                       const RankInfo& rank,
+                                       collective::Communicator* communicator,
+                                       const std::string& who) {
   PeakFlops peak;
   if (config.peak_flops() > 0) {
     peak.set_rank_flops_per_second(config.peak_flops());
@@ -93,14 +100,13 @@ absl::StatusOr<PeakFlops> JobPeakFlops(const TrainConfig& config,
   const GemmSpeed* blas = FastestGemm(speeds, "blas");
   CHECK(fastest != nullptr);
   ASSIGN_OR_RETURN(const double job_flops,
-                   ReduceScalarOverRanks(strategy.communicator(),
-                                         fastest->flops_per_second,
-                                         ScalarReduction::kSum, strategy.name()));
+                   ReduceScalarOverRanks(communicator, fastest->flops_per_second,
+                                         ScalarReduction::kSum, who));
   ASSIGN_OR_RETURN(const double blas_job_flops,
                    ReduceScalarOverRanks(
-                       strategy.communicator(),
+                       communicator,
                        blas == nullptr ? 0.0 : blas->flops_per_second,
-                       ScalarReduction::kSum, strategy.name()));
+                       ScalarReduction::kSum, who));
   peak.set_rank_flops_per_second(job_flops / rank.world_size);
   peak.set_job_flops_per_second(job_flops);
   peak.set_blas_rank_flops_per_second(blas_job_flops / rank.world_size);

@@ -35,6 +35,12 @@ void LogStart(const TrainConfig& config, const RankInfo& rank,
 absl::StatusOr<PeakFlops> JobPeakFlops(const TrainConfig& config,
                                        const RankInfo& rank,
                                        Strategy& strategy);
+// The same over `communicator` (the pipelined loop's, which has no
+// strategy); `who` prefixes errors.
+absl::StatusOr<PeakFlops> JobPeakFlops(const TrainConfig& config,
+                                       const RankInfo& rank,
+                                       collective::Communicator* communicator,
+                                       const std::string& who);
 
 void FillStrategyInfo(const Strategy& strategy, const GptModel& model,
                       StrategyInfo* info);
