@@ -228,8 +228,8 @@ FIGURES = [
     },
     {
         "name": "allreduce_sweep",
-        "title": "Gloo all-reduce on 2 ranks from 1 KiB to 16 MiB: time and busbw, where latency "
-                 "gives way to bandwidth (the guide's Q11)",
+        "title": "all-reduce on 2 ranks over the default transport, from 1 KiB to 16 MiB: time and "
+                 "busbw, where latency gives way to bandwidth (the guide's Q11)",
         "command": "./bazelw run //comm_bench -- --nproc=2 --ops=all_reduce --minbytes=1K "
                    "--maxbytes=16M --stepfactor=4 --iters=20 --warmup_iters=5 "
                    "--out={out}/allreduce_sweep.json --markdown={out}/allreduce_sweep.md",
