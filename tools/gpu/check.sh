@@ -3,9 +3,7 @@
 # Run on the GPU machine from a copy of the checkout that carries the binary
 # built here (docs/gpu.md):
 #
-#   ./bazelw build --config=cuda //trainer/cuda:trainer_cuda //trainer/cuda:kernel_check
-#   ./bazelw run //trainer/cuda:kernel_refs_dump -- "$PWD/tools/gpu/refs"
-#   mkdir -p tools/gpu/bin && cp -L bazel-bin/trainer/cuda/{trainer_cuda,kernel_check} tools/gpu/bin/
+#   tools/gpu/prepare.sh     # builds and copies tools/gpu/bin, writes tools/gpu/refs
 #   # on the GPU machine:
 #   tools/gpu/check.sh OUT_DIR
 #

@@ -2,8 +2,8 @@
 # tools/gpu/check.sh's own logic, on the CPU, with stand-ins for the two GPU
 # binaries (its first real run costs scarce GPU time, so a script bug must not
 # be found there): every check passes with good stand-ins; a loss off by 1e-3,
-# a planted off-by-one that passes, a failing kernel and a missing reference
-# folder each fail their check and the script's exit code; bad usage exits 2.
+# a planted off-by-one that passes and a failing kernel each fail their check
+# (and the exit code), as does a missing reference folder; bad usage exits 2.
 set -u
 script=tools/gpu/check.sh
 losses=tools/gpu/cpu_losses_small.txt
@@ -15,23 +15,28 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 cat > "$stubs/trainer_cuda" <<'EOF'
-#!/usr/bin/env python3
-# Stand-in trainer_cuda: refuses --fault (exit 2); the small run returns the
-# CPU losses (+ $STUB_SHIFT), the large one a falling loss.
-import json, os, sys
-args = sys.argv[1:]
-if any(a.startswith("--fault") for a in args):
-    print("trainer_cuda: --fault is not supported with --device=cuda", file=sys.stderr)
-    sys.exit(2)
-out = [a.split("=", 1)[1] for a in args if a.startswith("--out=")][0]
-if "--vocab_size=256" in args:
-    shift = float(os.environ.get("STUB_SHIFT", "0"))
-    losses = [float(l.split()[1]) + shift for l in open(os.environ["CPU_LOSSES"])
-              if l.strip() and not l.startswith("#")]
-else:
-    losses = [11.0 - 0.1 * i for i in range(12)]
-json.dump({"runs": [{"steps": [{"loss": l} for l in losses],
-                     "tokens_per_second": 1234.0}]}, open(out, "w"))
+#!/usr/bin/env bash
+# Stand-in trainer_cuda (bash and awk: a Python start costs seconds under
+# load): refuses --fault (exit 2); the small run returns the CPU losses
+# (+ $STUB_SHIFT), the large one a falling loss.
+out=""
+small=0
+for a in "$@"; do
+  case "$a" in
+    --fault*) echo "trainer_cuda: --fault is not supported with --device=cuda" >&2; exit 2 ;;
+    --out=*) out="${a#--out=}" ;;
+    --vocab_size=256) small=1 ;;
+  esac
+done
+if [[ $small == 1 ]]; then
+  awk -v shift="${STUB_SHIFT:-0}" '!/^#/ && NF == 2 { printf "%s%.17g", (n++ ? "," : ""), $2 + shift }' \
+    "$CPU_LOSSES" > "$out.losses"
+else
+  awk 'BEGIN { for (i = 0; i < 12; ++i) printf "%s%.17g", (i ? "," : ""), 11 - 0.1 * i }' > "$out.losses"
+fi
+awk '{ n = split($0, l, ","); printf "{\"runs\": [{\"tokens_per_second\": 1234.0, \"steps\": ["
+       for (i = 1; i <= n; ++i) printf "%s{\"loss\": %s}", (i > 1 ? ", " : ""), l[i]
+       print "]}]}" }' "$out.losses" > "$out"
 EOF
 
 cat > "$stubs/kernel_check" <<'EOF'
@@ -74,18 +79,14 @@ for check in kernels planted refusal small gpt2; do expect_line good "^PASS $che
 expect_line good "^PASS small max\|gpu-cpu\|=0 "
 [[ -s "$tmp/good/kernels.txt" && -s "$tmp/good/kernels_planted.txt" ]] || fail "good: kernel outputs not kept"
 
-run shifted STUB_SHIFT=1e-3
-[[ $code == 1 ]] || fail "shifted: exit $code, want 1"
-expect_line shifted "^FAIL small max\|gpu-cpu\|=0.001 "
-expect_line shifted "^PASS kernels "
-
-run plant_passes STUB_PLANT_PASSES=1
-[[ $code == 1 ]] || fail "plant_passes: exit $code, want 1"
-expect_line plant_passes "^FAIL planted exit 0, want 1"
-
-run kernel_fails STUB_KERNEL_FAIL=1
-[[ $code == 1 ]] || fail "kernel_fails: exit $code, want 1"
-expect_line kernel_fails "^FAIL kernels exit 1, 1 outputs failed, 1 passed"
+# Three faults at once, each failing its own check.
+run bad STUB_SHIFT=1e-3 STUB_PLANT_PASSES=1 STUB_KERNEL_FAIL=1
+[[ $code == 1 ]] || fail "bad: exit $code, want 1"
+expect_line bad "^FAIL small max\|gpu-cpu\|=0.001 "
+expect_line bad "^FAIL planted exit 1, want 1 with causal_softmax_forward/att failing"
+expect_line bad "^FAIL kernels exit 1, 1 outputs failed, 1 passed"
+expect_line bad "^PASS refusal "
+expect_line bad "^PASS gpt2 "
 
 run no_refs KERNEL_REFS="$tmp/absent"
 [[ $code == 1 ]] || fail "no_refs: exit $code, want 1"
