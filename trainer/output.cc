@@ -244,6 +244,34 @@ std::string RenderMarkdownReport(const TrainResult& result,
     }
     absl::StrAppend(&out, buckets.Render(), "\n");
   }
+  if (result.pipeline_stages_size() > 0) {
+    // docs/pipeline.md, "Memory".
+    absl::StrAppend(
+        &out, "## Pipeline stages\n\nActivations held per stage: micro-batches "
+              "in flight (forward run, backward not yet) next to GPipe's bound m "
+              "and 1F1B's min(p-stage, m); with one rank per process, the "
+              "counting allocator's bytes for one micro-batch and at the most "
+              "held (last step).\n\n");
+    MarkdownTable stages;
+    stages.headers = {"stage", "blocks", "parameters", "in flight (peak)",
+                      "GPipe bound", "1F1B bound", "one micro-batch",
+                      "activations at peak"};
+    stages.align = {Align::kRight, Align::kLeft, Align::kRight, Align::kRight,
+                    Align::kRight, Align::kRight, Align::kRight, Align::kRight};
+    for (const PipelineStageMemory& s : result.pipeline_stages()) {
+      const bool counted = s.micro_batch_activation_bytes() > 0;
+      stages.rows.push_back(
+          {absl::StrCat(s.stage()),
+           absl::StrCat(s.first_block(), "..", s.end_block() - 1),
+           absl::StrCat(s.owned_parameters()), absl::StrCat(s.peak_in_flight()),
+           absl::StrCat(s.gpipe_bound()), absl::StrCat(s.one_f_one_b_bound()),
+           counted ? Bytes(static_cast<double>(s.micro_batch_activation_bytes()))
+                   : "not counted",
+           counted ? Bytes(static_cast<double>(s.peak_activation_bytes()))
+                   : "not counted"});
+    }
+    absl::StrAppend(&out, stages.Render(), "\n");
+  }
   if (!svg_file_name.empty()) {
     absl::StrAppend(&out, "![loss curve](", svg_file_name, ")\n\n");
   }

@@ -10,6 +10,7 @@
 // keep this test's launches few. One process, one one-rank reference, seven
 // launches: the launches (not the training) are the cost, so the test is not
 // sharded.
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -68,6 +69,27 @@ void ExpectEqualsOneRank(int stages, const std::string& schedule,
   EXPECT_TRUE(comparison.ok()) << comparison.Describe();
   std::cout << "pp=" << stages << " " << schedule << " m=" << micro_batches
             << " vs 1 rank:\n" << comparison.Describe() << "\n";
+  // Activations per stage (docs/pipeline.md "Memory"): the micro-batches in
+  // flight are the schedule's bound (GPipe m, 1F1B min(p - s, m)), and with
+  // one rank per process the bytes held at the peak are that many
+  // micro-batches' (half a micro-batch either way for allocations of other
+  // threads), which tells 1F1B's p on stage 0 from GPipe's m.
+  ASSERT_EQ(pipelined.result.pipeline_stages_size(), stages);
+  for (const PipelineStageMemory& stage : pipelined.result.pipeline_stages()) {
+    SCOPED_TRACE(absl::StrCat("stage ", stage.stage()));
+    EXPECT_EQ(stage.peak_in_flight(), schedule == "gpipe"
+                                          ? stage.gpipe_bound()
+                                          : stage.one_f_one_b_bound());
+    EXPECT_EQ(stage.gpipe_bound(), micro_batches);
+    EXPECT_EQ(stage.one_f_one_b_bound(),
+              std::min(stages - stage.stage(), micro_batches));
+    const double one = static_cast<double>(stage.micro_batch_activation_bytes());
+    EXPECT_GT(one, 0) << "one rank per process: the allocator counts";
+    EXPECT_NEAR(static_cast<double>(stage.peak_activation_bytes()),
+                stage.peak_in_flight() * one, one / 2)
+        << "one micro-batch holds " << one << " bytes";
+    EXPECT_GT(stage.owned_parameters(), 0);
+  }
   if (micro_batches == 1) {
     for (int s = 0; s < one.result.runs(0).steps_size(); ++s) {
       EXPECT_EQ(pipelined.result.runs(0).steps(s).loss_bits(),

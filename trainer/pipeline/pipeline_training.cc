@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "common/base/flags.h"
 #include "common/base/status.h"
+#include "common/libtorch/counting_allocator.h"
 #include "common/collective/communicator.h"
 #include "common/libtorch/torch_status.h"
 #include "common/nn/layers.h"
@@ -26,6 +27,7 @@
 #include "trainer/exact.h"
 #include "trainer/metrics.h"
 #include "trainer/run/run_report.h"
+#include "trainer/strategy/scalars.h"
 #include "trainer/strategy.h"
 #include "trainer/trainer.h"
 
@@ -72,6 +74,12 @@ int PipelineStage::OwnerOf(int parameter) const {
   }
   LOG(FATAL) << "parameter " << parameter << " is in no stage";
   return -1;
+}
+
+int64_t PipelineStage::owned_parameters() const {
+  int64_t elements = 0;
+  for (const FlatAdamW::Range& range : owned_ranges_) elements += range.numel;
+  return elements;
 }
 
 absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
@@ -162,6 +170,16 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   std::vector<at::Tensor> inputs(m), outputs(m);
   std::vector<double> losses(m, 0);
   std::vector<collective::CollectiveHandle> sends;
+  // Activation sends by micro-batch: waited for once their gradient arrives
+  // (the next stage has received them), so that the output's storage is
+  // freed with the rest of the micro-batch's activations.
+  std::vector<std::optional<collective::CollectiveHandle>> activation_sends(m);
+  // Activations held: micro-batches in flight, and with the counting
+  // allocator the bytes above the step's start after each forward.
+  memory_ = {};
+  const bool counted = CountingCpuAllocatorInstalled();
+  const int64_t base_bytes = counted ? CpuMemory().current_bytes : 0;
+  int in_flight = 0;
   auto shape = [&] {
     return std::vector<int64_t>{samples, config_.seq_len(), config_.d_model()};
   };
@@ -192,9 +210,18 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
       } else {
         span.reset();
         outputs[j] = output;
-        sends.push_back(pipe_->SendAsync(output.detach().contiguous(), stage_ + 1,
-                                                 ActivationTag(j)));
+        activation_sends[j] = pipe_->SendAsync(output.detach().contiguous(),
+                                              stage_ + 1, ActivationTag(j));
         traffic_.activation_bytes += output.numel() * 4;
+      }
+      memory_.peak_in_flight = std::max(memory_.peak_in_flight, ++in_flight);
+      if (counted) {
+        // Input-gradient messages still being sent hold their storage until
+        // the step's end: not activations.
+        const int64_t held =
+            CpuMemory().current_bytes - base_bytes - traffic_.gradient_bytes;
+        if (memory_.micro_batch_bytes == 0) memory_.micro_batch_bytes = held;
+        memory_.peak_bytes = std::max(memory_.peak_bytes, held);
       }
       record.set_forward_ms(record.forward_ms() + watch.ElapsedMs());
       continue;
@@ -207,6 +234,10 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
     } else {
       at::Tensor gradient = at::empty(shape(), at::kFloat);
       RETURN_IF_ERROR(pipe_->Recv(gradient, stage_ + 1, GradientTag(j)));
+      if (activation_sends[j].has_value()) {
+        RETURN_IF_ERROR(activation_sends[j]->Wait());
+        activation_sends[j].reset();
+      }
       const trace::ScopedSpan span(trace_, "backward", "compute", span_args);
       outputs[j].backward(gradient);
     }
@@ -219,9 +250,13 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
     // The micro-batch's activations are freed here (1F1B's memory bound).
     outputs[j] = at::Tensor();
     inputs[j] = at::Tensor();
+    --in_flight;
     record.set_backward_ms(record.backward_ms() + watch.ElapsedMs());
   }
   for (collective::CollectiveHandle& send : sends) RETURN_IF_ERROR(send.Wait());
+  for (std::optional<collective::CollectiveHandle>& send : activation_sends) {
+    if (send.has_value()) RETURN_IF_ERROR(send->Wait());
+  }
 
   // pp x dp: the stage's gradient averaged over its data-parallel group
   // (ddp's arithmetic, after backward rather than overlapped with it).
@@ -406,6 +441,35 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
     if (step == 1 && hooks.after_first_step) {
       RETURN_IF_ERROR(hooks.after_first_step());
     }
+  }
+  // Each stage's activations next to the bounds, from its first replica's
+  // last step (collective: every rank sends its row).
+  const StageMemory& memory = stage->last_memory();
+  ASSIGN_OR_RETURN(
+      const std::vector<double> rows,
+      GatherScalarsOverRanks(
+          communicator,
+          {static_cast<double>(stage->view().first_block),
+           static_cast<double>(stage->view().end_block),
+           static_cast<double>(stage->owned_parameters()),
+           static_cast<double>(memory.peak_in_flight),
+           static_cast<double>(memory.micro_batch_bytes),
+           static_cast<double>(memory.peak_bytes)},
+          "pipeline"));
+  const int dp = rank.world_size / config.pp();
+  const int micro_batches = config.pp_microbatches();
+  for (int s = 0; s < config.pp(); ++s) {
+    const double* row = &rows[static_cast<size_t>(s) * dp * 6];
+    PipelineStageMemory* stage_memory = result.add_pipeline_stages();
+    stage_memory->set_stage(s);
+    stage_memory->set_first_block(static_cast<int64_t>(row[0]));
+    stage_memory->set_end_block(static_cast<int64_t>(row[1]));
+    stage_memory->set_owned_parameters(static_cast<int64_t>(row[2]));
+    stage_memory->set_peak_in_flight(static_cast<int>(row[3]));
+    stage_memory->set_gpipe_bound(micro_batches);
+    stage_memory->set_one_f_one_b_bound(std::min(config.pp() - s, micro_batches));
+    stage_memory->set_micro_batch_activation_bytes(static_cast<int64_t>(row[4]));
+    stage_memory->set_peak_activation_bytes(static_cast<int64_t>(row[5]));
   }
   run->set_wall_seconds(run_watch.ElapsedMs() / 1000.0);
   FinishRun(run, tokens_per_step);

@@ -61,6 +61,15 @@ struct StageTraffic {
   int64_t tied_embedding_bytes = 0;
 };
 
+// What the stage held for activations in one step (train_result.proto's
+// PipelineStageMemory): micro-batches in flight always; bytes only when the
+// counting allocator is installed (0 otherwise).
+struct StageMemory {
+  int peak_in_flight = 0;
+  int64_t micro_batch_bytes = 0;
+  int64_t peak_bytes = 0;
+};
+
 class PipelineStage {
  public:
   // `config` valid and pipelined; `communicator` holds pp x dp ranks and
@@ -86,6 +95,9 @@ class PipelineStage {
   int stage() const { return stage_; }
   const StageView& view() const { return view_; }
   const StageTraffic& last_traffic() const { return traffic_; }
+  const StageMemory& last_memory() const { return memory_; }
+  // Parameter elements this stage updates.
+  int64_t owned_parameters() const;
 
  private:
   PipelineStage(const TrainConfig& config, PipelineOptions options,
@@ -111,6 +123,7 @@ class PipelineStage {
   std::vector<FlatAdamW::Range> owned_ranges_;
   std::unique_ptr<FlatAdamW> optimizer_;
   StageTraffic traffic_;
+  StageMemory memory_;
   trace::TraceRecorder* trace_ = nullptr;
 };
 
