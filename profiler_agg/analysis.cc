@@ -30,6 +30,8 @@ double Offset(const RankTrace& t) { return t.to_rank0_us; }
 
 bool IsSpan(const TraceEvent& e) { return e.ph() == "X"; }
 
+constexpr char kTpCollectivesRow[] = "tp collectives";
+
 // Step number of a "ProfilerStep#N" span, or -1.
 int StepOf(const TraceEvent& e) {
   int step = -1;
@@ -124,6 +126,13 @@ RankView ViewOf(const RankTrace& t) {
       if (e.cat() == "compute") view.compute.push_back(at);
       if (e.cat() == "compute" && e.name() == "backward") view.backward_begins.push_back(at.begin);
       if (std::optional<StageSpan> span = StageSpanOf(e, at)) view.stage_spans.push_back(*span);
+    } else if (e.cat() == "tp_collective") {
+      // A tensor-parallel group's collective (common/collective/
+      // trace_collectives.h): blocking, inside forward and backward. A row
+      // of its own, nested in the step; not part of the data-parallel
+      // overlap or arrival figures below.
+      view.phase_total_us[kTpCollectivesRow] += e.dur();
+      view.nested[kTpCollectivesRow].parent = "step";
     } else if (e.cat() == "collective") {
       view.in_flight.push_back(at);
       Collective c;

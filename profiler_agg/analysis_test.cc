@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-
+#include "common/trace/recorder.h"
 #include "gtest/gtest.h"
 
 namespace mtb::profiler_agg {
@@ -105,6 +105,51 @@ TEST(ProfilerAgg, TheArrivalIsAtTheFirstGradientCollectiveNotAnEarlierGather) {
   EXPECT_EQ(without.arrivals(0).last_rank(), 0);
   EXPECT_EQ(without.arrivals(0).op(), "all_gather");
   EXPECT_DOUBLE_EQ(without.arrivals(0).max_wait_ms(), 0.002);
+}
+
+// A tp run's trace (trainer --tp, common/collective/trace_collectives.h):
+// the tp group's collectives, category tp_collective on the "tp comm" track,
+// are a row of their own nested in the step, and leave the data-parallel
+// figures (in flight, overlap, arrivals) as they were.
+TEST(ProfilerAgg, TpCollectivesAreARowOfTheirOwnOutsideTheOverlap) {
+  absl::StatusOr<std::vector<RankTrace>> traces = ReadTraces(kFixtures + "/two_ranks");
+  ASSERT_TRUE(traces.ok()) << traces.status();
+  const ProfilerAggResult before = Analyze(*traces);
+  // Per rank and step: a 6 us all-reduce and a 4 us one (their times do
+  // not enter the row: a rank's total over its steps).
+  for (RankTrace& t : *traces) {
+    for (double step_start : {0.0, 100.0}) {
+      for (const auto& [at, dur] : {std::pair<double, double>{2, 6}, {32, 4}}) {
+        trace::TraceEvent* e = t.file.add_traceevents();
+        e->set_name("all_reduce");
+        e->set_cat("tp_collective");
+        e->set_ph("X");
+        e->set_ts(step_start + at);
+        e->set_dur(dur);
+        e->set_pid(t.file.otherdata().rank());
+        e->set_tid(trace::kTpCommTrack);
+        (*e->mutable_args())["op"] = "all_reduce";
+      }
+    }
+  }
+  const ProfilerAggResult result = Analyze(*traces);
+  const PhaseStats* tp = nullptr;
+  for (const PhaseStats& phase : result.phases()) {
+    if (phase.name() == "tp collectives") tp = &phase;
+  }
+  ASSERT_NE(tp, nullptr);
+  EXPECT_EQ(tp->parent(), "step");
+  EXPECT_DOUBLE_EQ(tp->min_ms(), 0.010);  // 6 + 4 us per step
+  EXPECT_DOUBLE_EQ(tp->max_ms(), 0.010);
+  EXPECT_EQ(result.phases_size(), before.phases_size() + 1);
+  EXPECT_DOUBLE_EQ(result.in_flight_ms(), before.in_flight_ms());
+  EXPECT_DOUBLE_EQ(result.exposed_ms(), before.exposed_ms());
+  EXPECT_DOUBLE_EQ(result.overlap_ratio(), before.overlap_ratio());
+  ASSERT_EQ(result.arrivals_size(), before.arrivals_size());
+  for (int i = 0; i < result.arrivals_size(); ++i) {
+    EXPECT_EQ(result.arrivals(i).op(), before.arrivals(i).op());
+    EXPECT_DOUBLE_EQ(result.arrivals(i).max_wait_ms(), before.arrivals(i).max_wait_ms());
+  }
 }
 
 TEST(ProfilerAgg, TheMergedTraceIsOnRankZerosClock) {

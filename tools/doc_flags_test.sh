@@ -37,6 +37,7 @@ tools=(
   --script torch_peer.py=comm_bench/bench/torch_peer.py
   --source comm_bench_nccl=comm_bench/nccl_main.cc
   --source gemm_benchmark=common/gemm/gemm_benchmark.cc
+  --source tp_matrix=trainer/bench/tp_matrix_main.cc
   --usage figures=tools/figures/figures.py
 )
 check() { /usr/bin/python3 tools/doc_flags.py "${tools[@]}" "$@"; }

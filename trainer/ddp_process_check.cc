@@ -128,6 +128,17 @@ std::vector<std::string> TinyDdpFlags() {
           "--connect_timeout=60s"};
 }
 
+std::vector<std::string> TinyTpFlags() {
+  return {"--data=synthetic",      "--vocab_size=64",     "--d_model=64",
+          "--n_layers=2",          "--n_heads=4",         "--seq_len=16",
+          "--dropout=0",           "--steps=4",           "--lr=3e-3",
+          "--lr_warmup_steps=1",   "--lr_decay_steps=4",  "--min_lr=3e-4",
+          "--weight_decay=0.1",    "--max_grad_norm=1.0", "--bucket_cap_mb=0.25",
+          "--timing_warmup_steps=0", "--intra_op_threads=1",
+          "--peak_flops=1e11",     "--nomarkdown",        "--collective_timeout=60s",
+          "--connect_timeout=60s"};
+}
+
 std::string LaunchDirectory(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
   return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);

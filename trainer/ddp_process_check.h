@@ -27,6 +27,12 @@ namespace mtb {
 std::vector<std::string> TinyDdpFlags();
 inline constexpr int kTinyGlobalBatch = 12;  // divisible by 1, 2, 3 and 4
 
+// The tensor-parallel tests' model (trainer/tp_process_test.cc, the tp
+// matrix): 2 blocks of width 64, 4 heads, vocabulary 64 and 16 positions
+// (every --tp in {1, 2, 4} divides heads, vocabulary, MLP width and, with
+// SP, the sequence), no dropout, 4 clipped steps. Add --batch_size.
+std::vector<std::string> TinyTpFlags();
+
 // Losses of two runs on the same samples summed in a different order agree
 // to this relative tolerance (ddp_process_check.cc).
 inline constexpr double kDdpLossRtol = 1e-6;

@@ -78,15 +78,33 @@ MemoryEstimate EstimateRankMemoryFor(const TrainConfig& config, int world_size,
   const int64_t h = config.n_heads();
   const int64_t l = config.n_layers();
   const bool dropout = config.dropout() > 0;
-  // Values autograd saves for one block's backward: LayerNorm inputs and
-  // outputs (4 BTd), q/k/v (3 BTd), the attention output (BTd), the MLP's
-  // hidden pre- and post-GELU (8 BTd); the scores and their softmax (2 BhT^2);
-  // with dropout, its masks on the two residual branches and the attention
-  // weights.
-  const int64_t block_values = (16 + (dropout ? 3 : 0)) * b * t * d +
-                               (2 + (dropout ? 1 : 0)) * b * h * t * t;
+  // With --tp = tp_n (docs/tp.md "Memory"; Korthikanti et al. 2022 §4.1):
+  // what a tp rank computes on its heads or MLP columns is split, what the
+  // residual stream carries is replicated, or split along the sequence
+  // with SP.
+  const int64_t tp_n = tp::TensorParallelSize(config);
+  const int64_t sp_n = config.sequence_parallel() ? tp_n : 1;
+  // Values autograd saves for one block's backward, per tp rank:
+  //   on the residual stream (whole, or T/tp positions with SP): the
+  //   LayerNorms' inputs and outputs (4 BTd) and, with dropout, the masks on
+  //   the two residual branches (2 BTd);
+  //   with SP, the all-gathered LayerNorm outputs the column-parallel layers
+  //   read (2 BTd);
+  //   on this rank's heads and MLP columns (1/tp): q/k/v (3 BTd), the
+  //   attention output (BTd), the MLP's hidden pre- and post-GELU (8 BTd),
+  //   the scores and their softmax (2 BhT^2) and, with dropout, the
+  //   attention weights' mask (BhT^2), plus one BTd mask (the attention
+  //   output's).
+  // At tp = 1 the sum is the unsplit model's (16 + 3 dropout) BTd +
+  // (2 + dropout) BhT^2.
+  const int64_t btd = b * t * d;
+  const int64_t block_values =
+      (4 + (dropout ? 2 : 0)) * btd / sp_n + (sp_n > 1 ? 2 * btd : 0) +
+      (12 + (dropout ? 1 : 0)) * btd / tp_n +
+      (2 + (dropout ? 1 : 0)) * b * h * t * t / tp_n;
+  // Checkpointing keeps each block's input (the residual stream).
   const int64_t kept_blocks_values =
-      config.activation_checkpointing() ? l * b * t * d + block_values
+      config.activation_checkpointing() ? l * btd / sp_n + block_values
                                         : l * block_values;
   MemoryInputs in;
   in.parameters = p;
@@ -105,8 +123,9 @@ MemoryEstimate EstimateRankMemoryFor(const TrainConfig& config, int world_size,
   estimate.set_gradients(state.gradients);
   estimate.set_optimizer_state(state.optimizer_state);
   estimate.set_collective_staging(state.collective_staging);
-  // Embeddings' sum and the final LayerNorm (2 BTd) beside the blocks.
-  estimate.set_activations((kept_blocks_values + 2 * b * t * d) * kFp32);
+  // Embeddings' sum and the final LayerNorm (2 BTd; T/tp positions with SP)
+  // beside the blocks.
+  estimate.set_activations((kept_blocks_values + 2 * btd / sp_n) * kFp32);
   estimate.set_logits(3 * b * t * config.vocab_size() /
                       tp::TensorParallelSize(config) * kFp32);
   estimate.set_total(estimate.parameters() + estimate.gradients() +

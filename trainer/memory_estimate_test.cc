@@ -57,6 +57,36 @@ TEST(MemoryEstimate, ATpRankHoldsItsPartsOfTheParameters) {
   EXPECT_LT(ddp.parameters(), 4 * GptParameterCount(config));
 }
 
+// Activations per tp rank (docs/tp.md "Memory"): per block, the residual
+// stream's LayerNorm inputs and outputs (4 BTd) whole, or T/tp positions
+// with SP (plus the 2 BTd all-gathered LayerNorm outputs); q/k/v, the
+// attention output and the MLP hidden (12 BTd) and the scores and softmax
+// (2 BhT^2) over tp; the embeddings' sum and ln_f (2 BTd) beside.
+TEST(MemoryEstimate, ActivationsAreATpRanksShare) {
+  TrainConfig config = TinyConfig();
+  const int64_t b = config.batch_size(), t = config.seq_len(),
+                d = config.d_model(), h = config.n_heads(),
+                l = config.n_layers();
+  const int64_t btd = b * t * d, bhtt = b * h * t * t;
+  const int64_t unsplit = EstimateRankMemory(config, 2).activations();
+  EXPECT_EQ(unsplit, 4 * (l * (16 * btd + 2 * bhtt) + 2 * btd));
+  config.set_tp(2);
+  EXPECT_EQ(EstimateRankMemory(config, 2).activations(),
+            4 * (l * (4 * btd + 12 * btd / 2 + 2 * bhtt / 2) + 2 * btd));
+  config.set_sequence_parallel(true);
+  EXPECT_EQ(EstimateRankMemory(config, 2).activations(),
+            4 * (l * (4 * btd / 2 + 2 * btd + 12 * btd / 2 + 2 * bhtt / 2) +
+                 2 * btd / 2));
+  config.set_tp(4);
+  EXPECT_EQ(EstimateRankMemory(config, 4).activations(),
+            4 * (l * (4 * btd / 4 + 2 * btd + 12 * btd / 4 + 2 * bhtt / 4) +
+                 2 * btd / 4));
+  config.set_activation_checkpointing(true);
+  EXPECT_EQ(EstimateRankMemory(config, 4).activations(),
+            4 * (l * btd / 4 + 4 * btd / 4 + 2 * btd + 12 * btd / 4 +
+                 2 * bhtt / 4 + 2 * btd / 4));
+}
+
 TEST(MemoryEstimate, StateIsFourCopiesOfTheParametersAndDdpReducesInPlace) {
   TrainConfig config = TinyConfig();
   const int64_t p = GptParameterCount(config);

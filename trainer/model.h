@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ATen/core/Tensor.h"
+#include "absl/status/statusor.h"
 #include "common/nn/attention.h"
 #include "common/nn/dropout.h"
 #include "common/nn/layers.h"
@@ -60,6 +61,11 @@ class ModelSplit {
   // The mean cross-entropy of Head's logits against targets (B, T).
   virtual at::Tensor Loss(const at::Tensor& logits,
                           const at::Tensor& targets) const = 0;
+  // The logical global tensors of `parameters` (this rank's parts), in the
+  // same order, as one rank's model holds them: what a digest or a dump of
+  // the model describes. Collective over the split's group.
+  virtual absl::StatusOr<std::vector<NamedParameter>> GlobalParameters(
+      const std::vector<NamedParameter>& parameters) const = 0;
 };
 
 struct ForwardOptions {

@@ -11,8 +11,15 @@
 // loss), the sequence-parallel LayerNorm gradients left unsummed (the
 // LayerNorm parameters), the replicated parameters counted in the norm on
 // every tp rank (the gradient norm). A tp=2 x dp=2 checkpoint resumes on
-// one rank. And a --tp that does not divide the heads is refused in one
-// line, exit 2, before any rank starts.
+// one rank, at tp=1 x dp=4 and at tp=4 x dp=1. And a --tp that does not
+// divide the heads is refused in one line, exit 2, before any rank starts.
+//
+// Layouts: tp=2 x dp=1 (ddp), tp=2 x dp=2 under ddp and fsdp, with and
+// without SP. zero1, zero2 and tp=4 are compared with one rank on rank
+// threads (//trainer:tp_training_test); the whole tp x dp x strategy x SP
+// matrix is //trainer/bench:tp_matrix. The tests are ordered so that gtest's
+// round-robin sharding spreads the launches (each shard launches its own
+// one-rank reference).
 #include <cmath>
 #include <iostream>
 #include <optional>
@@ -20,8 +27,12 @@
 #include <utility>
 #include <vector>
 
+#include "ATen/ATen.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/base/sha256.h"
+#include "common/results/atomic_file.h"
 #include "gtest/gtest.h"
 #include "trainer/ddp_process_check.h"
 #include "trainer/train_result.pb.h"
@@ -30,18 +41,6 @@ namespace mtb {
 namespace {
 
 constexpr int kGlobalBatch = 4;
-
-// Tiny: 2 blocks of width 64, 4 heads, vocabulary 64, 4 clipped steps.
-std::vector<std::string> TinyTpFlags() {
-  return {"--data=synthetic",      "--vocab_size=64",     "--d_model=64",
-          "--n_layers=2",          "--n_heads=4",         "--seq_len=16",
-          "--dropout=0",           "--steps=4",           "--lr=3e-3",
-          "--lr_warmup_steps=1",   "--lr_decay_steps=4",  "--min_lr=3e-4",
-          "--weight_decay=0.1",    "--max_grad_norm=1.0", "--bucket_cap_mb=0.25",
-          "--timing_warmup_steps=0", "--intra_op_threads=1",
-          "--peak_flops=1e11",     "--nomarkdown",        "--collective_timeout=60s",
-          "--connect_timeout=60s"};
-}
 
 // One rank on the global batch, launched once per test process.
 const TrainerLaunch& Reference() {
@@ -59,6 +58,7 @@ struct Layout {
   std::string strategy = "ddp";
   bool sequence_parallel = false;
   std::string fault;  // --testonly_tp_fault
+  bool trace = false;  // --trace_dir: the tp group's collectives on their track
   std::string Name() const {
     return absl::StrCat("tp", tp, "_dp", dp, "_", strategy,
                         sequence_parallel ? "_sp" : "",
@@ -86,7 +86,22 @@ TrainerLaunch Launch(const Layout& layout) {
   if (!layout.fault.empty()) {
     flags.push_back(absl::StrCat("--testonly_tp_fault=", layout.fault));
   }
+  if (layout.trace) {
+    flags.push_back(
+        absl::StrCat("--trace_dir=", LaunchDirectory(layout.Name()), "/traces"));
+  }
   return RunTrainer(layout.Name(), layout.tp * layout.dp, flags);
+}
+
+// The parameter digest of rank 0's dump (trainer/exact.h's digest: SHA-256
+// of every parameter's fp32 bytes in order, as the dump holds them).
+std::string DigestOfDump(const TrainerLaunch& launch) {
+  if (launch.rank_parameters.empty()) return "no dump";
+  const at::Tensor flat = launch.rank_parameters[0].contiguous();
+  Sha256Hasher hasher;
+  hasher.Update(absl::string_view(static_cast<const char*>(flat.data_ptr()),
+                                  flat.numel() * sizeof(float)));
+  return hasher.FinishHex();
 }
 
 // `layout` trains as one rank does.
@@ -112,6 +127,24 @@ void ExpectEqualsOneRank(const Layout& layout) {
     EXPECT_EQ(step.tp_bytes_sent(), step.expected_tp_bytes())
         << "step " << step.step();
   }
+  // The result's digest is the logical model's (gathered over the tp
+  // group), so digests compare across layouts: the dump's global tensors.
+  EXPECT_EQ(one.result.parameter_digest(), DigestOfDump(one));
+  EXPECT_EQ(many.result.parameter_digest(), DigestOfDump(many));
+  if (layout.trace) {
+    // Every rank's trace: the dp group's collectives on the comm track
+    // (category collective), the tp group's on the "tp comm" track
+    // (category tp_collective, read by profiler_agg as a row of its own).
+    for (int rank = 0; rank < layout.tp * layout.dp; ++rank) {
+      const std::string trace =
+          ReadFileToString(absl::StrCat(LaunchDirectory(layout.Name()),
+                                        "/traces/rank_", rank, ".trace.json"))
+              .value_or("");
+      EXPECT_NE(trace.find("\"tp comm\""), std::string::npos) << rank;
+      EXPECT_NE(trace.find("\"tp_collective\""), std::string::npos) << rank;
+      EXPECT_NE(trace.find("\"collective\""), std::string::npos) << rank;
+    }
+  }
   const DdpComparison comparison = CompareWithReference(many, one);
   EXPECT_TRUE(comparison.ok()) << comparison.Describe();
   std::cout << layout.Name() << " vs one rank:\n"
@@ -134,13 +167,9 @@ DdpComparison ExpectFails(const Layout& layout) {
 
 TEST(TpProcess, DdpOverTheDpGroupEqualsOneRank) {
   ExpectEqualsOneRank(L(2, 1));
-  ExpectEqualsOneRank(L(2, 2));
-}
-
-TEST(TpProcess, FsdpAndSequenceParallelEqualOneRank) {
-  ExpectEqualsOneRank(L(2, 2, "fsdp"));
-  ExpectEqualsOneRank(L(2, 2, "fsdp", /*sequence_parallel=*/true));
-  ExpectEqualsOneRank(L(2, 2, "ddp", /*sequence_parallel=*/true));
+  Layout traced = L(2, 2);
+  traced.trace = true;
+  ExpectEqualsOneRank(traced);
 }
 
 TEST(TpProcess, BrokenPiecesFailNamingWhatDiffers) {
@@ -163,10 +192,10 @@ TEST(TpProcess, BrokenPiecesFailNamingWhatDiffers) {
   }
 }
 
-// A tp=2 x dp=2 checkpoint holds the logical global tensors: one rank
-// resumes it and continues as the uninterrupted one-rank run does, within
-// the same bound.
-TEST(TpProcess, ATp2Dp2CheckpointResumesOnOneRank) {
+// A tp=2 x dp=2 checkpoint holds the logical global tensors: one rank,
+// tp=1 x dp=4 and tp=4 x dp=1 resume it and continue as the uninterrupted
+// one-rank run does, within the same bound.
+TEST(TpProcess, ATp2Dp2CheckpointResumesAtAnyTpAndDp) {
   const TrainerLaunch& one = Reference();
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const std::string dir = LaunchDirectory("tp_checkpoints");
@@ -182,30 +211,54 @@ TEST(TpProcess, ATp2Dp2CheckpointResumesOnOneRank) {
                                          /*dump_parameters=*/false);
   ASSERT_EQ(saved.exit_code, 0) << saved.output;
 
-  std::vector<std::string> second = TinyTpFlags();
-  second.push_back(absl::StrCat("--batch_size=", kGlobalBatch));
-  second.push_back(absl::StrCat("--checkpoint_dir=", dir));
-  second.push_back("--resume=latest");
-  const TrainerLaunch resumed = RunTrainer("one_rank_resumes", 1, second);
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  ASSERT_EQ(resumed.result.runs(0).steps_size(), 2);
-  DdpComparison comparison;
-  for (int s = 0; s < 2; ++s) {
-    const StepRecord& step = resumed.result.runs(0).steps(s);
-    const StepRecord& expected = one.result.runs(0).steps(s + 2);
-    ASSERT_EQ(step.step(), expected.step());
-    if (!(std::abs(step.loss() - expected.loss()) <=
-          kDdpLossRtol * std::abs(expected.loss()))) {
-      comparison.failures.push_back(
-          {DdpCheck::kLoss, absl::StrCat("step ", step.step(), ": loss ",
-                                         step.loss(), " vs one rank's ",
-                                         expected.loss())});
+  struct Resume {
+    int tp;
+    int dp;
+  };
+  for (const Resume& at : {Resume{1, 1}, Resume{1, 4}, Resume{4, 1}}) {
+    const std::string name = absl::StrCat("tp", at.tp, "_dp", at.dp, "_resumes");
+    SCOPED_TRACE(name);
+    std::vector<std::string> second = TinyTpFlags();
+    second.push_back(absl::StrCat("--batch_size=", kGlobalBatch / at.dp));
+    if (at.tp > 1) second.push_back(absl::StrCat("--tp=", at.tp));
+    // The resumed runs save nothing (no --save_every): each reads step 2.
+    second.push_back(absl::StrCat("--checkpoint_dir=", dir));
+    second.push_back("--resume=latest");
+    const TrainerLaunch resumed = RunTrainer(name, at.tp * at.dp, second);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    // Said as a layout change, an unset --tp as 1.
+    EXPECT_NE(resumed.output.find(absl::StrCat("--tp 2 -> ", at.tp)),
+              std::string::npos)
+        << resumed.output;
+    ASSERT_EQ(resumed.result.runs(0).steps_size(), 2);
+    DdpComparison comparison;
+    for (int s = 0; s < 2; ++s) {
+      const StepRecord& step = resumed.result.runs(0).steps(s);
+      const StepRecord& expected = one.result.runs(0).steps(s + 2);
+      ASSERT_EQ(step.step(), expected.step());
+      if (!(std::abs(step.loss() - expected.loss()) <=
+            kDdpLossRtol * std::abs(expected.loss()))) {
+        comparison.failures.push_back(
+            {DdpCheck::kLoss, absl::StrCat("step ", step.step(), ": loss ",
+                                           step.loss(), " vs one rank's ",
+                                           expected.loss())});
+      }
     }
+    for (size_t r = 0; r < resumed.rank_parameters.size(); ++r) {
+      CompareParameters(resumed.rank_parameters[r], one.rank_parameters[0],
+                        one.manifest,
+                        absl::StrCat(name, " rank ", r, " vs one rank"),
+                        &comparison);
+    }
+    EXPECT_TRUE(comparison.ok()) << comparison.Describe();
+    std::cout << name << ":\n" << comparison.Describe() << "\n";
   }
-  CompareParameters(resumed.rank_parameters[0], one.rank_parameters[0],
-                    one.manifest, "resumed at tp=1 vs one rank", &comparison);
-  EXPECT_TRUE(comparison.ok()) << comparison.Describe();
-  std::cout << comparison.Describe() << "\n";
+}
+
+TEST(TpProcess, FsdpAndSequenceParallelEqualOneRank) {
+  ExpectEqualsOneRank(L(2, 2, "fsdp"));
+  ExpectEqualsOneRank(L(2, 2, "fsdp", /*sequence_parallel=*/true));
+  ExpectEqualsOneRank(L(2, 2, "ddp", /*sequence_parallel=*/true));
 }
 
 TEST(TpProcess, ATpThatDoesNotDivideTheHeadsIsRefusedBeforeRanksStart) {

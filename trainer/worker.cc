@@ -317,8 +317,7 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
       }
       // The logical global tensors, as one rank's model holds them.
       ASSIGN_OR_RETURN(const std::vector<NamedParameter> global,
-                       tp::GatherGlobalParameters(model.parameters(),
-                                                  *mesh->tp()));
+                       model_split->GlobalParameters(model.parameters()));
       return DumpParameters(global, env.rank,
                             ResolveUserPath(options.dump_parameters));
     };
@@ -327,7 +326,9 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
   // observer (issued -> transfer done on the comm track, the caller's wait
   // on the comm-wait track), phases from the trainer.
   std::unique_ptr<trace::TraceRecorder> recorder;
-  collective::CollectiveLog::ObserverId trace_observer = -1;
+  // (communicator, observer) pairs to remove before the recorder goes.
+  std::vector<std::pair<collective::Communicator*, collective::CollectiveLog::ObserverId>>
+      trace_observers;
   if (!options.trace_dir.empty()) {
     absl::StatusOr<trace::TraceRunInfo> info = collective::SharedTraceRunInfo(
         communicator.get(), env.rank, env.world_size, "trainer",
@@ -338,7 +339,17 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
     hooks.trace_first_step = options.trace_first_step;
     hooks.trace_last_step = options.trace_last_step;
     if (communicator) {
-      trace_observer = collective::TraceCollectives(*communicator, recorder.get());
+      trace_observers.emplace_back(
+          communicator.get(), collective::TraceCollectives(*communicator, recorder.get()));
+    }
+    if (mesh) {
+      // The strategy's collectives go over the dp group (the comm track as
+      // without tp), the model's over the tp group (a track of its own).
+      trace_observers.emplace_back(mesh->dp(),
+                                   collective::TraceCollectives(*mesh->dp(), recorder.get()));
+      trace_observers.emplace_back(
+          mesh->tp(), collective::TraceCollectives(*mesh->tp(), recorder.get(),
+                                                   collective::TensorParallelTrack()));
     }
   }
   // A pipelined run has its own loop (trainer/pipeline/pipeline_training.h);
@@ -353,7 +364,7 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
                                  tp::TensorParallelSize(config)},
                         **strategy, **data, hooks);
   if (recorder != nullptr) {
-    if (communicator) communicator->log().RemoveObserver(trace_observer);
+    for (const auto& [observed, id] : trace_observers) observed->log().RemoveObserver(id);
     if (absl::Status written = recorder->WriteTo(options.trace_dir); !written.ok()) {
       return Fail(written);
     }

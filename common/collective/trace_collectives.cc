@@ -13,24 +13,34 @@
 
 namespace mtb::collective {
 
+CollectiveTrack TensorParallelTrack() {
+  CollectiveTrack where;
+  where.track = trace::kTpCommTrack;
+  where.category = "tp_collective";
+  where.waits = false;
+  return where;
+}
+
 CollectiveLog::ObserverId TraceCollectives(Communicator& communicator,
-                                           trace::TraceRecorder* recorder) {
-  return TraceCollectives(communicator.log(), recorder);
+                                           trace::TraceRecorder* recorder,
+                                           const CollectiveTrack& where) {
+  return TraceCollectives(communicator.log(), recorder, where);
 }
 
 CollectiveLog::ObserverId TraceCollectives(CollectiveLog& log,
-                                           trace::TraceRecorder* recorder) {
+                                           trace::TraceRecorder* recorder,
+                                           const CollectiveTrack& where) {
   return log.AddObserver(
-      [recorder](CollectiveEvent event, const CollectiveRecord& r) {
+      [recorder, where](CollectiveEvent event, const CollectiveRecord& r) {
         if (event != CollectiveEvent::kCompleted || !recorder->enabled()) return;
         const std::string op(CollectiveOpName(r.op));
-        recorder->AddSpan(op, "collective", trace::kCommTrack, r.issue_time,
+        recorder->AddSpan(op, where.category, where.track, r.issue_time,
                           r.transfer_done_time,
                           {{"op", op},
                            {"bytes", absl::StrCat(r.size_bytes)},
                            {"seq", absl::StrCat(r.sequence)},
                            {"algorithm", r.algorithm}});
-        if (r.wait_time > absl::ZeroDuration()) {
+        if (where.waits && r.wait_time > absl::ZeroDuration()) {
           recorder->AddSpan(absl::StrCat("wait ", op), "wait", trace::kWaitTrack,
                             r.wait_return_time - r.wait_time, r.wait_return_time,
                             {{"seq", absl::StrCat(r.sequence)}});

@@ -15,14 +15,27 @@
 
 namespace mtb::collective {
 
+// Where a communicator's collectives go in the trace.
+struct CollectiveTrack {
+  int track = trace::kCommTrack;
+  std::string category = "collective";  // what profiler_agg reads
+  bool waits = true;                    // the caller's waits on kWaitTrack
+};
+// A tensor-parallel group's: its own track and category (profiler_agg keeps
+// them out of the data-parallel overlap), no wait spans (every tp
+// collective is waited for at once; its span is the blocked time).
+CollectiveTrack TensorParallelTrack();
+
 // Adds the observer; remove it (communicator.log().RemoveObserver) before
 // `recorder` goes away. While the recorder is disabled (outside
 // --trace_steps' window) the observer returns before building anything.
 CollectiveLog::ObserverId TraceCollectives(Communicator& communicator,
-                                           trace::TraceRecorder* recorder);
+                                           trace::TraceRecorder* recorder,
+                                           const CollectiveTrack& where = {});
 // The same on a log (what the Communicator overload uses).
 CollectiveLog::ObserverId TraceCollectives(CollectiveLog& log,
-                                           trace::TraceRecorder* recorder);
+                                           trace::TraceRecorder* recorder,
+                                           const CollectiveTrack& where = {});
 
 // rank, world size, tool, host, the run id rank 0 makes (host-pid-UTC time)
 // shared through the store, and this rank's clock offset to rank 0's

@@ -81,6 +81,10 @@ TraceFile TraceRecorder::Build() const {
     std::lock_guard<std::mutex> lock(mutex_);
     events = events_;
   }
+  if (std::any_of(events.begin(), events.end(),
+                  [](const TraceEvent& e) { return e.tid() == kTpCommTrack; })) {
+    *file.add_traceevents() = Metadata("thread_name", pid, kTpCommTrack, "tp comm");
+  }
   // Collectives in flight at once (two buckets, say) would overlap on one
   // track, which trace viewers cannot nest: each goes to the first comm lane
   // free at its start (lane 0 is the comm track, lane k > 0 track

@@ -21,6 +21,10 @@ namespace mtb::trace {
 inline constexpr int kComputeTrack = 0;
 inline constexpr int kCommTrack = 1;
 inline constexpr int kWaitTrack = 2;
+// A tensor-parallel group's collectives (inside forward and backward,
+// blocking), apart from the data-parallel ones on the comm track; named
+// "tp comm" when a trace has any.
+inline constexpr int kTpCommTrack = 3;
 // Collectives overlapping in time get extra comm tracks 10, 11, ...
 inline constexpr int kExtraCommTrackBase = 9;
 

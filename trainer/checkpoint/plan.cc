@@ -160,8 +160,13 @@ std::string GlobalBatchArithmetic(const TrainConfig& config, int world_size) {
 
 // "world size 2 -> 3", "--strategy zero2 -> ddp", ... for each layout
 // field that differs.
-std::vector<std::string> LayoutChanges(const TrainConfig& saved, int saved_world_size,
-                                       const TrainConfig& now, int world_size) {
+std::vector<std::string> LayoutChanges(const TrainConfig& saved_config, int saved_world_size,
+                                       const TrainConfig& now_config, int world_size) {
+  // An unset --tp (0) is one tp rank: said as 1, equal to an explicit 1.
+  TrainConfig saved = saved_config;
+  TrainConfig now = now_config;
+  saved.set_tp(tp::TensorParallelSize(saved));
+  now.set_tp(tp::TensorParallelSize(now));
   std::vector<std::string> changes;
   if (saved_world_size != world_size) {
     changes.push_back(absl::StrCat("world size ", saved_world_size, " -> ", world_size));

@@ -440,8 +440,17 @@ class DigestComponent : public RunComponent {
     // Sharded parameters (fsdp) are gathered for the digest and the hook.
     RETURN_IF_ERROR(state.strategy->GatherFullParameters());
     const GptModel& model = state.trainer->model();
-    state.result->set_parameter_digest(
-        ParameterDigest(model.store().parameters()));
+    // Split across a tp group: the logical model's digest (gathered over
+    // the group), so digests compare across layouts.
+    if (hooks_.model_split != nullptr) {
+      ASSIGN_OR_RETURN(const std::vector<NamedParameter> global,
+                       hooks_.model_split->GlobalParameters(
+                           model.store().parameters()));
+      state.result->set_parameter_digest(ParameterDigest(global));
+    } else {
+      state.result->set_parameter_digest(
+          ParameterDigest(model.store().parameters()));
+    }
     if (hooks_.after_last_run) RETURN_IF_ERROR(hooks_.after_last_run(model));
     return absl::OkStatus();
   }

@@ -19,8 +19,15 @@
 //   activation checkpointing adds each block's forward collectives again.
 //
 // Per step: --grad_accum micro-batches, plus AR(8), the norm's sum of
-// squares. fp32 only: under bf16 autocast some activations move as 2-byte
-// copies, and the closed form is 0 (not checked).
+// squares.
+//
+// Under bf16 autocast the row-parallel outputs are bf16. The collective
+// layer carries a bf16 reduction as fp32 (common/collective/tensor_checks.h
+// ForReduction) and counts those bytes, so every all-reduce and
+// reduce-scatter above keeps its fp32 size; a copy moves 2-byte elements,
+// and the one bf16 copy is, with SP, the backward all-gather of a
+// row-parallel output's gradient: 2L AG(A/2) instead of 2L AG(A). Without
+// SP the bytes are fp32's.
 #ifndef MTB_TRAINER_TP_BYTES_H_
 #define MTB_TRAINER_TP_BYTES_H_
 
@@ -30,7 +37,7 @@
 
 namespace mtb::tp {
 
-// 0 when --tp is 1 or the precision is not fp32.
+// 0 when --tp is 1.
 int64_t ExpectedTensorParallelStepBytes(const TrainConfig& config);
 
 }  // namespace mtb::tp

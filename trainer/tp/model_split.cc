@@ -7,6 +7,7 @@
 #include "common/nn/tensor_parallel.h"
 #include "glog/logging.h"
 #include "trainer/tp/layout.h"
+#include "trainer/tp/strategy.h"
 
 namespace mtb::tp {
 namespace {
@@ -114,6 +115,11 @@ at::Tensor TensorParallelSplit::Loss(const at::Tensor& logits,
              logits.to(at::kFloat).reshape({-1, vocab_part}),
              targets.reshape({-1}), tp_)
       .mean();
+}
+
+absl::StatusOr<std::vector<NamedParameter>> TensorParallelSplit::GlobalParameters(
+    const std::vector<NamedParameter>& parameters) const {
+  return GatherGlobalParameters(parameters, *tp_);
 }
 
 }  // namespace mtb::tp

@@ -26,6 +26,7 @@
 #define MTB_TRAINER_TP_MODEL_SPLIT_H_
 
 #include <string>
+#include <vector>
 
 #include "common/collective/communicator.h"
 #include "trainer/model.h"
@@ -52,6 +53,8 @@ class TensorParallelSplit : public ModelSplit {
                   const at::Tensor& wte) const override;
   at::Tensor Loss(const at::Tensor& logits,
                   const at::Tensor& targets) const override;
+  absl::StatusOr<std::vector<NamedParameter>> GlobalParameters(
+      const std::vector<NamedParameter>& parameters) const override;
 
   collective::Communicator* communicator() const { return tp_; }
   bool sequence_parallel() const { return sequence_parallel_; }

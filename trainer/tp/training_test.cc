@@ -1,0 +1,275 @@
+// Tensor-parallel training on rank threads over Gloo (no processes; nothing
+// here reads a process-global figure): the same pieces the trainer's worker
+// assembles (a rank mesh, the strategy over its dp group wrapped by
+// tp::TensorParallelStrategy, tp::TensorParallelSplit) run by RunTraining.
+//
+//   - zero1 and zero2 over the dp group and tp=4 (with and without SP)
+//     train as one rank does, within the bound of docs/tp.md.
+//   - The bytes each rank sends on its tp group equal their closed form
+//     (trainer/tp/bytes.h) every step, under fp32 and bf16, with and without
+//     SP. Under bf16 with SP the closed form differs from fp32's (the
+//     gradients of the row-parallel outputs are all-gathered as bf16), so a
+//     closed form that ignored the precision fails here.
+//   - The result's parameter digest is the logical model's (gathered over
+//     the tp group), so it compares across layouts: with lr = 0 the seeded
+//     tp run's digest is the one-rank model's, not rank 0's parts.
+//   - --init_from under tp: the parameters written through the tp
+//     strategy's checkpoint pieces are the file's logical tensors: with
+//     lr = 0 the digest is the file's, at tp=2 x dp=1 (ddp) and tp=2 x dp=2
+//     (fsdp, every part sharded again over the dp group), and differs from
+//     the seeded start's.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ATen/ATen.h"
+#include "ATen/Parallel.h"
+#include "absl/strings/str_cat.h"
+#include "common/base/status.h"
+#include "common/collective/mesh.h"
+#include "common/collective/test_util.h"
+#include "common/hf/gpt2_tensors.h"
+#include "gtest/gtest.h"
+#include "trainer/data.h"
+#include "trainer/ddp_process_check.h"
+#include "trainer/exact.h"
+#include "trainer/model.h"
+#include "trainer/model_shape.h"
+#include "trainer/strategy/factory.h"
+#include "trainer/test_config.h"
+#include "trainer/tp/bytes.h"
+#include "trainer/tp/model_split.h"
+#include "trainer/tp/strategy.h"
+#include "trainer/trainer.h"
+
+namespace mtb::tp {
+namespace {
+
+struct RankOutcome {
+  absl::Status status;
+  TrainResult result;
+  // The logical global parameters at the end, flat, and their manifest.
+  at::Tensor parameters;
+  std::vector<DumpedParameter> manifest;
+};
+
+// RunHooks::after_last_run: `global` (the logical parameters) into `out`.
+void Keep(const std::vector<NamedParameter>& global, RankOutcome* out) {
+  std::vector<at::Tensor> flat;
+  int64_t offset = 0;
+  for (const NamedParameter& p : global) {
+    flat.push_back(p.tensor.detach().reshape({-1}).clone());
+    out->manifest.push_back({p.name, offset, p.tensor.numel()});
+    offset += p.tensor.numel();
+  }
+  out->parameters = at::cat(flat);
+}
+
+// `config` (its --tp) trained on `world_size` rank threads; every rank's
+// outcome. `init`: RunHooks::init_parameters (--init_from), or nullptr.
+std::vector<RankOutcome> TrainOnThreads(const TrainConfig& config,
+                                        int world_size,
+                                        const hf::OurParameters* init = nullptr) {
+  const int tp = TensorParallelSize(config);
+  const auto data =
+      MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
+  std::vector<RankOutcome> outcomes(world_size);
+  RunHooks hooks;
+  hooks.init_parameters = init;
+  if (world_size == 1) {
+    absl::StatusOr<std::unique_ptr<Strategy>> strategy =
+        MakeStrategy(config, nullptr);
+    EXPECT_TRUE(strategy.ok()) << strategy.status();
+    if (!strategy.ok()) return outcomes;
+    hooks.after_last_run = [&](const GptModel& model) {
+      Keep(model.parameters(), &outcomes[0]);
+      return absl::OkStatus();
+    };
+    absl::StatusOr<TrainResult> result =
+        RunTraining(config, RankInfo{0, 1}, **strategy, *data, hooks);
+    outcomes[0].status = result.status();
+    if (result.ok()) outcomes[0].result = *std::move(result);
+    return outcomes;
+  }
+  const absl::Status threads = collective::RunRanksAsThreads(
+      world_size, [&](collective::Communicator& world) {
+        collective::MeshOptions options;
+        options.tp = tp;
+        options.communicator.gloo_hostname = "127.0.0.1";
+        options.communicator.transport = collective::Transport::kTcp;
+        options.identity.run_id = "tp_training_test";
+        absl::StatusOr<std::unique_ptr<collective::RankMesh>> mesh =
+            collective::RankMesh::Create(&world, options);
+        ASSERT_TRUE(mesh.ok()) << mesh.status();
+        absl::StatusOr<std::unique_ptr<Strategy>> inner =
+            MakeStrategy(config, (*mesh)->dp());
+        ASSERT_TRUE(inner.ok()) << inner.status();
+        TensorParallelStrategy strategy(*std::move(inner), mesh->get(),
+                                        ExpectedTensorParallelStepBytes(config));
+        const TensorParallelSplit split((*mesh)->tp(),
+                                        config.sequence_parallel());
+        RunHooks rank_hooks = hooks;
+        rank_hooks.model_split = &split;
+        rank_hooks.after_last_run = [&](const GptModel& model) -> absl::Status {
+          ASSIGN_OR_RETURN(const std::vector<NamedParameter> global,
+                           split.GlobalParameters(model.parameters()));
+          Keep(global, &outcomes[world.rank()]);
+          return absl::OkStatus();
+        };
+        absl::StatusOr<TrainResult> result = RunTraining(
+            config, RankInfo{world.rank(), world_size, tp}, strategy, *data,
+            rank_hooks);
+        RankOutcome& outcome = outcomes[world.rank()];
+        outcome.status = result.status();
+        if (result.ok()) outcome.result = *std::move(result);
+      });
+  EXPECT_TRUE(threads.ok()) << threads;
+  return outcomes;
+}
+
+TrainConfig TpConfig(int tp, const std::string& strategy) {
+  TrainConfig config = TinyConfig();
+  config.set_tp(tp);
+  config.set_strategy(strategy);
+  config.set_batch_size(2);
+  config.set_steps(2);
+  return config;
+}
+
+TEST(TpTraining, TpBytesEqualTheirClosedFormUnderFp32AndBf16) {
+  at::set_num_threads(1);
+  for (const std::string precision : {"fp32", "bf16"}) {
+    for (const bool sequence_parallel : {false, true}) {
+      TrainConfig config = TpConfig(2, "ddp");
+      config.set_precision(precision);
+      config.set_sequence_parallel(sequence_parallel);
+      SCOPED_TRACE(absl::StrCat(precision, sequence_parallel ? " with SP" : ""));
+      const int64_t expected = ExpectedTensorParallelStepBytes(config);
+      ASSERT_GT(expected, 0);
+      if (precision == "bf16") {
+        TrainConfig fp32 = config;
+        fp32.set_precision("fp32");
+        // Only SP moves a bf16 copy: there the two closed forms differ.
+        EXPECT_EQ(expected < ExpectedTensorParallelStepBytes(fp32),
+                  sequence_parallel);
+      }
+      for (const RankOutcome& rank : TrainOnThreads(config, 2)) {
+        ASSERT_TRUE(rank.status.ok()) << rank.status;
+        ASSERT_EQ(rank.result.runs(0).steps_size(), 2);
+        for (const StepRecord& step : rank.result.runs(0).steps()) {
+          EXPECT_EQ(step.expected_tp_bytes(), expected);
+          EXPECT_EQ(step.tp_bytes_sent(), expected) << "step " << step.step();
+        }
+      }
+    }
+  }
+}
+
+// The outcome as the process tests' comparison reads a launch.
+TrainerLaunch AsLaunch(const std::vector<RankOutcome>& ranks) {
+  TrainerLaunch launch;
+  launch.exit_code = 0;
+  for (const RankOutcome& rank : ranks) {
+    EXPECT_TRUE(rank.status.ok()) << rank.status;
+    if (!rank.status.ok()) launch.exit_code = 1;
+    launch.rank_parameters.push_back(rank.parameters);
+  }
+  launch.result = ranks[0].result;
+  launch.manifest = ranks[0].manifest;
+  return launch;
+}
+
+// zero1 and zero2 over the dp group and four tp ranks, against one rank on
+// the same global batch, by the DDP process tests' comparison
+// (trainer/ddp_process_check.h; the bound in docs/tp.md): every step's loss
+// and norm, every rank's logical parameters equal bit for bit, rank 0's
+// against one rank's per tensor. 3 clipped steps.
+TEST(TpTraining, Zero1Zero2AndFourTpRanksEqualOneRank) {
+  at::set_num_threads(1);
+  constexpr int kGlobalBatch = 4;
+  auto clipped = [](TrainConfig config, int dp) {
+    config.set_batch_size(kGlobalBatch / dp);
+    config.set_steps(3);
+    config.set_lr(3e-3);
+    config.set_weight_decay(0.1);
+    config.set_max_grad_norm(1.0);
+    return config;
+  };
+  const TrainerLaunch one = AsLaunch(TrainOnThreads(clipped(TpConfig(1, "single"), 1), 1));
+  ASSERT_EQ(one.exit_code, 0);
+  struct Layout {
+    int tp;
+    int dp;
+    std::string strategy;
+    bool sequence_parallel;
+  };
+  for (const Layout& layout :
+       {Layout{2, 2, "zero1", false}, Layout{2, 2, "zero2", true},
+        Layout{4, 1, "ddp", true}, Layout{4, 1, "zero2", false}}) {
+    const std::string name =
+        absl::StrCat("tp", layout.tp, "_dp", layout.dp, "_", layout.strategy,
+                     layout.sequence_parallel ? "_sp" : "");
+    SCOPED_TRACE(name);
+    TrainConfig config = clipped(TpConfig(layout.tp, layout.strategy), layout.dp);
+    config.set_sequence_parallel(layout.sequence_parallel);
+    const TrainerLaunch many =
+        AsLaunch(TrainOnThreads(config, layout.tp * layout.dp));
+    ASSERT_EQ(many.exit_code, 0);
+    const DdpComparison comparison = CompareWithReference(many, one);
+    EXPECT_TRUE(comparison.ok()) << comparison.Describe();
+    std::cout << name << " vs one rank:\n" << comparison.Describe() << "\n";
+  }
+}
+
+// lr = 0 (and so no decay): the parameters stay what the run started from.
+TrainConfig Frozen(TrainConfig config) {
+  config.set_lr(0);
+  config.set_min_lr(0);
+  return config;
+}
+
+TEST(TpTraining, TheDigestIsTheLogicalModelsAndInitFromWritesIt) {
+  at::set_num_threads(1);
+  const TrainConfig one_rank = Frozen(TpConfig(1, "single"));
+  const GptModel seeded(ModelShapeOf(one_rank), one_rank.seed());
+  const GptModel other(ModelShapeOf(one_rank), one_rank.seed() + 1);
+  const std::string seeded_digest = ParameterDigest(seeded.parameters());
+  const std::string other_digest = ParameterDigest(other.parameters());
+  ASSERT_NE(seeded_digest, other_digest);
+  hf::OurParameters file;
+  for (const NamedParameter& p : other.parameters()) {
+    file.emplace_back(p.name, p.tensor.detach().clone());
+  }
+
+  // One rank: the digest of what it holds.
+  {
+    const std::vector<RankOutcome> seeded_run = TrainOnThreads(one_rank, 1);
+    ASSERT_TRUE(seeded_run[0].status.ok()) << seeded_run[0].status;
+    EXPECT_EQ(seeded_run[0].result.parameter_digest(), seeded_digest);
+    const std::vector<RankOutcome> from_file = TrainOnThreads(one_rank, 1, &file);
+    ASSERT_TRUE(from_file[0].status.ok()) << from_file[0].status;
+    EXPECT_EQ(from_file[0].result.parameter_digest(), other_digest);
+  }
+  // tp=2 x dp=1 seeded: every rank reports the one-rank model's digest.
+  for (const RankOutcome& rank : TrainOnThreads(Frozen(TpConfig(2, "ddp")), 2)) {
+    ASSERT_TRUE(rank.status.ok()) << rank.status;
+    EXPECT_EQ(rank.result.parameter_digest(), seeded_digest)
+        << "the digest is not the logical model's";
+  }
+  // --init_from under tp, through the tp strategy's pieces.
+  for (const auto& [strategy, world_size] :
+       std::vector<std::pair<std::string, int>>{{"ddp", 2}, {"fsdp", 4}}) {
+    SCOPED_TRACE(absl::StrCat(strategy, " on ", world_size, " ranks, tp=2"));
+    for (const RankOutcome& rank :
+         TrainOnThreads(Frozen(TpConfig(2, strategy)), world_size, &file)) {
+      ASSERT_TRUE(rank.status.ok()) << rank.status;
+      EXPECT_EQ(rank.result.parameter_digest(), other_digest)
+          << "the model written by --init_from is not the file's";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mtb::tp
