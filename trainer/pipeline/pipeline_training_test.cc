@@ -64,8 +64,10 @@ Trained TrainOneRank(const TrainConfig& config) {
 
 Trained TrainPipelined(TrainConfig config, int stages, const std::string& schedule,
                        int micro_batches, bool skip_tied_sum = false,
-                       int dp = 1) {
+                       int dp = 1, const std::string& strategy = "ddp",
+                       const SyncTestFault& sync_fault = {}) {
   config.set_batch_size(config.batch_size() / dp);
+  if (dp > 1) config.set_strategy(strategy);
   config.set_pp(stages);
   config.set_pp_schedule(schedule);
   config.set_pp_microbatches(micro_batches);
@@ -77,7 +79,7 @@ Trained TrainPipelined(TrainConfig config, int stages, const std::string& schedu
   const absl::Status ran = collective::RunRanksAsThreads(
       stages * dp, [&](collective::Communicator& communicator) {
         absl::StatusOr<std::unique_ptr<PipelineStage>> stage =
-            PipelineStage::Create(config, &communicator);
+            PipelineStage::Create(config, &communicator, sync_fault);
         ASSERT_TRUE(stage.ok()) << stage.status();
         std::vector<StepRecord> steps;
         for (int64_t step = 1; step <= config.steps(); ++step) {
@@ -190,14 +192,32 @@ TEST_F(PipelineTraining, SeveralMicroBatchesEqualOneRankWithinTheDdpTiers) {
   }
 }
 
-// pp 2 x dp 2: each stage's gradient averaged over its two replicas, as
-// DDP's; the replicas of rank 0's pipeline hold the same model.
+// pp 2 x dp 2: each stage's gradient reduced over its two replicas by the
+// strategy (ddp's all-reduce; zero1's and zero2's reduce-scatter, sharded
+// AdamW and all-gather), as over a whole model; rank 0's gathered model is
+// compared.
 TEST_F(PipelineTraining, TwoStagesTimesTwoReplicasEqualOneRankWithinTheDdpTiers) {
+  for (const char* strategy : {"ddp", "zero1", "zero2"}) {
+    SCOPED_TRACE(strategy);
+    const DdpComparison comparison = CompareWithinTiers(
+        TrainPipelined(PipelineTestConfig(), 2, "1f1b", 2,
+                       /*skip_tied_sum=*/false, /*dp=*/2, strategy),
+        *reference_);
+    EXPECT_TRUE(comparison.ok()) << comparison.Describe();
+  }
+}
+
+// The negative: a stage reduction that sums instead of averaging (the
+// strategies' own test fault) doubles every stage's gradient: the norm
+// leaves its tier from step 1.
+TEST_F(PipelineTraining, AStageReductionThatSumsFailsTheComparison) {
+  SyncTestFault fault;
+  fault.kind = SyncTestFault::Kind::kSumNotAverage;
   const DdpComparison comparison = CompareWithinTiers(
       TrainPipelined(PipelineTestConfig(), 2, "1f1b", 2,
-                     /*skip_tied_sum=*/false, /*dp=*/2),
+                     /*skip_tied_sum=*/false, /*dp=*/2, "zero2", fault),
       *reference_);
-  EXPECT_TRUE(comparison.ok()) << comparison.Describe();
+  EXPECT_TRUE(comparison.Failed(DdpCheck::kGradNorm)) << comparison.Describe();
 }
 
 // Without the sum, stage 0 steps the token embedding on the lookup's
