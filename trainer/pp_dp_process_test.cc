@@ -5,10 +5,12 @@
 // CompareWithReference (trainer/ddp_process_check.cc); and a pp=2 x dp=2
 // checkpoint, saved as the logical global tensors every strategy saves,
 // resumed at pp=1 on one rank and at pp=4, each continuing within the same
-// bound as the uninterrupted one-rank run. The negative of the stage
+// bound as the uninterrupted one-rank run; --metrics_jsonl writes rank 0's
+// line per step. The negative of the stage
 // reduction (a sum for an average fails) is pipeline_training_test's
 // (threads); here: --strategy=fsdp is refused before ranks start.
 // Two shards: the zero1 and zero2 runs (each with its resumes) apart.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <string>
@@ -16,6 +18,7 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
+#include "common/results/atomic_file.h"
 #include "gtest/gtest.h"
 #include "trainer/ddp_process_check.h"
 #include "trainer/train_result.pb.h"
@@ -93,12 +96,18 @@ void ExpectPipelinesOfReplicasEqualOneRank(const std::string& strategy,
   flags.push_back("--strategy=" + strategy);
   flags.push_back("--checkpoint_dir=" + dir);
   flags.push_back("--save_every=3");
+  const std::string metrics = dir + "_metrics.jsonl";
+  flags.push_back("--metrics_jsonl=" + metrics);
   const TrainerLaunch pipelined =
       RunTrainer(absl::StrCat("pp2_dp2_", strategy), 4, flags);
   ASSERT_EQ(pipelined.exit_code, 0) << pipelined.output;
   EXPECT_EQ(pipelined.result.model().tokens_per_step(),
             one.result.model().tokens_per_step());
   ASSERT_EQ(pipelined.result.checkpoint().saves_size(), 2);
+  // --metrics_jsonl: rank 0's line per step.
+  absl::StatusOr<std::string> lines = ReadFileToString(metrics);
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  EXPECT_EQ(std::count(lines->begin(), lines->end(), '\n'), 5) << *lines;
   const DdpComparison comparison = CompareWithReference(pipelined, one);
   EXPECT_TRUE(comparison.ok()) << comparison.Describe();
   std::cout << "pp=2 x dp=2 " << strategy << " vs 1 rank:\n"

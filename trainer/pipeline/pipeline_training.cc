@@ -24,9 +24,12 @@
 #include "glog/logging.h"
 #include "trainer/config.h"
 #include "trainer/exact.h"
+#include "trainer/init_from.h"
+#include "trainer/metrics_stream.h"
 #include "trainer/metrics.h"
 #include "torch/csrc/autograd/autograd.h"
 #include "trainer/strategy.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpointer.h"
 #include "trainer/strategy/factory.h"
 #include "trainer/trainer.h"
@@ -339,8 +342,11 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   // 1 the norm is then summed as GradNorm (trainer/strategy.h) sums it on
   // one rank.
   const int count = static_cast<int>(parameters.size());
-  at::Tensor scalars = at::zeros({1 + count + options_.stages}, at::kDouble);
+  // Last: how many ranks have a preemption notice.
+  at::Tensor scalars =
+      at::zeros({1 + count + options_.stages + 1}, at::kDouble);
   double* values = scalars.data_ptr<double>();
+  if (stop_notice_ && stop_notice_()) values[1 + count + options_.stages] = 1;
   if (stage_ == last) {
     double mean = 0;
     for (double loss : losses) mean += loss / static_cast<double>(m);
@@ -363,6 +369,7 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   }
   const double norm = std::sqrt(sum_of_squares);
   const double loss = values[0];
+  stop_agreed_ = values[1 + count + options_.stages] > 0;
   record.set_loss(loss);
   record.set_loss_bits(DoubleBits(loss));
   record.set_grad_norm(norm);
@@ -474,11 +481,13 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
   const RankInfo progress_rank{rank.rank, rank.world_size, config.pp()};
   checkpoint::Checkpointer* checkpointer = hooks.checkpointer;
   int64_t start_step = 0;
+  bool resumed = false;
   if (checkpointer != nullptr) {
     RETURN_IF_ERROR(checkpointer->Start());
     const checkpoint::CheckpointPlan& plan = checkpointer->plan();
     double load_ms = 0;
     if (plan.resuming()) {
+      resumed = true;
       start_step = plan.start_step;
       const Stopwatch load_watch;
       RETURN_IF_ERROR(CallGuarded("resuming", [&] {
@@ -498,9 +507,9 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
     *result.mutable_checkpoint() = checkpointer->Info();
     result.mutable_checkpoint()->set_load_ms(load_ms);
   }
-  auto save_after = [&](int64_t step) -> absl::Status {
+  auto save_after = [&](int64_t step, bool forced) -> absl::Status {
     if (checkpointer == nullptr ||
-        !checkpointer->plan().SavesAt(step, config.steps())) {
+        !(forced || checkpointer->plan().SavesAt(step, config.steps()))) {
       return absl::OkStatus();
     }
     const checkpoint::RankState progress =
@@ -522,9 +531,27 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
     }
     return absl::OkStatus();
   };
+  // --init_from: the imported model written into every stage's pieces
+  // (InitializeParameters, trainer/init_from.h), unless the run resumed:
+  // the checkpoint's model wins.
+  if (hooks.init_parameters != nullptr) {
+    if (resumed) {
+      if (rank.rank == 0) {
+        LOG(INFO) << "--init_from: not applied: the run resumed";
+      }
+    } else {
+      RETURN_IF_ERROR(CallGuarded("--init_from", [&] {
+        return InitializeParameters(*hooks.init_parameters,
+                                    stage->checkpoint_state());
+      }));
+    }
+  }
+  if (checkpointer != nullptr && hooks.stop_notice) {
+    stage->set_stop_notice(hooks.stop_notice);
+  }
   // A resume that trains nothing and saves at once: an offline reshard.
   if (start_step == config.steps() && start_step > 0) {
-    RETURN_IF_ERROR(save_after(start_step));
+    RETURN_IF_ERROR(save_after(start_step, false));
   }
   TrainRun* run = result.add_runs();
   run->set_index(0);
@@ -555,7 +582,26 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
     if (step == start_step + 1 && hooks.after_first_step) {
       RETURN_IF_ERROR(hooks.after_first_step());
     }
-    RETURN_IF_ERROR(save_after(step));
+    if (hooks.metrics_stream != nullptr) {
+      RETURN_IF_ERROR(hooks.metrics_stream->Append(run->steps(run->steps_size() - 1), 0));
+    }
+    // A preemption notice on any rank: this step saved, then every rank
+    // stops (the caller exits kExitPreempted), as RunTraining does.
+    const bool preempted = checkpointer != nullptr && stage->stop_agreed();
+    RETURN_IF_ERROR(save_after(step, preempted));
+    if (preempted) {
+      Preemption* preemption = result.mutable_preemption();
+      preemption->set_step(static_cast<int32_t>(step));
+      preemption->set_checkpoint(absl::StrCat(
+          checkpointer->plan().options.dir, "/", checkpoint::StepDirName(step)));
+      if (rank.rank == 0) {
+        LOG(WARNING) << "preemption notice: stopped after step " << step
+                     << " of " << config.steps() << " with checkpoint "
+                     << preemption->checkpoint()
+                     << " (resume with --resume=latest)";
+      }
+      break;
+    }
   }
   if (checkpointer != nullptr) {
     ASSIGN_OR_RETURN(std::vector<CheckpointSave> finished,

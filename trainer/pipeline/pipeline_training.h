@@ -99,6 +99,13 @@ class PipelineStage {
   // Spans per micro-batch ("forward", "backward" with args stage and
   // micro_batch) and "optimizer" go to `trace` (nullptr: none).
   void set_trace(trace::TraceRecorder* trace) { trace_ = trace; }
+  // Asked once per step; the answers ride on the step's scalar all-reduce,
+  // so every rank learns after the same step whether any had a notice
+  // (stop_agreed).
+  void set_stop_notice(std::function<bool()> notice) {
+    stop_notice_ = std::move(notice);
+  }
+  bool stop_agreed() const { return stop_agreed_; }
 
   // The stage's checkpoint state as the Checkpointer (trainer/checkpoint/
   // checkpointer.h) reads it: the global tensors of the parameters this
@@ -146,6 +153,8 @@ class PipelineStage {
   std::unique_ptr<Strategy> checkpoint_state_;
   StageTraffic traffic_;
   trace::TraceRecorder* trace_ = nullptr;
+  std::function<bool()> stop_notice_;
+  bool stop_agreed_ = false;
 };
 
 // The pipelined counterpart of RunTraining (trainer/trainer.h) for one rank:

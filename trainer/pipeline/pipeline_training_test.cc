@@ -15,6 +15,7 @@
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "trainer/ddp_process_check.h"
+#include "trainer/init_from.h"
 #include "trainer/strategy.h"
 #include "trainer/test_config.h"
 #include "trainer/trainer.h"
@@ -230,6 +231,50 @@ TEST_F(PipelineTraining, UnsummedTiedEmbeddingFailsTheComparison) {
       *reference_);
   EXPECT_TRUE(comparison.Failed(DdpCheck::kGradNorm)) << comparison.Describe();
   EXPECT_TRUE(comparison.FailedParameter("wte")) << comparison.Describe();
+}
+
+// --init_from under --pp: the imported model goes into every stage's pieces
+// (InitializeParameters over the stage's checkpoint state, pp 2 x dp 2 under
+// zero1), and the last stage's tied embedding takes stage 0's values: every
+// rank then holds the imported model bit for bit; the model it replaced
+// (the seed's) does not equal it.
+TEST_F(PipelineTraining, InitFromWritesEveryStagesParameters) {
+  TrainConfig config = PipelineTestConfig();
+  config.set_batch_size(config.batch_size() / 2);
+  config.set_pp(2);
+  config.set_pp_schedule("1f1b");
+  config.set_pp_microbatches(1);
+  config.set_strategy("zero1");
+  ASSERT_TRUE(ValidatePipelineConfig(config).ok())
+      << ValidatePipelineConfig(config);
+  TrainConfig other = config;
+  other.set_seed(config.seed() + 1);
+  const GptModel imported(ModelShapeOf(other), other.seed());
+  hf::OurParameters parameters;
+  for (const NamedParameter& parameter : imported.parameters()) {
+    parameters.push_back({parameter.name, parameter.tensor.detach().clone()});
+  }
+  const at::Tensor expected = imported.store().flat_parameters().clone();
+  const absl::Status ran = collective::RunRanksAsThreads(
+      4, [&](collective::Communicator& communicator) {
+        absl::StatusOr<std::unique_ptr<PipelineStage>> stage =
+            PipelineStage::Create(config, &communicator);
+        ASSERT_TRUE(stage.ok()) << stage.status();
+        ASSERT_FALSE(
+            at::equal((*stage)->model().store().flat_parameters(), expected));
+        ASSERT_TRUE(
+            InitializeParameters(parameters, (*stage)->checkpoint_state()).ok());
+        // The last stage's head copy, before any gather.
+        if ((*stage)->stage() == 1) {
+          EXPECT_TRUE(at::equal((*stage)->model().parameters()[0].tensor,
+                                parameters[0].second));
+        }
+        ASSERT_TRUE((*stage)->GatherFullParameters().ok());
+        EXPECT_TRUE(
+            at::equal((*stage)->model().store().flat_parameters(), expected))
+            << "rank " << communicator.rank();
+      });
+  ASSERT_TRUE(ran.ok()) << ran;
 }
 
 }  // namespace
