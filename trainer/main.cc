@@ -153,11 +153,10 @@ int main(int argc, char** argv) {
                                                     world->world_size)}) {
     if (!status.ok()) return mtb::ReportAndExitCode(kProgram, status);
   }
-  // A pipelined run has no run components yet (docs/pipeline.md, "Not yet").
+  // A pipelined run has checkpoints, --init_from and --metrics_jsonl but
+  // not yet fault injection and restarts (docs/pipeline.md, "Not yet").
   if (config.pp() > 1) {
-    for (const char* flag :
-         {"checkpoint_dir", "resume", "fault", "init_from", "metrics_jsonl",
-          "testonly_sync_fault", "max_restarts"}) {
+    for (const char* flag : {"fault", "max_restarts"}) {
       if (mtb::FlagWasSet(flag)) {
         return mtb::ReportAndExitCode(
             kProgram, absl::InvalidArgumentError(absl::StrCat(
@@ -178,6 +177,15 @@ int main(int argc, char** argv) {
       mtb::ParseSyncTestFault(absl::GetFlag(FLAGS_testonly_sync_fault));
   if (!sync_fault.ok()) {
     return mtb::ReportAndExitCode(kProgram, sync_fault.status());
+  }
+  // Under --pp the strategy runs over each stage's dp group: a fault needs one.
+  if (config.pp() > 1 && mtb::FlagWasSet("testonly_sync_fault") &&
+      world->world_size == config.pp()) {
+    return mtb::ReportAndExitCode(
+        kProgram, absl::InvalidArgumentError(absl::StrCat(
+                      "--testonly_sync_fault acts on the stages' data-parallel "
+                      "groups: with --pp=", config.pp(), " it needs --nproc > ",
+                      config.pp())));
   }
   if (absl::StatusOr<mtb::StrategyKind> kind =
           mtb::ParseStrategy(config.strategy());

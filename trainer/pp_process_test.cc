@@ -6,10 +6,10 @@
 // one rank bit for bit (trainer/pipeline/pipeline_training.h says why);
 // several change the fp32 summation order only. The negative: an unsummed
 // tied embedding fails the same comparison. Bad input is refused before any
-// rank starts. pp x dp is pipeline_training_test's (ranks as threads), to
-// keep this test's launches few. One process, one one-rank reference, seven
-// launches: the launches (not the training) are the cost, so the test is not
-// sharded.
+// rank starts. pp x dp (with its strategies and checkpoints) is
+// pp_dp_process_test's, to keep this test's launches few. One process, one
+// one-rank reference, seven launches: the launches (not the training) are
+// the cost, so the test is not sharded.
 #include <algorithm>
 #include <cstring>
 #include <iostream>

@@ -358,7 +358,8 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
       pipeline::IsPipelined(config)
           ? pipeline::RunPipelineTraining(config,
                                           RankInfo{env.rank, env.world_size},
-                                          communicator.get(), **data, hooks)
+                                          communicator.get(), **data, hooks,
+                                          options.sync_fault)
           : RunTraining(config,
                         RankInfo{env.rank, env.world_size,
                                  tp::TensorParallelSize(config)},

@@ -144,16 +144,25 @@ absl::Status CheckResumePath(const std::string& path) {
   return absl::OkStatus();
 }
 
-// The tp ranks of a group train the same samples (docs/tp.md): the data is
-// split over world_size / tp replicas.
+// The tp ranks of a group train the same samples (docs/tp.md), as do the
+// stages of a pipeline (docs/pipeline.md): the data is split over
+// world_size / (tp x pp) replicas.
+int ModelParallelSize(const TrainConfig& config) {
+  return tp::TensorParallelSize(config) * std::max(1, config.pp());
+}
+
 int64_t GlobalBatch(const TrainConfig& config, int world_size) {
-  return static_cast<int64_t>(world_size / tp::TensorParallelSize(config)) *
+  return static_cast<int64_t>(world_size / ModelParallelSize(config)) *
          config.batch_size() * config.grad_accum();
 }
 
 std::string GlobalBatchArithmetic(const TrainConfig& config, int world_size) {
-  const int tp = tp::TensorParallelSize(config);
-  return absl::StrCat(world_size / tp, tp > 1 ? absl::StrCat(" (", world_size, " / --tp=", tp, ")") : "",
+  const int tp = ModelParallelSize(config);
+  const char* divisor = config.pp() > 1
+                            ? (tp::TensorParallelSize(config) > 1 ? " / --tp x --pp=" : " / --pp=")
+                            : " / --tp=";
+  return absl::StrCat(world_size / tp,
+                      tp > 1 ? absl::StrCat(" (", world_size, divisor, tp, ")") : "",
                       " x ", config.batch_size(), " x ", config.grad_accum(),
                       " = ", GlobalBatch(config, world_size));
 }
@@ -261,7 +270,7 @@ absl::Status CheckSpace(CheckpointPlan* plan, const TrainConfig& config) {
 const std::set<std::string>& LayoutFields() {
   static const auto* fields = new std::set<std::string>{
       "strategy", "batch_size", "grad_accum", "grad_sync", "bucket_cap_mb", "tp",
-      "sequence_parallel"};
+      "sequence_parallel", "pp", "pp_schedule", "pp_microbatches", "pp_split"};
   return *fields;
 }
 
@@ -492,7 +501,8 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointOptions& options,
         from, " does not fit this run: ", absl::StrJoin(mismatches, "; "),
         " (a resume may change --steps, --save_every, --keep_last, logging, timeouts "
         "and outputs, and the world size, --strategy, --batch_size, --grad_accum, "
-        "--grad_sync, --bucket_cap_mb, --tp and --sequence_parallel when the global "
+        "--grad_sync, --bucket_cap_mb, --tp, --sequence_parallel and the --pp flags when "
+        "the global "
         "batch stays the same)"));
   }
   plan.saved_config = saved;

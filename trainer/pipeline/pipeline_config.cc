@@ -1,6 +1,7 @@
 #include "trainer/pipeline/pipeline_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "trainer/strategy/registry.h"
 
 namespace mtb::pipeline {
 namespace {
@@ -57,6 +58,14 @@ absl::Status ValidatePipelineConfig(const TrainConfig& c) {
     return Invalid(absl::StrCat("--pp=", c.pp(), " with --tp=", c.tp(),
                                 " is not supported yet: pipeline stages hold "
                                 "whole blocks; use one of --pp, --tp"));
+  }
+  // The dp axis runs --strategy over each stage's data-parallel group; an
+  // entry that cannot says why (its registry trait).
+  if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(c.strategy());
+      entry.ok() && (*entry)->pipeline_refusal[0] != '\0') {
+    return Invalid(absl::StrCat("--strategy=", c.strategy(),
+                                " is not supported with --pp=", c.pp(), ": ",
+                                (*entry)->pipeline_refusal));
   }
   if (c.pp_microbatches() < 1) {
     return Invalid(absl::StrCat("--pp_microbatches=", c.pp_microbatches(),

@@ -31,7 +31,8 @@ struct PipelineOptions {
 // --n_layers, --pp_split's stages and sum, --pp_schedule's value,
 // --pp_microbatches dividing --batch_size, and what a pipelined run does not
 // support (--grad_accum > 1, --reduction=exact, --precision=bf16,
-// --activation_checkpointing, --repeat > 1). --pp_split and the test flag
+// --activation_checkpointing, --repeat > 1, a --strategy whose registry entry
+// gives a pipeline_refusal: fsdp). --pp_split and the test flag
 // without --pp > 1 are refused too. OK for a config that is not pipelined
 // and sets none of them.
 absl::Status ValidatePipelineConfig(const TrainConfig& config);

@@ -70,6 +70,15 @@ TEST(PipelineConfig, BadInputIsRefusedNamingTheFlag) {
   config = Pipelined();
   config.set_reduction("exact");
   ExpectRefused(config, "--reduction=exact is not supported");
+  config = Pipelined();
+  config.set_strategy("fsdp");
+  ExpectRefused(config,
+                "--strategy=fsdp is not supported with --pp=2: a stage's "
+                "forward and backward hold its blocks whole");
+  for (const char* strategy : {"ddp", "zero1", "zero2"}) {
+    config.set_strategy(strategy);
+    EXPECT_TRUE(ValidatePipelineConfig(config).ok()) << strategy;
+  }
   config = TrainConfig();
   config.set_pp_split("2,2");
   ExpectRefused(config, "--pp_split=2,2 applies to pipelined runs only");

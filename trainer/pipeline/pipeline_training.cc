@@ -25,10 +25,16 @@
 #include "glog/logging.h"
 #include "trainer/config.h"
 #include "trainer/exact.h"
+#include "trainer/init_from.h"
+#include "trainer/metrics_stream.h"
 #include "trainer/metrics.h"
 #include "trainer/run/run_report.h"
 #include "trainer/strategy/scalars.h"
+#include "torch/csrc/autograd/autograd.h"
 #include "trainer/strategy.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/checkpointer.h"
+#include "trainer/strategy/factory.h"
 #include "trainer/trainer.h"
 
 namespace mtb::pipeline {
@@ -36,8 +42,10 @@ namespace {
 
 int ActivationTag(int micro_batch) { return 2 * micro_batch; }
 int GradientTag(int micro_batch) { return 2 * micro_batch + 1; }
-// Below the communicator's reserved tags, above any micro-batch's.
+// Below the communicator's reserved tags, above any micro-batch's: the last
+// stage's head gradient, then stage 0's updated values.
 constexpr int kTiedEmbeddingTag = 1 << 29;
+constexpr int kTiedValuesTag = kTiedEmbeddingTag + 1;
 
 // Model parameter order (trainer/model.h): wte, wpe, 12 per block, ln_f.
 constexpr int kTokenEmbedding = 0;
@@ -45,6 +53,80 @@ constexpr int kPositionEmbedding = 1;
 constexpr int kPerBlock = 12;
 
 }  // namespace
+
+// Forwards to the stage's strategy, but for the checkpoint lists: every
+// stage's strategy lists "optimizer/step" (the same count everywhere); only
+// stage 0's pieces save it.
+class PipelineStage::CheckpointState final : public Strategy {
+ public:
+  explicit CheckpointState(PipelineStage* stage) : stage_(stage) {}
+  StrategySummary Summary() const override {
+    return inner().Summary();
+  }
+  collective::Communicator* communicator() const override {
+    return stage_->communicator_;
+  }
+  absl::Status Setup(ParameterStore&, const AdamWOptions&) override {
+    return absl::FailedPreconditionError("set up by the pipeline stage");
+  }
+  void ZeroGradients() override { inner().ZeroGradients(); }
+  absl::Status BeforeBackward(int piece, int pieces,
+                              ReductionMode mode) override {
+    return inner().BeforeBackward(piece, pieces, mode);
+  }
+  absl::Status AfterBackward(ReductionMode mode) override {
+    return inner().AfterBackward(mode);
+  }
+  absl::StatusOr<double> GlobalGradNorm() override {
+    return inner().GlobalGradNorm();
+  }
+  absl::Status OptimizerStep(double lr, double gradient_scale) override {
+    return inner().OptimizerStep(lr, gradient_scale);
+  }
+  StepCommunication TakeStepCommunication() override {
+    return inner().TakeStepCommunication();
+  }
+  HeldMemory Held() const override { return inner().Held(); }
+  std::vector<StatePiece> CheckpointPieces(CheckpointUse use) override {
+    std::vector<StatePiece> pieces = inner().CheckpointPieces(use);
+    if (use == CheckpointUse::kSave && stage_->stage_ != 0) {
+      pieces.erase(std::remove_if(pieces.begin(), pieces.end(),
+                                  [](const StatePiece& piece) {
+                                    return piece.name == "optimizer/step";
+                                  }),
+                   pieces.end());
+    }
+    return pieces;
+  }
+  absl::Status FinishCheckpointLoad() override {
+    RETURN_IF_ERROR(inner().FinishCheckpointLoad());
+    return stage_->SendTiedValues();
+  }
+  std::vector<ExactGroup> ExactGroups() override {
+    return inner().ExactGroups();
+  }
+  absl::Status GatherFullParameters() override {
+    return stage_->GatherFullParameters();
+  }
+
+ private:
+  Strategy& inner() const { return *stage_->strategy_; }
+  PipelineStage* stage_;
+};
+
+absl::Status PipelineStage::SendTiedValues() {
+  const int last = options_.stages - 1;
+  const at::Tensor& wte = model_.parameters()[kTokenEmbedding].tensor;
+  at::NoGradGuard no_grad;
+  if (stage_ == 0) {
+    const at::Tensor values = wte.detach();
+    RETURN_IF_ERROR(pipe_->SendAsync(values, last, kTiedValuesTag).Wait());
+    traffic_.tied_embedding_bytes += values.numel() * 4;
+  } else if (stage_ == last) {
+    RETURN_IF_ERROR(pipe_->Recv(wte.detach(), 0, kTiedValuesTag));
+  }
+  return absl::OkStatus();
+}
 
 PipelineStage::PipelineStage(const TrainConfig& config, PipelineOptions options,
                              collective::Communicator* communicator)
@@ -77,13 +159,12 @@ int PipelineStage::OwnerOf(int parameter) const {
 }
 
 int64_t PipelineStage::owned_parameters() const {
-  int64_t elements = 0;
-  for (const FlatAdamW::Range& range : owned_ranges_) elements += range.numel;
-  return elements;
+  return stage_store_->flat_parameters().numel();
 }
 
 absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
-    const TrainConfig& config, collective::Communicator* communicator) {
+    const TrainConfig& config, collective::Communicator* communicator,
+    const SyncTestFault& sync_fault) {
   CHECK(communicator != nullptr);
   ASSIGN_OR_RETURN(PipelineOptions options, PipelineOptionsOf(config));
   if (communicator->world_size() % options.stages != 0) {
@@ -116,37 +197,39 @@ absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
                              absl::StrCat("pp_data_", stage->stage_)),
                          group));
   }
-  ParameterStore& store = stage->model_.store();
-  store.AttachGradients();
-  const int count = static_cast<int>(store.parameters().size());
-  const int last = stage->options_.stages - 1;
+  // The stage store: the owned parameters, in the model's units (the
+  // strategy's buckets follow its layout), each tensor rebound to it.
+  const ParameterStore& model_store = stage->model_.store();
+  const int count = static_cast<int>(model_store.parameters().size());
+  std::vector<int> stage_index(count, -1);
+  std::vector<NamedParameter> mine;
   for (int i = 0; i < count; ++i) {
-    const bool head_copy = i == kTokenEmbedding && stage->stage_ == last;
-    if (stage->OwnerOf(i) == stage->stage_ || head_copy) {
-      stage->owned_.push_back(i);
+    if (stage->OwnerOf(i) != stage->stage_) continue;
+    stage_index[i] = static_cast<int>(mine.size());
+    stage->owned_.push_back(i);
+    mine.push_back(model_store.parameters()[i]);
+  }
+  std::vector<std::pair<std::string, std::vector<int>>> units;
+  for (const ParameterUnit& unit : model_store.units()) {
+    std::vector<int> members;
+    for (int i : unit.parameters) {
+      if (stage_index[i] >= 0) members.push_back(stage_index[i]);
     }
+    if (!members.empty()) units.push_back({unit.name, members});
   }
-  // Flat ranges in layout order, neighbours merged.
-  std::vector<FlatAdamW::Range> ranges;
-  for (int i : stage->owned_) {
-    ranges.push_back({store.offset(i), store.parameters()[i].tensor.numel()});
+  stage->stage_store_ =
+      std::make_unique<ParameterStore>(std::move(mine), units);
+  if (stage->data_ != nullptr) {
+    ASSIGN_OR_RETURN(stage->strategy_,
+                     MakeStrategy(config, stage->data_.get(), sync_fault));
+  } else {
+    // dp 1: nothing to reduce; the one-rank reference's arithmetic.
+    stage->strategy_ = std::make_unique<SingleStrategy>();
   }
-  std::sort(ranges.begin(), ranges.end(),
-            [](const FlatAdamW::Range& a, const FlatAdamW::Range& b) {
-              return a.offset < b.offset;
-            });
-  for (const FlatAdamW::Range& range : ranges) {
-    if (!stage->owned_ranges_.empty() &&
-        stage->owned_ranges_.back().offset + stage->owned_ranges_.back().numel ==
-            range.offset) {
-      stage->owned_ranges_.back().numel += range.numel;
-    } else {
-      stage->owned_ranges_.push_back(range);
-    }
-  }
-  stage->optimizer_ = std::make_unique<FlatAdamW>(
-      store, stage->owned_ranges_, AdamWOptionsOf(config),
-      kOptimizerPieceElements);
+  RETURN_IF_ERROR(stage->strategy_->Setup(*stage->stage_store_,
+                                          AdamWOptionsOf(config)));
+  stage->checkpoint_state_ =
+      std::make_unique<CheckpointState>(stage.get());
   return stage;
 }
 
@@ -158,11 +241,15 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   record.set_lr(LearningRateAt(schedule_, step));
   record.set_timed(step > config_.timing_warmup_steps());
   traffic_ = {};
-  ParameterStore& store = model_.store();
-  store.ZeroGradients();
+  strategy_->ZeroGradients();
 
   const int m = options_.micro_batches;
   const int last = options_.stages - 1;
+  const bool tied = !options_.skip_tied_embedding_sum;
+  const std::vector<NamedParameter>& parameters = model_.parameters();
+  const at::Tensor& wte = parameters[kTokenEmbedding].tensor;
+  // The last stage's head gradient b accumulates from nothing each step.
+  if (stage_ == last) wte.mutable_grad() = at::Tensor();
   const int64_t samples = config_.batch_size() / m;
   const Schedule schedule = MakeSchedule(options_.schedule, options_.stages, m);
   // Per micro-batch: the stage's input (a leaf that receives its gradient,
@@ -183,6 +270,7 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   auto shape = [&] {
     return std::vector<int64_t>{samples, config_.seq_len(), config_.d_model()};
   };
+  int backwards = 0;
   for (const Action& action : schedule.actions[stage_]) {
     const int j = action.micro_batch;
     const std::map<std::string, std::string> span_args = {
@@ -227,6 +315,10 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
       continue;
     }
     Stopwatch watch;
+    // The strategy's micro-batch pieces are this stage's backwards in order.
+    RETURN_IF_ERROR(
+        strategy_->BeforeBackward(backwards, m, ReductionMode::kFloat));
+    const bool final_backward = ++backwards == m;
     if (stage_ == last) {
       const trace::ScopedSpan span(trace_, "backward", "compute", span_args);
       // One rank's step divides each piece's mean loss by the pieces.
@@ -238,14 +330,30 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
         RETURN_IF_ERROR(activation_sends[j]->Wait());
         activation_sends[j].reset();
       }
-      const trace::ScopedSpan span(trace_, "backward", "compute", span_args);
-      outputs[j].backward(gradient);
+      if (stage_ == 0 && final_backward && tied) {
+        // The head's gradient b joins this backward as a second root whose
+        // gradient with respect to wte is 1 * b = b exactly: the hooks see
+        // a + b (= b + a in IEEE), as one rank's backward sums them.
+        at::Tensor head = at::empty_like(wte);
+        RETURN_IF_ERROR(pipe_->Recv(head, last, kTiedEmbeddingTag));
+        const trace::ScopedSpan span(trace_, "backward", "compute", span_args);
+        torch::autograd::backward({outputs[j], (wte * head).sum()},
+                                  {gradient, at::ones({}, at::kFloat)});
+      } else {
+        const trace::ScopedSpan span(trace_, "backward", "compute", span_args);
+        outputs[j].backward(gradient);
+      }
     }
     if (stage_ > 0) {
       const at::Tensor input_gradient = inputs[j].grad().contiguous();
       sends.push_back(
           pipe_->SendAsync(input_gradient, stage_ - 1, GradientTag(j)));
       traffic_.gradient_bytes += input_gradient.numel() * 4;
+    }
+    if (stage_ == last && final_backward && tied) {
+      const at::Tensor head = wte.grad().contiguous();
+      sends.push_back(pipe_->SendAsync(head, 0, kTiedEmbeddingTag));
+      traffic_.tied_embedding_bytes += head.numel() * 4;
     }
     // The micro-batch's activations are freed here (1F1B's memory bound).
     outputs[j] = at::Tensor();
@@ -257,63 +365,48 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   for (std::optional<collective::CollectiveHandle>& send : activation_sends) {
     if (send.has_value()) RETURN_IF_ERROR(send->Wait());
   }
-
-  // pp x dp: the stage's gradient averaged over its data-parallel group
-  // (ddp's arithmetic, after backward rather than overlapped with it).
-  if (data_ != nullptr) {
-    for (const FlatAdamW::Range& range : owned_ranges_) {
-      RETURN_IF_ERROR(data_->AllReduce(
-          store.flat_gradients().narrow(0, range.offset, range.numel),
-          collective::ReduceOp::kAvg));
-    }
-  }
-
-  // The tied embedding: stage 0 holds the lookup's gradient a, the last stage
-  // the head's b; both add the other's (a + b == b + a, bit for bit).
+  // The stage's gradient reduced over its data-parallel group (its
+  // strategy's buckets; nothing at dp 1).
   const Stopwatch sync_watch;
-  const std::vector<NamedParameter>& parameters = store.parameters();
-  if (options_.stages > 1 && !options_.skip_tied_embedding_sum &&
-      (stage_ == 0 || stage_ == last)) {
-    const at::Tensor gradient = parameters[kTokenEmbedding].tensor.grad();
-    const at::Tensor received = at::empty_like(gradient);
-    const int peer = stage_ == 0 ? last : 0;
-    collective::CollectiveHandle send =
-        pipe_->SendAsync(gradient, peer, kTiedEmbeddingTag);
-    RETURN_IF_ERROR(pipe_->Recv(received, peer, kTiedEmbeddingTag));
-    RETURN_IF_ERROR(send.Wait());
-    at::NoGradGuard no_grad;
-    gradient.add_(received);
-    traffic_.tied_embedding_bytes += gradient.numel() * 4;
-  }
+  RETURN_IF_ERROR(strategy_->AfterBackward(ReductionMode::kFloat));
 
-  // One fp64 all-reduce: the loss (the last stage's) and each parameter's
-  // gradient norm (its owner's; the token embedding's from stage 0), zeros
-  // elsewhere, so the sums are exact. The norm is then summed as GradNorm
-  // (trainer/strategy.h) sums it on one rank.
+  // One fp64 all-reduce: the loss (the last stage's), each parameter's
+  // gradient norm (its owner's, at dp 1) or each stage's squared norm (its
+  // strategy's, with dp > 1), zeros elsewhere, so the sums are exact. At dp
+  // 1 the norm is then summed as GradNorm (trainer/strategy.h) sums it on
+  // one rank.
   const int count = static_cast<int>(parameters.size());
-  at::Tensor scalars = at::zeros({1 + count}, at::kDouble);
+  // Last: how many ranks have a preemption notice.
+  at::Tensor scalars =
+      at::zeros({1 + count + options_.stages + 1}, at::kDouble);
   double* values = scalars.data_ptr<double>();
+  if (stop_notice_ && stop_notice_()) values[1 + count + options_.stages] = 1;
   if (stage_ == last) {
     double mean = 0;
     for (double loss : losses) mean += loss / static_cast<double>(m);
     values[0] = dp_ == 1 ? mean : mean / static_cast<double>(dp_);
   }
-  for (int i : owned_) {
-    // After the data-parallel average every replica holds the same norms:
-    // the first one's count.
-    if (dp_rank_ != 0) break;
-    if (i == kTokenEmbedding && stage_ != 0) continue;
-    values[1 + i] = parameters[i].tensor.grad().norm().item<double>();
+  if (dp_ == 1) {
+    for (int i : owned_) {
+      values[1 + i] = parameters[i].tensor.grad().norm().item<double>();
+    }
+  } else {
+    ASSIGN_OR_RETURN(const double stage_norm, strategy_->GlobalGradNorm());
+    // Every replica holds it: the first one's counts.
+    if (dp_rank_ == 0) values[1 + count + stage_] = stage_norm * stage_norm;
   }
   RETURN_IF_ERROR(communicator_->AllReduce(scalars));
   double sum_of_squares = 0;
   for (int i = 0; i < count; ++i) sum_of_squares += values[1 + i] * values[1 + i];
+  for (int s = 0; s < options_.stages; ++s) {
+    sum_of_squares += values[1 + count + s];
+  }
   const double norm = std::sqrt(sum_of_squares);
   const double loss = values[0];
+  stop_agreed_ = values[1 + count + options_.stages] > 0;
   record.set_loss(loss);
   record.set_loss_bits(DoubleBits(loss));
   record.set_grad_norm(norm);
-  record.set_comm_wait_ms(sync_watch.ElapsedMs());
   if (!std::isfinite(loss) || !std::isfinite(norm)) {
     return MarkDeterministic(absl::AbortedError(absl::StrCat(
         "step ", step, ": the loss (", loss, ") or the gradient norm (", norm,
@@ -330,24 +423,26 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   }
   {
     const trace::ScopedSpan span(trace_, "optimizer", "compute");
-    at::NoGradGuard no_grad;
-    if (gradient_scale != 1) store.flat_gradients().mul_(gradient_scale);
-    std::vector<at::Tensor> gradients;
-    for (const FlatAdamW::Range& range : owned_ranges_) {
-      gradients.push_back(
-          store.flat_gradients().narrow(0, range.offset, range.numel));
-    }
-    optimizer_->Step(record.lr(), gradients);
+    RETURN_IF_ERROR(strategy_->OptimizerStep(record.lr(), gradient_scale));
   }
+  // The tied embedding's new values, stage 0 to the last stage.
+  RETURN_IF_ERROR(SendTiedValues());
   record.set_optimizer_ms(optimizer_watch.ElapsedMs());
+  const StepCommunication communication = strategy_->TakeStepCommunication();
+  record.set_comm_wait_ms(sync_watch.ElapsedMs() - record.optimizer_ms());
   // The gradient traffic of the step as the result reports it: the tied
-  // embedding's exchange (V x D fp32 each way, on the end stages), next to
-  // its closed form; activations are not gradient traffic.
-  record.set_grad_bytes_sent(traffic_.tied_embedding_bytes);
-  if (options_.stages > 1 && (stage_ == 0 || stage_ == last)) {
-    record.set_expected_grad_bytes(parameters[kTokenEmbedding].tensor.numel() *
-                                   4);
+  // embedding's exchange (V x D fp32 one way, on each end stage) and the
+  // stage's dp reduction, each next to its closed form; activations are not
+  // gradient traffic.
+  record.set_grad_bytes_sent(traffic_.tied_embedding_bytes +
+                             communication.bytes_sent);
+  record.set_expected_grad_bytes(communication.expected_bytes);
+  if (options_.stages > 1 && tied && (stage_ == 0 || stage_ == last)) {
+    record.set_expected_grad_bytes(record.expected_grad_bytes() +
+                                   wte.numel() * 4);
   }
+  record.set_param_gather_bytes_sent(communication.gather_bytes_sent);
+  record.set_expected_param_gather_bytes(communication.expected_gather_bytes);
   const double step_ms = step_watch.ElapsedMs();
   record.set_step_ms(step_ms);
   record.set_tokens_per_second(
@@ -357,34 +452,44 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
 }
 
 absl::Status PipelineStage::GatherFullParameters() {
-  ParameterStore& store = model_.store();
+  RETURN_IF_ERROR(strategy_->GatherFullParameters());
+  const ParameterStore& store = model_.store();
   at::NoGradGuard no_grad;
-  const at::Tensor& flat = store.flat_parameters();
-  at::Tensor contribution = at::zeros_like(flat);
-  const int count = static_cast<int>(store.parameters().size());
+  at::Tensor contribution = at::zeros({store.numel()}, at::kFloat);
+  const std::vector<NamedParameter>& parameters = store.parameters();
+  const int count = static_cast<int>(parameters.size());
   for (int i = 0; i < count; ++i) {
     if (OwnerOf(i) != stage_) continue;
-    const int64_t numel = store.parameters()[i].tensor.numel();
-    contribution.narrow(0, store.offset(i), numel)
-        .copy_(flat.narrow(0, store.offset(i), numel));
+    const at::Tensor& tensor = parameters[i].tensor;
+    contribution.narrow(0, store.offset(i), tensor.numel())
+        .copy_(tensor.detach().reshape({-1}));
   }
   // x + 0 is x: every element comes from its owner alone.
   RETURN_IF_ERROR(pipe_->AllReduce(contribution));
-  flat.copy_(contribution);
+  // The model's flat memory (the parameters that live there) and each
+  // parameter wherever it lives (the stage store's).
+  store.flat_parameters().copy_(contribution);
+  for (int i = 0; i < count; ++i) {
+    const at::Tensor& tensor = parameters[i].tensor;
+    tensor.detach().copy_(
+        contribution.narrow(0, store.offset(i), tensor.numel())
+            .view(tensor.sizes()));
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<TrainResult> RunPipelineTraining(
     const TrainConfig& config, const RankInfo& rank,
     collective::Communicator* communicator, const DataSource& data,
-    const RunHooks& hooks) {
+    const RunHooks& hooks, const SyncTestFault& sync_fault) {
   TrainResult result;
   result.set_schema_version(kTrainResultSchemaVersion);
   *result.mutable_config() = config;
   result.set_config_fingerprint(ConfigFingerprint(config));
   ASSIGN_OR_RETURN(std::unique_ptr<PipelineStage> stage,
                    CallGuarded("creating the pipeline stage", [&] {
-                     return PipelineStage::Create(config, communicator);
+                     return PipelineStage::Create(config, communicator,
+                                                  sync_fault);
                    }));
   const GptModel& model = stage->model();
   const int64_t tokens_per_step = static_cast<int64_t>(rank.world_size /
@@ -408,10 +513,89 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
               << config.batch_size() / options.micro_batches
               << " samples; " << DescribePartition(options.partition);
   }
+  // --checkpoint_dir: the stage's pieces through the Checkpointer, as
+  // RunTraining's checkpoint component does (a resume first, then saves
+  // after the plan's steps). The data position counts the pipelines'
+  // samples (each pipeline's stages share theirs, as tp's ranks do).
+  const RankInfo progress_rank{rank.rank, rank.world_size, config.pp()};
+  checkpoint::Checkpointer* checkpointer = hooks.checkpointer;
+  int64_t start_step = 0;
+  bool resumed = false;
+  if (checkpointer != nullptr) {
+    RETURN_IF_ERROR(checkpointer->Start());
+    const checkpoint::CheckpointPlan& plan = checkpointer->plan();
+    double load_ms = 0;
+    if (plan.resuming()) {
+      resumed = true;
+      start_step = plan.start_step;
+      const Stopwatch load_watch;
+      RETURN_IF_ERROR(CallGuarded("resuming", [&] {
+        return checkpointer->Resume(
+            stage->checkpoint_state(),
+            ProgressState(config, progress_rank, start_step));
+      }));
+      load_ms = load_watch.ElapsedMs();
+      if (rank.rank == 0) {
+        LOG(INFO) << "resumed from " << plan.resume_dir << " at step "
+                  << start_step
+                  << (plan.resume_exact
+                          ? std::string(", exact")
+                          : absl::StrCat(", not exact: ", plan.inexact_reason));
+      }
+    }
+    *result.mutable_checkpoint() = checkpointer->Info();
+    result.mutable_checkpoint()->set_load_ms(load_ms);
+  }
+  auto save_after = [&](int64_t step, bool forced) -> absl::Status {
+    if (checkpointer == nullptr ||
+        !(forced || checkpointer->plan().SavesAt(step, config.steps()))) {
+      return absl::OkStatus();
+    }
+    const checkpoint::RankState progress =
+        ProgressState(config, progress_rank, step);
+    std::vector<CheckpointSave> finished;
+    if (checkpointer->plan().options.async_save) {
+      ASSIGN_OR_RETURN(finished, checkpointer->SaveAsync(
+                                     step, stage->checkpoint_state(), progress,
+                                     nullptr, [](const char*) {}));
+    } else {
+      ASSIGN_OR_RETURN(CheckpointSave save,
+                       checkpointer->Save(step, stage->checkpoint_state(),
+                                          progress, nullptr,
+                                          [](const char*) {}));
+      finished.push_back(std::move(save));
+    }
+    for (CheckpointSave& save : finished) {
+      *result.mutable_checkpoint()->add_saves() = std::move(save);
+    }
+    return absl::OkStatus();
+  };
+  // --init_from: the imported model written into every stage's pieces
+  // (InitializeParameters, trainer/init_from.h), unless the run resumed:
+  // the checkpoint's model wins.
+  if (hooks.init_parameters != nullptr) {
+    if (resumed) {
+      if (rank.rank == 0) {
+        LOG(INFO) << "--init_from: not applied: the run resumed";
+      }
+    } else {
+      RETURN_IF_ERROR(CallGuarded("--init_from", [&] {
+        return InitializeParameters(*hooks.init_parameters,
+                                    stage->checkpoint_state());
+      }));
+    }
+  }
+  if (checkpointer != nullptr && hooks.stop_notice) {
+    stage->set_stop_notice(hooks.stop_notice);
+  }
+  // A resume that trains nothing and saves at once: an offline reshard.
+  if (start_step == config.steps() && start_step > 0) {
+    RETURN_IF_ERROR(save_after(start_step, false));
+  }
   TrainRun* run = result.add_runs();
   run->set_index(0);
   const Stopwatch run_watch;
-  for (int64_t step = 1; step <= config.steps(); ++step) {
+  for (int64_t step = start_step + 1; step <= config.steps(); ++step) {
     const bool traced = hooks.trace != nullptr &&
                         step >= hooks.trace_first_step &&
                         step <= hooks.trace_last_step;
@@ -438,8 +622,35 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
       LOG(INFO) << FormatProgressLine(record, config.steps(), eta_seconds);
     }
     *run->add_steps() = std::move(record);
-    if (step == 1 && hooks.after_first_step) {
+    if (step == start_step + 1 && hooks.after_first_step) {
       RETURN_IF_ERROR(hooks.after_first_step());
+    }
+    if (hooks.metrics_stream != nullptr) {
+      RETURN_IF_ERROR(hooks.metrics_stream->Append(run->steps(run->steps_size() - 1), 0));
+    }
+    // A preemption notice on any rank: this step saved, then every rank
+    // stops (the caller exits kExitPreempted), as RunTraining does.
+    const bool preempted = checkpointer != nullptr && stage->stop_agreed();
+    RETURN_IF_ERROR(save_after(step, preempted));
+    if (preempted) {
+      Preemption* preemption = result.mutable_preemption();
+      preemption->set_step(static_cast<int32_t>(step));
+      preemption->set_checkpoint(absl::StrCat(
+          checkpointer->plan().options.dir, "/", checkpoint::StepDirName(step)));
+      if (rank.rank == 0) {
+        LOG(WARNING) << "preemption notice: stopped after step " << step
+                     << " of " << config.steps() << " with checkpoint "
+                     << preemption->checkpoint()
+                     << " (resume with --resume=latest)";
+      }
+      break;
+    }
+  }
+  if (checkpointer != nullptr) {
+    ASSIGN_OR_RETURN(std::vector<CheckpointSave> finished,
+                     checkpointer->FinishAsync());
+    for (CheckpointSave& save : finished) {
+      *result.mutable_checkpoint()->add_saves() = std::move(save);
     }
   }
   // Each stage's activations next to the bounds, from its first replica's

@@ -7,17 +7,28 @@
 // Vocabulary as trainer/pipeline/schedule.h. The world is pp x dp: rank r
 // runs stage r / dp of pipeline r % dp (its data-parallel rank d); pipeline d
 // takes samples [d B, (d+1) B) of the step (DDP's layout) and each stage's
-// gradient is averaged over its dp group after backward. A stage *owns* the parameters it computes
-// with: its blocks; the token and position embeddings on stage 0; the final
-// LayerNorm and the token embedding (the tied head) on the last stage. Every
-// rank builds the whole model from the seed (so every stage starts from the
-// same values as one rank) and updates only what it owns.
+// gradient is reduced over its dp group by --strategy (ddp, zero1 or zero2;
+// fsdp is refused before ranks start). A stage *owns* the parameters it
+// computes with: its blocks; the token and position embeddings on stage 0;
+// the final LayerNorm on the last stage. Every rank builds the whole model
+// from the seed (so every stage starts from the same values as one rank);
+// the parameters it owns move into a stage store of their own
+// (trainer/parameter_store.h), over which the strategy runs exactly as it
+// runs over a whole model: buckets, shards, AdamW and checkpoint pieces.
+//
+// The tied embedding. The last stage's head uses the token embedding too but
+// does not own it: after its last backward it sends its head gradient b to
+// stage 0, which adds it inside its own last backward (a second root,
+// sum(wte * b), whose gradient is b exactly), so the strategy's hooks reduce
+// a + b; after the update stage 0 sends the new values back to the last
+// stage. Bytes per end stage and step: V x D fp32, as a gradient exchange.
 //
 // Equality with one rank. With --pp_microbatches=1 every stage runs the same
 // operations on the same values as one rank's forward and backward, the tied
 // embedding's gradient is the same two-term sum (a + b = b + a in IEEE), the
-// norm is summed from the same per-parameter norms in the same order, and
-// AdamW is elementwise: the losses, norms and parameters are one rank's bit
+// norm is summed from the same per-parameter norms in the same order (at dp
+// 1; with dp > 1 each stage's norm is its strategy's), and AdamW is
+// elementwise: the losses, norms and parameters are one rank's bit
 // for bit (pipeline_training_test proves it). With m > 1 micro-batches the
 // mean of m micro-batch means and the per-micro-batch gradient accumulation
 // change the summation order: equal within fp32 rounding.
@@ -39,9 +50,12 @@
 #include "trainer/lr_schedule.h"
 #include "trainer/model.h"
 #include "trainer/optimizer.h"
+#include "trainer/parameter_store.h"
 #include "trainer/pipeline/pipeline_config.h"
 #include "common/trace/recorder.h"
 #include "trainer/run/run_component.h"
+#include "trainer/strategy.h"
+#include "trainer/strategy/sync_fault.h"
 #include "trainer/train_result.pb.h"
 #include "trainer/trainer.h"
 
@@ -75,8 +89,11 @@ class PipelineStage {
   // `config` valid and pipelined; `communicator` holds pp x dp ranks and
   // outlives the stage. With dp > 1 it creates the pipeline and
   // data-parallel communicators over communicator's store (collective).
+  // `sync_fault` (tests only) goes to the strategy of the stage's dp group
+  // (dp > 1).
   static absl::StatusOr<std::unique_ptr<PipelineStage>> Create(
-      const TrainConfig& config, collective::Communicator* communicator);
+      const TrainConfig& config, collective::Communicator* communicator,
+      const SyncTestFault& sync_fault = {});
 
   // Runs optimizer step `step` (1-based) over the step's batch_size samples
   // of `data`. Collective. kAborted on every rank when the loss or the norm
@@ -84,12 +101,28 @@ class PipelineStage {
   absl::StatusOr<StepRecord> Step(int64_t step, const DataSource& data);
 
   // Collective: every rank's model then holds every stage's values (each
-  // parameter from its owner; the token embedding from stage 0).
+  // parameter from its owner; the token embedding from stage 0), in its
+  // parameters and in model().store().flat_parameters().
   absl::Status GatherFullParameters();
 
   // Spans per micro-batch ("forward", "backward" with args stage and
   // micro_batch) and "optimizer" go to `trace` (nullptr: none).
   void set_trace(trace::TraceRecorder* trace) { trace_ = trace; }
+  // Asked once per step; the answers ride on the step's scalar all-reduce,
+  // so every rank learns after the same step whether any had a notice
+  // (stop_agreed).
+  void set_stop_notice(std::function<bool()> notice) {
+    stop_notice_ = std::move(notice);
+  }
+  bool stop_agreed() const { return stop_agreed_; }
+
+  // The stage's checkpoint state as the Checkpointer (trainer/checkpoint/
+  // checkpointer.h) reads it: the global tensors of the parameters this
+  // stage owns (its strategy's pieces over the stage's dp group) and, from
+  // stage 0 only, AdamW's step count; over all ranks every tensor once, in
+  // the format of every other strategy. Its FinishCheckpointLoad (collective)
+  // also sends the loaded token embedding to the last stage.
+  Strategy& checkpoint_state() { return *checkpoint_state_; }
 
   const GptModel& model() const { return model_; }
   int stage() const { return stage_; }
@@ -102,8 +135,12 @@ class PipelineStage {
  private:
   PipelineStage(const TrainConfig& config, PipelineOptions options,
                 collective::Communicator* communicator);
+  class CheckpointState;
   // The owner of each parameter of model_.parameters().
   int OwnerOf(int parameter) const;
+  // Collective over the pipeline: the last stage's token embedding takes
+  // stage 0's values.
+  absl::Status SendTiedValues();
 
   TrainConfig config_;
   PipelineOptions options_;
@@ -119,12 +156,18 @@ class PipelineStage {
   StageView view_;
   GptModel model_;
   LrSchedule schedule_;
-  std::vector<int> owned_;  // parameter indices this stage updates
-  std::vector<FlatAdamW::Range> owned_ranges_;
-  std::unique_ptr<FlatAdamW> optimizer_;
+  std::vector<int> owned_;  // model parameter indices this stage updates
+  // owned_'s parameters (stage store index k is model index owned_[k]) and
+  // the strategy over them: SingleStrategy at dp 1, else --strategy over
+  // data_.
+  std::unique_ptr<ParameterStore> stage_store_;
+  std::unique_ptr<Strategy> strategy_;
+  std::unique_ptr<Strategy> checkpoint_state_;
   StageTraffic traffic_;
   StageMemory memory_;
   trace::TraceRecorder* trace_ = nullptr;
+  std::function<bool()> stop_notice_;
+  bool stop_agreed_ = false;
 };
 
 // The pipelined counterpart of RunTraining (trainer/trainer.h) for one rank:
@@ -136,7 +179,7 @@ class PipelineStage {
 absl::StatusOr<TrainResult> RunPipelineTraining(
     const TrainConfig& config, const RankInfo& rank,
     collective::Communicator* communicator, const DataSource& data,
-    const RunHooks& hooks);
+    const RunHooks& hooks, const SyncTestFault& sync_fault = {});
 
 }  // namespace pipeline
 }  // namespace mtb

@@ -6,7 +6,10 @@
 #include "trainer/pipeline/pipeline_training.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "ATen/ATen.h"
 #include "ATen/Parallel.h"
@@ -15,6 +18,7 @@
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "trainer/ddp_process_check.h"
+#include "trainer/init_from.h"
 #include "trainer/strategy.h"
 #include "trainer/test_config.h"
 #include "trainer/trainer.h"
@@ -64,8 +68,10 @@ Trained TrainOneRank(const TrainConfig& config) {
 
 Trained TrainPipelined(TrainConfig config, int stages, const std::string& schedule,
                        int micro_batches, bool skip_tied_sum = false,
-                       int dp = 1) {
+                       int dp = 1, const std::string& strategy = "ddp",
+                       const SyncTestFault& sync_fault = {}) {
   config.set_batch_size(config.batch_size() / dp);
+  if (dp > 1) config.set_strategy(strategy);
   config.set_pp(stages);
   config.set_pp_schedule(schedule);
   config.set_pp_microbatches(micro_batches);
@@ -77,7 +83,7 @@ Trained TrainPipelined(TrainConfig config, int stages, const std::string& schedu
   const absl::Status ran = collective::RunRanksAsThreads(
       stages * dp, [&](collective::Communicator& communicator) {
         absl::StatusOr<std::unique_ptr<PipelineStage>> stage =
-            PipelineStage::Create(config, &communicator);
+            PipelineStage::Create(config, &communicator, sync_fault);
         ASSERT_TRUE(stage.ok()) << stage.status();
         std::vector<StepRecord> steps;
         for (int64_t step = 1; step <= config.steps(); ++step) {
@@ -190,14 +196,32 @@ TEST_F(PipelineTraining, SeveralMicroBatchesEqualOneRankWithinTheDdpTiers) {
   }
 }
 
-// pp 2 x dp 2: each stage's gradient averaged over its two replicas, as
-// DDP's; the replicas of rank 0's pipeline hold the same model.
+// pp 2 x dp 2: each stage's gradient reduced over its two replicas by the
+// strategy (ddp's all-reduce; zero1's and zero2's reduce-scatter, sharded
+// AdamW and all-gather), as over a whole model; rank 0's gathered model is
+// compared.
 TEST_F(PipelineTraining, TwoStagesTimesTwoReplicasEqualOneRankWithinTheDdpTiers) {
+  for (const char* strategy : {"ddp", "zero1", "zero2"}) {
+    SCOPED_TRACE(strategy);
+    const DdpComparison comparison = CompareWithinTiers(
+        TrainPipelined(PipelineTestConfig(), 2, "1f1b", 2,
+                       /*skip_tied_sum=*/false, /*dp=*/2, strategy),
+        *reference_);
+    EXPECT_TRUE(comparison.ok()) << comparison.Describe();
+  }
+}
+
+// The negative: a stage reduction that sums instead of averaging (the
+// strategies' own test fault) doubles every stage's gradient: the norm
+// leaves its tier from step 1.
+TEST_F(PipelineTraining, AStageReductionThatSumsFailsTheComparison) {
+  SyncTestFault fault;
+  fault.kind = SyncTestFault::Kind::kSumNotAverage;
   const DdpComparison comparison = CompareWithinTiers(
       TrainPipelined(PipelineTestConfig(), 2, "1f1b", 2,
-                     /*skip_tied_sum=*/false, /*dp=*/2),
+                     /*skip_tied_sum=*/false, /*dp=*/2, "zero2", fault),
       *reference_);
-  EXPECT_TRUE(comparison.ok()) << comparison.Describe();
+  EXPECT_TRUE(comparison.Failed(DdpCheck::kGradNorm)) << comparison.Describe();
 }
 
 // Without the sum, stage 0 steps the token embedding on the lookup's
@@ -253,6 +277,107 @@ TEST_F(PipelineTraining, MfuHasAPeakWithAndWithoutPeakFlops) {
       EXPECT_GT(step.mfu(), 0) << "step " << step.step();
     }
   }
+}
+
+// --init_from under --pp: the imported model goes into every stage's pieces
+// (InitializeParameters over the stage's checkpoint state, pp 2 x dp 2 under
+// zero1), and the last stage's tied embedding takes stage 0's values: every
+// rank then holds the imported model bit for bit; the model it replaced
+// (the seed's) does not equal it.
+TEST_F(PipelineTraining, InitFromWritesEveryStagesParameters) {
+  TrainConfig config = PipelineTestConfig();
+  config.set_batch_size(config.batch_size() / 2);
+  config.set_pp(2);
+  config.set_pp_schedule("1f1b");
+  config.set_pp_microbatches(1);
+  config.set_strategy("zero1");
+  ASSERT_TRUE(ValidatePipelineConfig(config).ok())
+      << ValidatePipelineConfig(config);
+  TrainConfig other = config;
+  other.set_seed(config.seed() + 1);
+  const GptModel imported(ModelShapeOf(other), other.seed());
+  hf::OurParameters parameters;
+  for (const NamedParameter& parameter : imported.parameters()) {
+    parameters.push_back({parameter.name, parameter.tensor.detach().clone()});
+  }
+  const at::Tensor expected = imported.store().flat_parameters().clone();
+  const absl::Status ran = collective::RunRanksAsThreads(
+      4, [&](collective::Communicator& communicator) {
+        absl::StatusOr<std::unique_ptr<PipelineStage>> stage =
+            PipelineStage::Create(config, &communicator);
+        ASSERT_TRUE(stage.ok()) << stage.status();
+        ASSERT_FALSE(
+            at::equal((*stage)->model().store().flat_parameters(), expected));
+        ASSERT_TRUE(
+            InitializeParameters(parameters, (*stage)->checkpoint_state()).ok());
+        // The last stage's head copy, before any gather.
+        if ((*stage)->stage() == 1) {
+          EXPECT_TRUE(at::equal((*stage)->model().parameters()[0].tensor,
+                                parameters[0].second));
+        }
+        ASSERT_TRUE((*stage)->GatherFullParameters().ok());
+        EXPECT_TRUE(
+            at::equal((*stage)->model().store().flat_parameters(), expected))
+            << "rank " << communicator.rank();
+      });
+  ASSERT_TRUE(ran.ok()) << ran;
+}
+
+// The checkpoint state under pp 2 x dp 2 (zero2): over all ranks the save
+// pieces cover every element of every global tensor exactly once (the
+// contract every strategy keeps, trainer/strategy.h), optimizer/step from
+// stage 0 alone. The load lists, unfiltered, hold optimizer/step on every
+// rank: listed for saving that way, the step would be written four times.
+TEST_F(PipelineTraining, CheckpointPiecesCoverEveryTensorOnce) {
+  TrainConfig config = PipelineTestConfig();
+  config.set_batch_size(config.batch_size() / 2);
+  config.set_pp(2);
+  config.set_pp_schedule("1f1b");
+  config.set_pp_microbatches(1);
+  config.set_strategy("zero2");
+  ASSERT_TRUE(ValidatePipelineConfig(config).ok());
+  std::mutex mutex;
+  std::map<std::string, std::vector<int>> covered;  // name -> per element
+  int steps_saved = 0, steps_loaded = 0;
+  const absl::Status ran = collective::RunRanksAsThreads(
+      4, [&](collective::Communicator& communicator) {
+        absl::StatusOr<std::unique_ptr<PipelineStage>> stage =
+            PipelineStage::Create(config, &communicator);
+        ASSERT_TRUE(stage.ok()) << stage.status();
+        Strategy& state = (*stage)->checkpoint_state();
+        const std::vector<StatePiece> saved = state.CheckpointPiecesToSave();
+        const std::vector<StatePiece> loaded = state.CheckpointPiecesToLoad();
+        const std::lock_guard<std::mutex> lock(mutex);
+        for (const StatePiece& piece : saved) {
+          int64_t numel = 1;
+          for (int64_t size : piece.global_shape) numel *= size;
+          std::vector<int>& counts = covered[piece.name];
+          counts.resize(numel, 0);
+          for (int64_t i = 0; i < piece.values.numel(); ++i) {
+            ++counts[piece.offset + i];
+          }
+          steps_saved += piece.name == "optimizer/step";
+        }
+        for (const StatePiece& piece : loaded) {
+          steps_loaded += piece.name == "optimizer/step";
+        }
+      });
+  ASSERT_TRUE(ran.ok()) << ran;
+  const GptModel model(ModelShapeOf(config), config.seed());
+  EXPECT_EQ(covered.size(), 3 * model.parameters().size() + 1);
+  for (const NamedParameter& parameter : model.parameters()) {
+    for (const std::string prefix :
+         {"model/", "optimizer/exp_avg/", "optimizer/exp_avg_sq/"}) {
+      const std::vector<int>& counts = covered[prefix + parameter.name];
+      ASSERT_EQ(static_cast<int64_t>(counts.size()), parameter.tensor.numel())
+          << prefix << parameter.name;
+      EXPECT_EQ(std::count(counts.begin(), counts.end(), 1),
+                parameter.tensor.numel())
+          << prefix << parameter.name << " not covered exactly once";
+    }
+  }
+  EXPECT_EQ(steps_saved, 1);
+  EXPECT_EQ(steps_loaded, 4);
 }
 
 }  // namespace

@@ -162,18 +162,18 @@ const std::vector<StrategyEntry>& AllStrategyEntries() {
            "with backward",
            {"bucket_cap_mb", "ddp_overlap"}, "last", 0, "16P",
            &ReplicatedEstimate, &ReplicatedBounds, kAllReduceLabel,
-           &AllReduceBytes, "", &NoBytes},
+           &AllReduceBytes, "", &NoBytes, ""},
           {StrategyKind::kZero1, "zero1",
            "optimizer state sharded: gradient reduce-scatter, parameter "
            "all-gather",
            {"bucket_cap_mb"}, "last", 0, "8P + 8P/N", &Zero1Estimate,
            &Zero1Bounds, kScatterLabel, &ScatterOrGatherBytes, kGatherLabel,
-           &ScatterOrGatherBytes},
+           &ScatterOrGatherBytes, ""},
           {StrategyKind::kZero2, "zero2",
            "gradients sharded too: reduce-scatter per bucket during backward",
            {"bucket_cap_mb"}, "every", 0, "4P + 12P/N + buckets in flight",
            &Zero2Estimate, &Zero2Bounds, kScatterLabel, &ScatterOrGatherBytes,
-           kGatherLabel, &ScatterOrGatherBytes},
+           kGatherLabel, &ScatterOrGatherBytes, ""},
           {StrategyKind::kFsdp, "fsdp",
            "parameters sharded too: each block all-gathered for its forward "
            "and backward, its gradient reduce-scattered as its backward "
@@ -181,12 +181,14 @@ const std::vector<StrategyEntry>& AllStrategyEntries() {
            {"reshard_after_forward", "fsdp_prefetch"}, "every", 0,
            "16P/N + root and gathered units", &FsdpEstimate, &FsdpBounds,
            kScatterLabel, &ScatterOrGatherBytes, kGatherLabel,
-           &ScatterOrGatherBytes},
+           &ScatterOrGatherBytes,
+           "a stage's forward and backward hold its blocks whole and do not "
+           "call fsdp's per-unit gathers and frees; use ddp, zero1 or zero2"},
           {StrategyKind::kSingle, "single",
            "the one-rank reference: gradients used as computed, no buckets, "
            "no hooks",
            {}, "last", 1, "16P", &ReplicatedEstimate, &ReplicatedBounds, "0",
-           &NoBytes, "", &NoBytes},
+           &NoBytes, "", &NoBytes, ""},
       };
   return *kEntries;
 }

@@ -97,6 +97,9 @@ struct StrategyEntry {
   int64_t (*grad_bytes)(int n, int64_t bytes);
   const char* gather_bytes_label;  // "" when nothing is gathered
   int64_t (*gather_bytes)(int n, int64_t bytes);
+  // Why it cannot run over a pipeline stage's data-parallel group (--pp > 1;
+  // trainer/pipeline/), or "" when it can: the refusal's reason.
+  const char* pipeline_refusal;
 };
 
 // Every entry, in the order help and errors list them.
