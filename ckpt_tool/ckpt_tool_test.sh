@@ -32,7 +32,9 @@ grep -qF "step_00000004: OK" "$out/stdout" || fail "verify OK line"
 
 printf 'X' | dd of="$root/step_00000004/rank_00001.bin" bs=1 seek=25 conv=notrunc 2>/dev/null
 [[ "$(run verify "$root/step_00000004")" == 1 ]] || fail "corrupt: want 1"
-grep -qF "rank_00001.bin: corrupt: SHA-256 differs" "$out/stderr" || { cat "$out/stderr" >&2; fail "corrupt message"; }
+# Byte 25 is in rank 1's range of model/w (elements 4..5: bytes [24, +8)),
+# named by its range digest.
+grep -qF "rank_00001.bin: corrupt: SHA-256 differs from the manifest's in tensor model/w (bytes [24, +8))" "$out/stderr" || { cat "$out/stderr" >&2; fail "corrupt message"; }
 # A root whose `latest` fails is not fine (its newest save is lost): exit 1,
 # naming the checkpoint a resume would fall back to.
 [[ "$(run verify "$root")" == 1 ]] || fail "verify root with a broken newest: want 1"

@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   absl::Status supported = CheckSupported(GlooSupports, *sweep);
   if (!supported.ok()) return mtb::ReportAndExitCode("comm_bench", supported);
   absl::StatusOr<std::vector<mtb::Fault>> faults =
-      ResolveFaults(worker.flags, *sweep, *world_size);
+      ResolveFaults(worker.flags, *sweep, *world_size, worker.timeouts);
   if (!faults.ok()) return mtb::ReportAndExitCode("comm_bench", faults.status());
   worker.faults = *std::move(faults);
   absl::StatusOr<mtb::trace::TraceWindow> window =

@@ -116,7 +116,8 @@ FlagValues ReadFlags() {
 
 absl::StatusOr<std::vector<Fault>> ResolveFaults(const FlagValues& flags,
                                                  const SweepOptions& options,
-                                                 int world_size) {
+                                                 int world_size,
+                                                 const TimeoutOptions& timeouts) {
   ASSIGN_OR_RETURN(std::vector<Fault> faults,
                    ParseFaults(flags.fault, SweepFaultGrammar("comm_bench",
                                                               CollectiveNames(),
@@ -127,6 +128,8 @@ absl::StatusOr<std::vector<Fault>> ResolveFaults(const FlagValues& flags,
   ASSIGN_OR_RETURN(bounds.phase_of_step, SweepPointOps(options, world_size));
   bounds.steps = static_cast<int64_t>(bounds.phase_of_step.size());
   bounds.step_name = "sweep point";
+  bounds.first_step_timeout = timeouts.first_step_timeout;
+  bounds.collective_timeout = timeouts.collective_timeout;
   RETURN_IF_ERROR(ValidateFaults(faults, bounds));
   return faults;
 }

@@ -13,6 +13,7 @@
 #include "comm_bench/harness.h"
 #include "comm_bench/report_files.h"
 #include "common/faults/fault_spec.h"
+#include "common/launch/timeouts.h"
 #include "common/trace/window.h"
 
 namespace mtb::comm_bench {
@@ -66,10 +67,14 @@ OutputPaths ResolveOutputPaths(const FlagValues& flags, absl::string_view tool);
 // --fault= for `options` at `world_size` ranks (common/faults): step is the
 // sweep point (SweepPointOps), phase its op. kInvalidArgument naming the bad
 // part, a rank outside the world, a point past the sweep's last or an op the
-// point does not run.
+// point does not run; a slow fault at or above the timeout it runs under
+// (--first_step_timeout on the first point only, else --collective_timeout:
+// ValidateSlowFaults, as the trainer checks its own) or that fires on no
+// point.
 absl::StatusOr<std::vector<Fault>> ResolveFaults(const FlagValues& flags,
                                                  const SweepOptions& options,
-                                                 int world_size);
+                                                 int world_size,
+                                                 const TimeoutOptions& timeouts);
 
 // --trace_steps for `options` at `world_size` ranks (common/trace/window.h):
 // the window of sweep points (SweepPointOps) to trace, every point when the

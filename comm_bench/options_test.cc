@@ -188,11 +188,11 @@ TEST(ResolveFaults, StepsAreSweepPointsAndPhasesTheirOps) {
   flags.stepfactor = 4;  // points: all_reduce 1K, 4K; all_gather 1K, 4K
   const SweepOptions options = *ResolveOptions(flags, 2);
   flags.fault = "kill:rank=1,step=3,phase=all_gather;hang:rank=0,step=2;slow:rank=1,ms=5";
-  absl::StatusOr<std::vector<Fault>> faults = ResolveFaults(flags, options, 2);
+  absl::StatusOr<std::vector<Fault>> faults = ResolveFaults(flags, options, 2, TimeoutOptions());
   ASSERT_TRUE(faults.ok()) << faults.status();
   EXPECT_EQ(faults->size(), 3u);
   flags.fault = "";
-  EXPECT_TRUE(ResolveFaults(flags, options, 2)->empty());
+  EXPECT_TRUE(ResolveFaults(flags, options, 2, TimeoutOptions())->empty());
   // Each way a spec can be wrong: one line naming it.
   for (const auto& [spec, message] : std::vector<std::pair<std::string, std::string>>{
            {"kill:rank=1,step=3", "'kill:rank=1,step=3' lacks phase (kill needs rank, step, phase)"},
@@ -207,13 +207,44 @@ TEST(ResolveFaults, StepsAreSweepPointsAndPhasesTheirOps) {
            {"exit:rank=2,step=1,code=3", "rank 2 is not a rank of the world size 2"},
        }) {
     flags.fault = spec;
-    const absl::StatusOr<std::vector<Fault>> refused = ResolveFaults(flags, options, 2);
+    const absl::StatusOr<std::vector<Fault>> refused = ResolveFaults(flags, options, 2, TimeoutOptions());
     ASSERT_FALSE(refused.ok()) << spec;
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << spec;
     EXPECT_THAT(std::string(refused.status().message()),
                 HasSubstr("--fault=" + spec.substr(0, spec.find(':')))) << spec;
     EXPECT_THAT(std::string(refused.status().message()), HasSubstr(message)) << spec;
   }
+}
+
+// A slow fault is checked against the timeout it runs under, as the
+// trainer's are: the first sweep point's is --first_step_timeout, every
+// later one's --collective_timeout.
+TEST(ResolveFaults, ASlowFaultMustStayShorterThanTheTimeoutItRunsUnder) {
+  FlagValues flags;
+  flags.ops = "all_reduce,all_gather";
+  flags.minbytes = "1K";
+  flags.maxbytes = "4K";
+  flags.stepfactor = 4;  // 4 points
+  const SweepOptions options = *ResolveOptions(flags, 2);
+  TimeoutOptions timeouts;
+  timeouts.first_step_timeout = absl::Seconds(10);
+  timeouts.collective_timeout = absl::Seconds(3);
+  flags.fault = "slow:rank=1,ms=2999";  // every point, below both
+  EXPECT_TRUE(ResolveFaults(flags, options, 2, timeouts).ok());
+  flags.fault = "slow:rank=1,ms=3000";
+  EXPECT_EQ(ResolveFaults(flags, options, 2, timeouts).status().message(),
+            "--fault=slow:rank=1,ms=3000: the delay 3s is not shorter than "
+            "--collective_timeout=3s: the other ranks would time out waiting for rank 1 (a "
+            "slow rank is not a hung one: hang: tests a timeout)");
+  flags.fault = "slow:rank=1,ms=5000,every=4";  // point 4 only: steady state
+  EXPECT_THAT(std::string(ResolveFaults(flags, options, 2, timeouts).status().message()),
+              HasSubstr("not shorter than --collective_timeout=3s"));
+  flags.fault = "slow:rank=1,ms=5000,every=5";
+  EXPECT_THAT(std::string(ResolveFaults(flags, options, 2, timeouts).status().message()),
+              HasSubstr("every=5 fires on none of the run's 4 sweep points"));
+  // With the default timeouts (minutes) the same 5 s fault is slow, not hung.
+  flags.fault = "slow:rank=1,ms=5000,every=4";
+  EXPECT_TRUE(ResolveFaults(flags, options, 2, TimeoutOptions()).ok());
 }
 
 TEST(ResolveTraceWindow, StepsAreSweepPointsAndBadWindowsNameTheFlag) {

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
       timeouts.connect_timeout);
   if (!trace.ok()) return mtb::ReportAndExitCode(kProgram, trace.status());
   absl::StatusOr<std::vector<mtb::Fault>> faults =
-      ResolveFaults(FaultFlag(), *options, world->world_size);
+      ResolveFaults(FaultFlag(), *options, world->world_size, timeouts);
   if (!faults.ok()) return mtb::ReportAndExitCode(kProgram, faults.status());
   const std::string out = OutFlag().empty()
                               ? mtb::DefaultResultPath(kProgram, "json")

@@ -169,7 +169,8 @@ Skew SkewOf(const MoeConfig& config) {
 
 absl::StatusOr<std::vector<Fault>> ResolveFaults(const std::string& spec,
                                                  const MoeCommOptions& options,
-                                                 int world_size) {
+                                                 int world_size,
+                                                 const TimeoutOptions& timeouts) {
   absl::StatusOr<std::vector<Fault>> faults = ParseFaults(
       spec, SweepFaultGrammar("moe_comm", {"dispatch", "combine"}, "configuration"));
   if (!faults.ok() || faults->empty()) return faults;
@@ -177,6 +178,8 @@ absl::StatusOr<std::vector<Fault>> ResolveFaults(const std::string& spec,
   bounds.world_size = world_size;
   bounds.steps = static_cast<int64_t>(ExpandSweep(options, world_size).size());
   bounds.step_name = "configuration";
+  bounds.first_step_timeout = timeouts.first_step_timeout;
+  bounds.collective_timeout = timeouts.collective_timeout;
   if (absl::Status valid = ValidateFaults(*faults, bounds); !valid.ok()) return valid;
   return faults;
 }

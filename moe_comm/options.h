@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "common/base/skew.h"
 #include "common/faults/fault_spec.h"
+#include "common/launch/timeouts.h"
 #include "moe_comm/moe_comm.pb.h"
 
 namespace mtb::moe_comm {
@@ -45,10 +46,14 @@ std::vector<MoeConfig> ExpandSweep(const MoeCommOptions& options,
 // --fault= for this sweep at `world_size` ranks (common/faults): step is the
 // configuration's index in ExpandSweep's order (from 1), phase "dispatch" or
 // "combine". kInvalidArgument naming the bad part, a rank outside the world
-// or a configuration past the last.
+// or a configuration past the last; a slow fault at or above the timeout it
+// runs under (--first_step_timeout on the first configuration only, else
+// --collective_timeout: ValidateSlowFaults, as the trainer checks its own)
+// or that fires on no configuration.
 absl::StatusOr<std::vector<Fault>> ResolveFaults(const std::string& spec,
                                                  const MoeCommOptions& options,
-                                                 int world_size);
+                                                 int world_size,
+                                                 const TimeoutOptions& timeouts);
 
 // "N=1024 D=256 E=4 k=2 cf=1.25 skew=zipf:1.2".
 std::string DescribeConfig(const MoeConfig& config);

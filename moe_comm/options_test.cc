@@ -81,22 +81,43 @@ TEST(MoeOptions, SweepIsTheCartesianProductWithExpertsResolved) {
   EXPECT_EQ(configs[5].top_k(), 1);
 }
 
+// A slow fault is checked against the timeout it runs under, as the
+// trainer's are: configuration 1 under --first_step_timeout, the others
+// under --collective_timeout.
+TEST(MoeOptions, ASlowFaultMustStayShorterThanTheTimeoutItRunsUnder) {
+  const MoeCommOptions options = DefaultOptions();  // 5 configurations
+  TimeoutOptions timeouts;
+  timeouts.first_step_timeout = absl::Seconds(10);
+  timeouts.collective_timeout = absl::Seconds(3);
+  EXPECT_TRUE(ResolveFaults("slow:rank=1,ms=2999", options, 2, timeouts).ok());
+  EXPECT_EQ(ResolveFaults("slow:rank=1,ms=3000", options, 2, timeouts).status().message(),
+            "--fault=slow:rank=1,ms=3000: the delay 3s is not shorter than "
+            "--collective_timeout=3s: the other ranks would time out waiting for rank 1 (a "
+            "slow rank is not a hung one: hang: tests a timeout)");
+  EXPECT_EQ(ResolveFaults("slow:rank=0,ms=4000,every=6", options, 2, timeouts)
+                .status()
+                .message(),
+            "--fault=slow:rank=0,ms=4000,every=6: every=6 fires on none of the run's 5 "
+            "configurations: it would do nothing");
+  EXPECT_TRUE(ResolveFaults("slow:rank=1,ms=5000", options, 2, TimeoutOptions()).ok());
+}
+
 TEST(MoeOptions, FaultsCountConfigurationsAndTakeTheLayersPhases) {
   const MoeCommOptions options = DefaultOptions();  // 5 skews: 5 configurations
   absl::StatusOr<std::vector<Fault>> faults =
-      ResolveFaults("kill:rank=1,step=5,phase=combine;hang:rank=0,step=2", options, 2);
+      ResolveFaults("kill:rank=1,step=5,phase=combine;hang:rank=0,step=2", options, 2, TimeoutOptions());
   ASSERT_TRUE(faults.ok()) << faults.status();
   EXPECT_EQ(faults->size(), 2u);
-  EXPECT_EQ(ResolveFaults("hang:rank=0,step=6", options, 2).status().message(),
+  EXPECT_EQ(ResolveFaults("hang:rank=0,step=6", options, 2, TimeoutOptions()).status().message(),
             "--fault=hang:rank=0,step=6: configuration 6 is after the last "
             "configuration 5");
-  EXPECT_EQ(ResolveFaults("kill:rank=0,step=1,phase=forward", options, 2).status().message(),
+  EXPECT_EQ(ResolveFaults("kill:rank=0,step=1,phase=forward", options, 2, TimeoutOptions()).status().message(),
             "--fault=kill:rank=0,step=1,phase=forward: 'forward' is not a phase "
             "(dispatch, combine)");
-  EXPECT_EQ(ResolveFaults("nan:rank=0,step=1", options, 2).status().message(),
+  EXPECT_EQ(ResolveFaults("nan:rank=0,step=1", options, 2, TimeoutOptions()).status().message(),
             "--fault=nan:rank=0,step=1: 'nan' is not a fault moe_comm injects "
             "(kill, hang, slow, exit): it has no loss to make NaN");
-  EXPECT_EQ(ResolveFaults("exit:rank=2,step=1,code=3", options, 2).status().message(),
+  EXPECT_EQ(ResolveFaults("exit:rank=2,step=1,code=3", options, 2, TimeoutOptions()).status().message(),
             "--fault=exit:rank=2,step=1,code=3: rank 2 is not a rank of the world size 2");
 }
 

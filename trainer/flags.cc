@@ -266,6 +266,7 @@ checkpoint::CheckpointOptions CheckpointOptionsFromFlags() {
   options.dir = ResolveUserPath(absl::GetFlag(FLAGS_checkpoint_dir));
   options.save_every = absl::GetFlag(FLAGS_save_every);
   options.keep_last = absl::GetFlag(FLAGS_keep_last);
+  options.keep_last_given = FlagWasSet("keep_last");
   const std::string resume = absl::GetFlag(FLAGS_resume);
   options.resume = resume == "latest" ? resume : ResolveUserPath(resume);
   options.overwrite = absl::GetFlag(FLAGS_overwrite_checkpoints);

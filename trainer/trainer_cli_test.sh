@@ -54,6 +54,9 @@ expect 0 "--checkpoint_dir=$out/preempt_ckpt without --save_every: a checkpoint 
   "${tiny[@]}" --out="$out/preempt/r.json" --checkpoint_dir="$out/preempt_ckpt"
 [[ -z "$(ls -A "$out/preempt_ckpt" 2>/dev/null | grep -v '^\.')" ]] \
   || fail "--checkpoint_dir without --save_every saved without a preemption: $(ls -A "$out/preempt_ckpt")"
+expect 2 "--keep_last=2 needs --checkpoint_dir: this run saves no checkpoint" \
+  "${tiny[@]}" "${made[@]}" --keep_last=2
+refused_creates_nothing --keep_last
 expect 2 "--fault=;: names no fault" "${tiny[@]}" "${made[@]}" "--fault=;"
 refused_creates_nothing "--fault=;"
 expect 2 "--fault=slow:rank=1,ms=3000: the delay 3s is not shorter than --collective_timeout=3s" \

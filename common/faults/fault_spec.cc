@@ -215,12 +215,14 @@ absl::Status ValidateFaults(const std::vector<Fault>& faults,
           DescribePlan(bounds.phase_of_step), ")"));
     }
   }
-  return absl::OkStatus();
+  return ValidateSlowFaults(faults, bounds.steps, bounds.first_step_timeout,
+                            bounds.collective_timeout, bounds.step_name);
 }
 
 absl::Status ValidateSlowFaults(const std::vector<Fault>& faults, int64_t steps,
                                 absl::Duration first_step_timeout,
-                                absl::Duration collective_timeout) {
+                                absl::Duration collective_timeout,
+                                absl::string_view step_name) {
   for (const Fault& fault : faults) {
     if (fault.kind != FaultKind::kSlow) continue;
     const std::string prefix = absl::StrCat("--fault=", FaultToString(fault), ": ");
@@ -229,7 +231,10 @@ absl::Status ValidateSlowFaults(const std::vector<Fault>& faults, int64_t steps,
     const bool after_first = fault.every == 1 ? steps >= 2 : fault.every <= steps;
     if (!on_first && !after_first) {
       return absl::InvalidArgumentError(absl::StrCat(
-          prefix, "every=", fault.every, " fires on no step of --steps=", steps,
+          prefix, "every=", fault.every,
+          step_name == "step" ? absl::StrCat(" fires on no step of --steps=", steps)
+                              : absl::StrCat(" fires on none of the run's ", steps, " ",
+                                             step_name, "s"),
           ": it would do nothing"));
     }
     const absl::Duration delay = absl::Milliseconds(fault.ms);

@@ -90,6 +90,11 @@ struct FaultBounds {
   // another phase at that step would never fire: refused, listing the plan.
   std::vector<std::string> phase_of_step;
   std::string step_name = "step";
+  // The run's timeouts (comm_bench, moe_comm: their --first_step_timeout and
+  // --collective_timeout): a slow fault is checked against them as the
+  // trainer's are (ValidateSlowFaults). Infinite: not checked.
+  absl::Duration first_step_timeout = absl::InfiniteDuration();
+  absl::Duration collective_timeout = absl::InfiniteDuration();
 };
 absl::Status ValidateFaults(const std::vector<Fault>& faults,
                             const FaultBounds& bounds);
@@ -100,9 +105,12 @@ absl::Status ValidateFaults(const std::vector<Fault>& faults,
 // --first_step_timeout, or the other ranks' collectives would time out
 // waiting for it; one that fires on no step is refused too.
 // kInvalidArgument, one line naming the fault and the flag.
+// `step_name`: what a step is ("step": the trainer's --steps; "sweep
+// point", "configuration": a benchmark's, counted by the run).
 absl::Status ValidateSlowFaults(const std::vector<Fault>& faults, int64_t steps,
                                 absl::Duration first_step_timeout,
-                                absl::Duration collective_timeout);
+                                absl::Duration collective_timeout,
+                                absl::string_view step_name = "step");
 
 // The fault of `kind` that fires on `rank` at `step` in `phase` (phase ""
 // of a fault matches every phase), or nullptr.

@@ -97,10 +97,13 @@ struct VerifiedCheckpoint {
 // manifest's bytes have that digest and READY is exactly what they give
 // (kDataLoss "corrupt", naming the file). Then what the manifest says: one
 // rank_NNNNN.bin and .meta per rank of its world size, each with its size
-// and SHA-256 (kNotFound when missing, kDataLoss "corrupt"), every shard
-// header's format, rank and tensor count, byte ranges tiling each shard
-// file, every tensor's elements covered exactly once, each state file's
-// rank and step.
+// (kNotFound when missing, kDataLoss "corrupt"), every shard header's
+// format, rank and tensor count, byte ranges tiling each shard file, every
+// tensor's elements covered exactly once, each state file's rank and step;
+// then the content: each tensor range of a shard file against its own
+// SHA-256 (the header's every field was checked by value), or the file
+// whole against the file's SHA-256 where the manifest has no range digests
+// (a checkpoint written before them), and each state file whole.
 //
 // `trusted_manifest_sha256`: when it equals the digest READY records (a
 // launcher verified this very manifest in full and handed the digest to its
@@ -169,19 +172,21 @@ absl::Status ReadTensorRanges(const std::string& dir,
                               const CheckpointManifest& manifest,
                               const std::vector<RangeRequest>& requests);
 
-// The names of the files of a checkpoint (by `manifest`'s placements) that
-// hold any element of `requests`, sorted: what ReadTensorRanges will read.
-std::vector<std::string> FilesHoldingRanges(const CheckpointManifest& manifest,
-                                            const std::vector<RangeRequest>& requests);
-
-// Hashes each of `names` (files of checkpoint `dir`) in full and checks its
-// size and SHA-256 against `manifest`'s entry: kDataLoss "corrupt" naming
-// the file, kNotFound when it is missing or the manifest lists no such file.
+// Checks what a reader of `requests` and of the files `whole_files` of
+// checkpoint `dir` will read, before it reads it: each placement (by
+// `manifest`) holding any requested element is hashed by its range's
+// SHA-256, only those bytes (an fsdp rank reading the 8-byte AdamW step from
+// rank 0's shard hashes those 8 bytes); a shard file whose placements carry
+// no range digest (a checkpoint written before them) is hashed whole against
+// its file SHA-256, as is each of `whole_files` (the state file). kDataLoss
+// "corrupt" naming the file (and, for a range, the tensor and its bytes);
+// kNotFound when a file is missing or the manifest lists no such file.
 // Returns the bytes hashed. For a reader whose checkpoint was verified with
 // `defer_hashing`: each byte it loads is checked before it is used.
-absl::StatusOr<int64_t> HashCheckpointFiles(const std::string& dir,
+absl::StatusOr<int64_t> HashCheckpointReads(const std::string& dir,
                                             const CheckpointManifest& manifest,
-                                            const std::vector<std::string>& names);
+                                            const std::vector<RangeRequest>& requests,
+                                            const std::vector<std::string>& whole_files);
 
 // Every step directory under `root` (newest first) with whether it is READY
 // and the run id its manifest names ("" when unreadable).

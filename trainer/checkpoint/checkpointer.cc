@@ -40,6 +40,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/base/status.h"
+#include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
 #include "common/results/run_context.h"
 #include "google/protobuf/descriptor.h"
@@ -188,8 +189,8 @@ CheckpointInfo Checkpointer::Info() const {
   return info;
 }
 
-absl::Status Checkpointer::Resume(Strategy& strategy, const RankState& expected) {
-  CHECK(plan_.resuming());
+absl::Status Checkpointer::LoadOnce(Strategy& strategy, const RankState& expected,
+                                    bool* content_failure) {
   const std::string& dir = plan_.resume_dir;
   RankState recorded;
   const absl::Status loaded = [&]() -> absl::Status {
@@ -203,9 +204,8 @@ absl::Status Checkpointer::Resume(Strategy& strategy, const RankState& expected)
         absl::StrFormat("rank_%05d.meta", plan_.resharding() ? 0 : rank_);
     if (plan_.hash_on_load) {
       // Verified for structure only: what this rank reads is hashed first.
-      std::vector<std::string> reads = FilesHoldingRanges(plan_.resume_manifest, requests);
-      reads.push_back(meta);
-      ASSIGN_OR_RETURN(load_hashed_bytes_, HashCheckpointFiles(dir, plan_.resume_manifest, reads));
+      ASSIGN_OR_RETURN(load_hashed_bytes_,
+                       HashCheckpointReads(dir, plan_.resume_manifest, requests, {meta}));
     }
     RETURN_IF_ERROR(ReadTensorRanges(dir, plan_.resume_manifest, requests));
     if (!plan_.resharding()) {
@@ -223,11 +223,111 @@ absl::Status Checkpointer::Resume(Strategy& strategy, const RankState& expected)
     global.set_micro_step(plan_.start_step * plan_.saved_config.grad_accum());
     return CheckRankState(recorded, global);
   }();
-  // Every rank fails together, before the collective that follows.
-  ASSIGN_OR_RETURN(const std::vector<std::string> errors,
-                   AllGatherBytesOverRanks(communicator_,
-                                           std::string(loaded.message()), kWho));
-  RETURN_IF_ERROR(AgreedVerdict(errors, absl::StrCat("resuming from ", dir)));
+  // Every rank fails together, before the collective that follows. A
+  // failure travels as its kind ('c': content, 'o': other) and message.
+  const bool content = absl::IsDataLoss(loaded) || absl::IsNotFound(loaded);
+  ASSIGN_OR_RETURN(std::vector<std::string> errors,
+                   AllGatherBytesOverRanks(
+                       communicator_,
+                       loaded.ok() ? "" : absl::StrCat(content ? "c" : "o", loaded.message()),
+                       kWho));
+  *content_failure = false;
+  for (std::string& error : errors) {
+    if (error.empty()) continue;
+    *content_failure |= error[0] == 'c';
+    error.erase(0, 1);
+  }
+  return AgreedVerdict(errors, absl::StrCat("resuming from ", dir));
+}
+
+absl::Status Checkpointer::Resume(Strategy& strategy, const RankState& expected) {
+  CHECK(plan_.resuming());
+  bool content_failure = false;
+  RETURN_IF_ERROR(LoadOnce(strategy, expected, &content_failure));
+  return strategy.FinishCheckpointLoad();
+}
+
+CheckpointPlan Checkpointer::PlanFallback(int64_t below,
+                                          std::vector<std::string>* skipped) const {
+  for (const CheckpointListing& entry : ListCheckpoints(plan_.options.dir)) {
+    if (entry.step >= below || !entry.ready) continue;
+    if (entry.run_id != run_id_) {
+      skipped->push_back(absl::StrCat(entry.name, " (run ", entry.run_id, ", not this run's)"));
+      continue;
+    }
+    CheckpointOptions options = plan_.options;
+    options.resume = absl::StrCat(options.dir, "/", entry.name);
+    TrainConfig config = config_;
+    absl::StatusOr<CheckpointPlan> plan =
+        PlanCheckpoints(options, &config, world_size_, [](absl::string_view) { return false; });
+    if (!plan.ok()) {
+      skipped->push_back(absl::StrCat(entry.name, " (", plan.status().message(), ")"));
+      continue;
+    }
+    if (ToJson(config) != ToJson(config_)) {
+      skipped->push_back(absl::StrCat(entry.name, " (resuming it would change this run's "
+                                                  "configuration)"));
+      continue;
+    }
+    plan->options = plan_.options;
+    return *std::move(plan);
+  }
+  return CheckpointPlan();
+}
+
+absl::Status Checkpointer::Resume(Strategy& strategy,
+                                  const std::function<RankState(int64_t step)>& expected_at) {
+  CHECK(plan_.resuming());
+  const bool may_fall_back = plan_.hash_on_load && plan_.options.resume == "latest";
+  std::vector<std::string> notes = plan_.notes;
+  std::vector<std::string> failed_before;  // "step_N (why)", each skipped
+  while (true) {
+    bool content_failure = false;
+    const absl::Status loaded = LoadOnce(strategy, expected_at(plan_.start_step), &content_failure);
+    if (loaded.ok()) break;
+    if (!may_fall_back || !content_failure) return loaded;
+    // Every rank saw the same verdict: each plans the same way, and the
+    // ranks compare their choices before any loads it.
+    const std::string failed = BaseName(plan_.resume_dir);
+    std::vector<std::string> skipped;
+    CheckpointPlan next = PlanFallback(plan_.start_step, &skipped);
+    ASSIGN_OR_RETURN(const std::vector<std::string> choices,
+                     AllGatherBytesOverRanks(
+                         communicator_,
+                         absl::StrCat(next.resume_dir, "\n", next.resume_manifest_sha256), kWho));
+    auto dir_of = [](const std::string& choice) {
+      const std::string dir = choice.substr(0, choice.find('\n'));
+      return dir.empty() ? std::string("none") : dir;
+    };
+    for (size_t r = 1; r < choices.size(); ++r) {
+      if (choices[r] != choices[0]) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            loaded.message(), "; the ranks disagree on the checkpoint to fall back to: rank 0 ",
+            dir_of(choices[0]), ", rank ", r, " ", dir_of(choices[r]),
+            " (every rank must see the same --checkpoint_dir)"));
+      }
+    }
+    if (!next.resuming()) {
+      return absl::DataLossError(absl::StrCat(
+          loaded.message(), "; --resume=latest: no older checkpoint of this run to fall back to",
+          failed_before.empty()
+              ? ""
+              : absl::StrCat(" (failed at load before: ", absl::StrJoin(failed_before, "; "), ")"),
+          skipped.empty() ? "" : absl::StrCat(" (skipped: ", absl::StrJoin(skipped, "; "), ")")));
+    }
+    failed_before.push_back(absl::StrCat(failed, " (", loaded.message(), ")"));
+    const std::string note = absl::StrCat(
+        "--resume=latest: skipping ", failed, ", which fails at load (", loaded.message(),
+        "): falling back to ", BaseName(next.resume_dir),
+        ", the newest older checkpoint of this run that verifies",
+        skipped.empty() ? "" : absl::StrCat(" (also skipped: ", absl::StrJoin(skipped, "; "), ")"));
+    if (rank_ == 0) LOG(WARNING) << note;
+    notes.push_back(note);
+    // The notes so far, then what planning the fallback said.
+    notes.insert(notes.end(), next.notes.begin(), next.notes.end());
+    plan_ = std::move(next);
+    plan_.notes = notes;
+  }
   return strategy.FinishCheckpointLoad();
 }
 

@@ -65,11 +65,26 @@ class Checkpointer {
   // its CheckpointPiecesToLoad read from whichever shard files hold it, then
   // FinishCheckpointLoad; and checks this rank's recorded RankState against
   // `expected`, what this run's configuration gives at that step
-  // (CheckRankState). With the plan's hash_on_load, the files this rank
-  // reads (those holding its pieces and the state file it checks) are first
-  // hashed against the manifest. Every rank fails together; errors name the
+  // (CheckRankState). With the plan's hash_on_load, what this rank reads
+  // (the tensor ranges holding its pieces, by their range digests, and the
+  // state file it checks) is first hashed against the manifest
+  // (HashCheckpointReads). Every rank fails together; errors name the
   // rank, the file and the tensor or field.
   absl::Status Resume(Strategy& strategy, const RankState& expected);
+
+  // Resume, with `expected_at(step)` what this run's configuration gives at
+  // `step`, and a fallback: with the plan's hash_on_load and --resume=latest
+  // (ranks no launcher of ours verified for, which find a rotten byte only
+  // when they load), a checkpoint whose bytes fail on any rank (kDataLoss,
+  // kNotFound) is skipped on every rank, as our launcher's resolution skips
+  // it: each rank plans the newest older READY checkpoint of this run that
+  // verifies for structure and plans with this very configuration, the
+  // ranks exchange their choices and load it only when all agree (else every
+  // rank fails naming both), and so on down. What was skipped and why is in
+  // plan().notes (rank 0 logs it); plan() describes the checkpoint loaded.
+  // Without such a checkpoint, the first failure and every skip are named.
+  absl::Status Resume(Strategy& strategy,
+                      const std::function<RankState(int64_t step)>& expected_at);
   // The bytes Resume hashed on this rank (0 without hash_on_load); also
   // the result's CheckpointInfo.load_hashed_bytes.
   int64_t load_hashed_bytes() const { return load_hashed_bytes_; }
@@ -136,6 +151,14 @@ class Checkpointer {
       const RankState& state, const Exchange& exchange,
       trace::TraceRecorder* trace, const FaultPoint& fault_point) const;
   Exchange ExchangeOverStore(int64_t step) const;
+  // One load of the plan's checkpoint with every rank's verdict;
+  // `content_failure`: some rank found a byte that is not what the manifest
+  // says (kDataLoss) or a file missing (kNotFound).
+  absl::Status LoadOnce(Strategy& strategy, const RankState& expected, bool* content_failure);
+  // This rank's plan of the newest READY checkpoint of this run older than
+  // step `below` that verifies for structure and plans with config_ (none:
+  // a plan that is not resuming); what it passed over goes to `skipped`.
+  CheckpointPlan PlanFallback(int64_t below, std::vector<std::string>* skipped) const;
 
   CheckpointPlan plan_;
   TrainConfig config_;

@@ -326,6 +326,11 @@ absl::Status ValidateCheckpointOptions(const CheckpointOptions& options,
     if (options.overwrite) {
       return Invalid("--overwrite_checkpoints needs --checkpoint_dir");
     }
+    if (options.keep_last_given) {
+      return Invalid(absl::StrCat("--keep_last=", options.keep_last,
+                                  " needs --checkpoint_dir: this run saves no checkpoint, so "
+                                  "there is none to keep or prune"));
+    }
     if (options.async_save) {
       return Invalid("--async_checkpoint needs --checkpoint_dir and --save_every");
     }

@@ -30,6 +30,8 @@ struct CheckpointOptions {
   int64_t save_every = 0;  // --save_every; 0 never saves
   // --keep_last: this run's newest checkpoints kept; 0 keeps every one.
   int64_t keep_last = 3;
+  // Whether --keep_last was given (its default applies silently).
+  bool keep_last_given = false;
   std::string resume;      // --resume: "", "latest" or a checkpoint directory
   bool overwrite = false;  // --overwrite_checkpoints
   // --async_checkpoint: snapshot at the step boundary, write and publish in
@@ -49,9 +51,9 @@ struct CheckpointOptions {
 // it saves); --save_every and --keep_last are >= 0; --overwrite_checkpoints
 // starts a new run, so it cannot go with --resume; checkpoints hold one run,
 // so --repeat must be 1; --async_checkpoint needs saves (--save_every > 0);
-// --checkpoint_dir without --save_every saves nothing (a preemption notice
-// aside), so it is refused unless the run resumes from it (--resume: read,
-// and then saved into only on a preemption notice).
+// --keep_last given without --checkpoint_dir is refused (the run saves
+// nothing, so retention would do nothing); with --checkpoint_dir and no
+// --save_every it applies to the checkpoints a preemption notice saves.
 absl::Status ValidateCheckpointOptions(const CheckpointOptions& options,
                                        const TrainConfig& config);
 
@@ -115,11 +117,11 @@ struct CheckpointPlan {
 // hashes it in full, so that `latest` can still fall back past a rotten
 // file. A rank without the variable (started by torchrun or by hand: no
 // launcher of ours verified anything) checks the same structure and hashes,
-// when it loads, only the files it reads (CheckpointPlan::hash_on_load,
-// HashCheckpointFiles): each file once per rank that reads it, not every
-// file on every rank; a rotten file then fails the resume on every rank,
-// naming it (no fallback). The bytes a rank loads are read once more,
-// unhashed.
+// when it loads, only the bytes it reads (CheckpointPlan::hash_on_load,
+// HashCheckpointReads): each tensor range by its own digest, once per rank
+// that reads it, not every file on every rank; a rotten range then fails
+// the resume on every rank, naming the file and the tensor (no fallback).
+// The bytes a rank loads are read once more, unhashed.
 inline constexpr char kVerifiedCheckpointEnv[] = "MTB_VERIFIED_CHECKPOINT_SHA256";
 
 // Whether the user gave a flag (by name, without dashes) on the command line.

@@ -124,6 +124,19 @@ TEST_F(PlanTest, FlagRulesNameTheFlag) {
   options = Options(2);
   options.keep_last = 0;  // keeps every checkpoint
   EXPECT_TRUE(ValidateCheckpointOptions(options, config_).ok());
+  // --keep_last on a run that never saves: refused; the default is not.
+  options = CheckpointOptions{};
+  options.keep_last = 2;
+  EXPECT_TRUE(ValidateCheckpointOptions(options, config_).ok());
+  options.keep_last_given = true;
+  ExpectInvalid(ValidateCheckpointOptions(options, config_),
+                "--keep_last=2 needs --checkpoint_dir: this run saves no checkpoint");
+  // With --checkpoint_dir and no --save_every it prunes what a preemption
+  // notice saves: it applies.
+  options = Options(0);
+  options.keep_last = 1;
+  options.keep_last_given = true;
+  EXPECT_TRUE(ValidateCheckpointOptions(options, config_).ok());
   // A directory saved into only on a preemption notice is a schedule of its
   // own: accepted, and the plan says so at start.
   options = Options(0);

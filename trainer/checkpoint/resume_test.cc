@@ -172,7 +172,8 @@ TEST_F(BrokenNewest, ACorruptShardFallsBackToThePreviousCheckpointAndEndsEqual) 
     std::string bytes = FileBytes(dir + "/step_00000004/rank_00000.bin");
     bytes[100] ^= 1;
     ASSERT_TRUE(WriteFileAtomically(dir + "/step_00000004/rank_00000.bin", bytes).ok());
-  }, 2, "rank_00000.bin: corrupt: SHA-256 differs from the manifest's): falling back to step_00000002");
+  }, 2, "rank_00000.bin: corrupt: SHA-256 differs from the manifest's in tensor model/wte "
+        "(bytes [24, +8192))): falling back to step_00000002");
 }
 
 TEST_F(BrokenNewest, ATruncatedShardFallsBack) {

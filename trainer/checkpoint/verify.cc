@@ -16,8 +16,11 @@
 //             manifest digest (trusted_manifest_sha256) checks structure
 //             only: each byte is hashed once per resume. A rank with no
 //             launcher's verdict (torchrun) checks structure here and hashes
-//             the files it reads when it loads (defer_hashing,
-//             HashCheckpointFiles).
+//             what it reads when it loads (defer_hashing,
+//             HashCheckpointReads): each tensor's range by its own digest
+//             (ShardPlacement.sha256), so a rank reading 8 bytes of a file
+//             hashes 8 bytes. A checkpoint written before range digests has
+//             none: its shard files are hashed whole, as before.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -273,6 +276,74 @@ absl::Status CheckStructure(const std::string& dir, const CheckpointManifest& ma
   return absl::OkStatus();
 }
 
+// A tensor's placement in a shard file, to be hashed by its own digest.
+struct Range {
+  const TensorEntry* tensor;
+  const ShardPlacement* shard;
+};
+
+// Checks the bytes of `file` (of checkpoint `dir`) against the manifest:
+// `ranges` (placements in that file) each against its own SHA-256 when every
+// one of them has one, otherwise (a state file, a checkpoint written before
+// range digests, or no ranges given) the whole file against the file's
+// SHA-256. kDataLoss "corrupt" naming the file (and the tensor and its
+// bytes for a range). Returns the bytes hashed.
+absl::StatusOr<int64_t> HashFile(const std::string& dir, const FileEntry& file,
+                                 const std::vector<Range>& ranges) {
+  const std::string path = Join(dir, file.name());
+  bool by_range = !ranges.empty();
+  for (const Range& range : ranges) by_range &= !range.shard->sha256().empty();
+  if (!by_range) {
+    ASSIGN_OR_RETURN(const FileFacts facts, ReadFacts(path, /*hash=*/true, /*keep_text=*/false));
+    if (facts.size != file.size()) {
+      return Corrupt(path, absl::StrCat(facts.size, " bytes, the manifest says ", file.size(),
+                                        facts.size < file.size() ? " (truncated)" : ""));
+    }
+    if (facts.sha256 != file.sha256()) return Corrupt(path, "SHA-256 differs from the manifest's");
+    return facts.size;
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat(path, ": missing (listed in the manifest)"));
+    }
+    return absl::InternalError(absl::StrCat(path, ": open: ", std::strerror(errno)));
+  }
+  std::string buffer;
+  int64_t hashed = 0;
+  absl::Status status = absl::OkStatus();
+  for (const Range& range : ranges) {
+    const ShardPlacement& shard = *range.shard;
+    buffer.resize(static_cast<size_t>(std::min<int64_t>(shard.byte_length(), kReadChunkBytes)));
+    Sha256Hasher hasher;
+    int64_t done = 0;
+    while (done < shard.byte_length()) {
+      const size_t want =
+          static_cast<size_t>(std::min<int64_t>(shard.byte_length() - done, buffer.size()));
+      const ssize_t n = ::pread(fd, buffer.data(), want, shard.byte_offset() + done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      hasher.Update(absl::string_view(buffer.data(), static_cast<size_t>(n)));
+      done += n;
+    }
+    const std::string where = absl::StrCat("tensor ", range.tensor->name(), " (bytes [",
+                                           shard.byte_offset(), ", +", shard.byte_length(),
+                                           "))");
+    if (done != shard.byte_length()) {
+      status = Corrupt(path, absl::StrCat("truncated in ", where));
+      break;
+    }
+    if (hasher.FinishHex() != shard.sha256()) {
+      status = Corrupt(path, absl::StrCat("SHA-256 differs from the manifest's in ", where));
+      break;
+    }
+    hashed += done;
+  }
+  ::close(fd);
+  RETURN_IF_ERROR(status);
+  return hashed;
+}
+
 }  // namespace
 
 std::string ReadyFileContents(const std::string& run_id, absl::string_view manifest_bytes) {
@@ -348,45 +419,68 @@ absl::StatusOr<VerifiedCheckpoint> VerifyCheckpoint(const std::string& dir,
   for (const auto& [name, file] : entries) {
     const std::string path = Join(dir, name);
     ASSIGN_OR_RETURN(FileFacts facts,
-                     ReadFacts(path, hash, /*keep_text=*/absl::EndsWith(name, ".meta")));
+                     ReadFacts(path, /*hash=*/false, /*keep_text=*/absl::EndsWith(name, ".meta")));
     if (facts.size != file->size()) {
       return Corrupt(path, absl::StrCat(facts.size, " bytes, the manifest says ", file->size(),
                                         facts.size < file->size() ? " (truncated)" : ""));
     }
-    if (hash && facts.sha256 != file->sha256()) {
-      return Corrupt(path, "SHA-256 differs from the manifest's");
-    }
     files.emplace(name, std::move(facts));
   }
   RETURN_IF_ERROR(CheckStructure(dir, verified.manifest, files));
+  if (hash) {
+    // Content, once the ranges are known to tile each file: every tensor's
+    // range by its own digest (every byte of a shard file but its header,
+    // whose every field the structure checked by value), or the file whole
+    // where the manifest has no range digests (an older checkpoint).
+    std::map<std::string, std::vector<Range>> ranges;
+    for (const TensorEntry& tensor : verified.manifest.tensors()) {
+      for (const ShardPlacement& shard : tensor.shards()) {
+        ranges[shard.file()].push_back(Range{&tensor, &shard});
+      }
+    }
+    for (const auto& [name, file] : entries) {
+      RETURN_IF_ERROR(HashFile(dir, *file, ranges[name]).status());
+    }
+  }
   verified.content_hashed = hash;
   return verified;
 }
 
 absl::Status Verify(const std::string& dir) { return VerifyCheckpoint(dir).status(); }
 
-absl::StatusOr<int64_t> HashCheckpointFiles(const std::string& dir,
+absl::StatusOr<int64_t> HashCheckpointReads(const std::string& dir,
                                             const CheckpointManifest& manifest,
-                                            const std::vector<std::string>& names) {
+                                            const std::vector<RangeRequest>& requests,
+                                            const std::vector<std::string>& whole_files) {
+  std::map<std::string, const FileEntry*> entries;
+  for (const FileEntry& file : manifest.files()) entries[file.name()] = &file;
+  std::map<std::string, const TensorEntry*> tensors;
+  for (const TensorEntry& tensor : manifest.tensors()) tensors[tensor.name()] = &tensor;
+  // Each placement holding any requested element, once, by file.
+  std::map<std::string, std::vector<Range>> ranges;
+  std::set<const ShardPlacement*> taken;
+  for (const RangeRequest& request : requests) {
+    auto found = tensors.find(request.name);
+    if (found == tensors.end()) continue;  // ReadTensorRanges refuses it
+    const int64_t end = request.offset + request.length;
+    for (const ShardPlacement& shard : found->second->shards()) {
+      if (std::max(request.offset, shard.offset()) <
+              std::min(end, shard.offset() + shard.length()) &&
+          taken.insert(&shard).second) {
+        ranges[shard.file()].push_back(Range{found->second, &shard});
+      }
+    }
+  }
+  for (const std::string& name : whole_files) ranges[name];  // no ranges: whole
   int64_t hashed = 0;
-  for (const std::string& name : names) {
-    const FileEntry* entry = nullptr;
-    for (const FileEntry& file : manifest.files()) {
-      if (file.name() == name) entry = &file;
+  for (const auto& [name, held] : ranges) {
+    auto entry = entries.find(name);
+    if (entry == entries.end()) {
+      return absl::NotFoundError(
+          absl::StrCat(Join(dir, name), ": not a file the manifest lists"));
     }
-    const std::string path = Join(dir, name);
-    if (entry == nullptr) {
-      return absl::NotFoundError(absl::StrCat(path, ": not a file the manifest lists"));
-    }
-    ASSIGN_OR_RETURN(const FileFacts facts, ReadFacts(path, /*hash=*/true, /*keep_text=*/false));
-    if (facts.size != entry->size()) {
-      return Corrupt(path, absl::StrCat(facts.size, " bytes, the manifest says ", entry->size(),
-                                        facts.size < entry->size() ? " (truncated)" : ""));
-    }
-    if (facts.sha256 != entry->sha256()) {
-      return Corrupt(path, "SHA-256 differs from the manifest's");
-    }
-    hashed += facts.size;
+    ASSIGN_OR_RETURN(const int64_t bytes, HashFile(dir, *entry->second, held));
+    hashed += bytes;
   }
   return hashed;
 }

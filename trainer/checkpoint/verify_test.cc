@@ -207,5 +207,49 @@ TEST_F(CheckpointVerify, ATrustedDigestSkipsHashingButNotTheLayout) {
   EXPECT_TRUE(NamesFile(truncated, "rank_00001.bin: corrupt: 30 bytes")) << truncated;
 }
 
+// Range digests (ShardPlacement.sha256): every tensor's bytes have their
+// own SHA-256, which verify checks, so that a reader can hash only what it
+// reads. A flipped payload byte whose file digest was resealed to match is
+// still caught, naming the file and the tensor; a checkpoint written before
+// range digests (none in its manifest) still verifies by its file digests.
+TEST_F(CheckpointVerify, EveryTensorRangeHasItsOwnDigestAndVerifyChecksIt) {
+  ASSERT_TRUE(Save(2).ok());
+  ASSERT_TRUE(Save(4).ok());
+  const CheckpointManifest manifest = *ReadManifest(Dir(4));
+  int ranges = 0;
+  for (const TensorEntry& tensor : manifest.tensors()) {
+    for (const ShardPlacement& shard : tensor.shards()) {
+      const std::string file = *ReadFileToString(Dir(4) + "/" + shard.file());
+      EXPECT_EQ(shard.sha256(), Sha256Hex(file.substr(shard.byte_offset(), shard.byte_length())))
+          << tensor.name() << " in " << shard.file();
+      ++ranges;
+    }
+  }
+  EXPECT_EQ(ranges, 3);
+  // Byte 30 of rank 0's file is in model/w's range [24, +16).
+  EditByte(Dir(4) + "/rank_00000.bin", 30, 'x');
+  Rehash(4, "rank_00000.bin");
+  ExpectBrokenAndFallback(
+      "rank_00000.bin: corrupt: SHA-256 differs from the manifest's in tensor model/w "
+      "(bytes [24, +16))");
+}
+
+TEST_F(CheckpointVerify, ACheckpointWithoutRangeDigestsIsCheckedByItsFileDigests) {
+  ASSERT_TRUE(Save(2).ok());
+  ASSERT_TRUE(Save(4).ok());
+  CheckpointManifest manifest = *ReadManifest(Dir(4));
+  for (TensorEntry& tensor : *manifest.mutable_tensors()) {
+    for (ShardPlacement& shard : *tensor.mutable_shards()) shard.clear_sha256();
+  }
+  Reseal(4, manifest);
+  ASSERT_TRUE(Verify(Dir(4)).ok()) << Verify(Dir(4));
+  EditByte(Dir(4) + "/rank_00001.bin", 30, 'x');
+  ExpectBrokenAndFallback("rank_00001.bin: corrupt: SHA-256 differs from the manifest's");
+  // Without range digests, a resealed file digest is all there is: the edit
+  // passes (what the range digests above close).
+  Rehash(4, "rank_00001.bin");
+  EXPECT_TRUE(Verify(Dir(4)).ok());
+}
+
 }  // namespace
 }  // namespace mtb::checkpoint

@@ -282,15 +282,18 @@ class CheckpointComponent : public RunComponent {
 absl::Status CheckpointComponent::Resume(RunState& state) {
   const TrainConfig& config = *state.config;
   RETURN_IF_ERROR(checkpointer_.Start());
+  // The plan after the load: a torchrun rank's --resume=latest may fall
+  // back past a checkpoint that fails at load (Checkpointer::Resume).
   const checkpoint::CheckpointPlan& plan = checkpointer_.plan();
   double load_ms = 0;
   if (plan.resuming()) {
+    const Stopwatch load_watch;
+    RETURN_IF_ERROR(checkpointer_.Resume(*state.strategy, [&](int64_t step) {
+      return ProgressState(config, state.rank, step);
+    }));
+    load_ms = load_watch.ElapsedMs();
     state.start_step = plan.start_step;
     state.resumed_from = plan.resume_dir;
-    const Stopwatch load_watch;
-    RETURN_IF_ERROR(checkpointer_.Resume(
-        *state.strategy, ProgressState(config, state.rank, state.start_step)));
-    load_ms = load_watch.ElapsedMs();
     state.trainer->RestoreProgress(state.start_step);
     if (state.rank.rank == 0) {
       LOG(INFO) << "resumed from " << plan.resume_dir << " (run "
