@@ -7,7 +7,7 @@ namespace mtb::tp {
 
 int64_t ExpectedTensorParallelStepBytes(const TrainConfig& config) {
   const int n = TensorParallelSize(config);
-  if (n == 1 || config.precision() != "fp32") return 0;
+  if (n == 1 || config.precision() != TrainConfig::fp32) return 0;
   const int64_t rows = int64_t{config.batch_size()} * config.seq_len();
   const int64_t a = rows * config.d_model() * 4;
   const int64_t layers = config.n_layers();
