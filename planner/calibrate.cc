@@ -13,6 +13,7 @@
 #include "planner/cost_model.h"
 #include "planner/predict.h"
 #include "planner/strategy_traits.h"
+#include "trainer/config_names.h"
 
 namespace mtb::planner {
 namespace {
@@ -129,7 +130,7 @@ struct TimedSums {
 
 absl::StatusOr<TimedSums> TimedSteps(const TrainResult& result, const std::string& file) {
   const int world = result.run_context().world_size();
-  const std::string& strategy = result.config().strategy();
+  const std::string strategy = ConfigName(result.config().strategy());
   if (world > 1 && !SyncsGradientsByAllReduce(strategy)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--trainer=", file, " ran ", strategy, " on ", world,
@@ -161,13 +162,13 @@ absl::StatusOr<ComputeRate> RateFromTrainResult(const TrainResult& result,
   const double flops = result.model().flops_per_token() *
                        static_cast<double>(result.model().tokens_per_step()) / world * sums.steps;
   ComputeRate rate;
-  rate.set_precision(result.config().precision());
+  rate.set_precision(ConfigName(result.config().precision()));
   rate.set_d_model(result.config().d_model());
   rate.set_ranks_per_node(world);
   rate.mutable_flops_per_second()->set_value(flops / (sums.compute_ms * 1e-3));
   rate.mutable_flops_per_second()->set_source(
       absl::StrCat(Provenance(result.run_context(), file), " (trainer, ",
-                   result.config().strategy(), " on ", world, " rank(s), d_model ",
+                   ConfigName(result.config().strategy()), " on ", world, " rank(s), d_model ",
                    result.config().d_model(), ", batch ", result.config().batch_size(), ", ",
                    sums.steps, " timed steps: model FLOPs / (step_ms - optimizer_ms))"));
   return rate;
@@ -229,7 +230,7 @@ absl::StatusOr<Cluster> Calibrate(const CalibrateOptions& options) {
     }
     if (result.peak_flops().rank_flops_per_second() > 0) {
       ComputeRate* peak = cluster.add_peak();
-      peak->set_precision(result.config().precision());
+      peak->set_precision(ConfigName(result.config().precision()));
       peak->mutable_flops_per_second()->set_value(result.peak_flops().rank_flops_per_second());
       peak->mutable_flops_per_second()->set_source(absl::StrCat(
           Provenance(result.run_context(), file), " (", result.peak_flops().source(), ")"));

@@ -57,7 +57,7 @@ TrainResult OneRankRun(int world_size) {
   TrainResult result;
   result.mutable_run_context()->set_world_size(world_size);
   result.mutable_run_context()->set_cpu_cores(2);
-  result.mutable_config()->set_precision("fp32");
+  result.mutable_config()->set_precision(TrainConfig::fp32);
   result.mutable_config()->set_d_model(128);
   result.mutable_model()->set_flops_per_token(3e6);
   result.mutable_model()->set_tokens_per_step(512);
@@ -85,7 +85,7 @@ TEST(Calibrate, ComputeRateIsModelFlopsOverTheNonOptimizerTime) {
 
 TEST(Calibrate, TwoRankDdpRunGivesThePerRankRateAtTwoRanksPerNode) {
   TrainResult result = OneRankRun(2);
-  result.mutable_config()->set_strategy("ddp");
+  result.mutable_config()->set_strategy(TrainConfig::ddp);
   const absl::StatusOr<ComputeRate> rate = RateFromTrainResult(result, "t.json");
   ASSERT_TRUE(rate.ok()) << rate.status();
   EXPECT_EQ(rate->ranks_per_node(), 2);
@@ -97,7 +97,7 @@ TEST(Calibrate, TwoRankDdpRunGivesThePerRankRateAtTwoRanksPerNode) {
 
 TEST(Calibrate, MultiRankRunOfAnotherStrategyIsInvalidArgument) {
   TrainResult result = OneRankRun(2);
-  result.mutable_config()->set_strategy("zero2");
+  result.mutable_config()->set_strategy(TrainConfig::zero2);
   const absl::Status status = RateFromTrainResult(result, "t.json").status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("--trainer=t.json ran zero2 on 2 ranks"), std::string::npos)

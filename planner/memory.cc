@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/strategy_traits.h"
+#include "trainer/config_names.h"
 #include "trainer/memory_estimate.h"
 #include "trainer/strategy/registry.h"
 
@@ -18,8 +19,17 @@ TrainConfig TrainerConfigFor(const ModelSpec& model, const Layout& layout) {
   config.set_batch_size(layout.micro_batch());
   config.set_grad_accum(layout.micro_batches());
   config.set_activation_checkpointing(layout.activation_checkpointing());
-  config.set_precision(layout.precision());
-  config.set_strategy(layout.strategy());
+  if (const absl::StatusOr<TrainConfig::Precision> precision =
+          PrecisionFromName(layout.precision());
+      precision.ok()) {
+    config.set_precision(*precision);
+  }
+  // An unknown strategy stays at the default (ddp), as the grad_sync below.
+  if (const absl::StatusOr<TrainConfig::Strategy> strategy =
+          StrategyFromName(layout.strategy());
+      strategy.ok()) {
+    config.set_strategy(*strategy);
+  }
   config.set_bucket_cap_mb(layout.bucket_cap_mb());
   const absl::StatusOr<StrategyKind> kind = ParseStrategy(layout.strategy());
   config.set_grad_sync(AutoGradSync(kind.ok() ? *kind : StrategyKind::kDdp));

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "common/report/report.h"
 #include "common/results/atomic_file.h"
+#include "trainer/config_names.h"
 
 namespace mtb::report {
 namespace {
@@ -66,7 +67,7 @@ std::string TrainerSection(const std::vector<ResultFile>& files,
             ? FormatByteAmount(static_cast<double>(r->memory_estimate().total()))
             : "-";
     table.rows.push_back(
-        {strategy, absl::StrCat(ranks), name, r->config().precision(),
+        {strategy, absl::StrCat(ranks), name, ConfigName(r->config().precision()),
          FormatSignificant(s.tokens_per_second().mean(), 3),
          FormatSignificant(s.step_ms().mean(), 3),
          s.mfu() > 0 ? absl::StrFormat("%.1f%%", 100 * s.mfu()) : "-", peak,

@@ -23,6 +23,7 @@
 #include "trainer/test_config.h"
 #include "trainer/trainer.h"
 #include "trainer/strategy/factory.h"
+#include "trainer/config_names.h"
 
 namespace mtb {
 namespace {
@@ -124,7 +125,7 @@ TrainConfig ConfigOf(const Case& c) {
   TrainConfig config = TinyConfig();
   config.set_n_layers(3);
   config.set_steps(2);
-  config.set_strategy(c.strategy);
+  config.set_strategy(*StrategyFromName(c.strategy));
   config.set_activation_checkpointing(c.checkpointing);
   config.set_fsdp_prefetch(c.prefetch);
   config.set_grad_accum(c.grad_accum);

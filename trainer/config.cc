@@ -33,13 +33,12 @@ absl::Status ConditionalFlagsApply(const TrainConfig& c,
     const google::protobuf::FieldDescriptor* under =
         c.GetDescriptor()->FindFieldByName(conditional.under);
     if (under == nullptr ||
-        under->type() != google::protobuf::FieldDescriptor::TYPE_STRING) {
+        under->type() != google::protobuf::FieldDescriptor::TYPE_ENUM) {
       return absl::InternalError(absl::StrCat(
           "kConditionalFlags: --", conditional.flag, " depends on '",
-          conditional.under, "', which is no string field of TrainConfig"));
+          conditional.under, "', which is no enum field of TrainConfig"));
     }
-    std::string value = c.GetReflection()->GetString(c, under);
-    if (value.empty()) value = conditional.when_unset;
+    const std::string& value = c.GetReflection()->GetEnum(c, under)->name();
     if (value == conditional.value) continue;
     return Invalid(absl::StrCat("--", conditional.flag, " applies to --",
                                 conditional.under, "=", conditional.value,
@@ -64,7 +63,7 @@ std::vector<std::string> FitDefaultWarmupsToSteps(TrainConfig* config,
                                  fits, " steps ", why));
   };
   // One step is also the cosine decay's last: it runs at --min_lr, not --lr.
-  const char* lr_why = fits > 0 || config->lr_schedule() == "constant"
+  const char* lr_why = fits > 0 || config->lr_schedule() == TrainConfig::constant
                            ? "so that the rate reaches --lr"
                            : "(one step is the end of the cosine schedule: it runs at --min_lr; "
                              "--lr_schedule=constant runs it at --lr)";
@@ -86,7 +85,7 @@ void ResolveConfig(TrainConfig* config, int ranks_per_host) {
     // synchronise once; zero2 and fsdp synchronise every micro-batch so that
     // a rank never keeps a full gradient across micro-batches. An unknown
     // strategy resolves to "last" and fails validation by name.
-    const absl::StatusOr<StrategyKind> kind = ParseStrategy(config->strategy());
+    const absl::StatusOr<StrategyKind> kind = ParseStrategy(ConfigName(config->strategy()));
     config->set_grad_sync(kind.ok() ? AutoGradSync(*kind) : "last");
   }
   if (config->intra_op_threads() == 0 && IsExact(*config)) {
@@ -135,8 +134,10 @@ absl::Status ValidateConfig(const TrainConfig& c,
     return Invalid(
         absl::StrCat("--dropout=", c.dropout(), " must be in [0, 1)"));
   }
-  if (c.precision() != "fp32" && c.precision() != "bf16") {
-    return Invalid(absl::StrCat("--precision=", c.precision(),
+  // The enums' values are refused when the flags are parsed; a number no
+  // value has (from a JSON file or a test) is refused here.
+  if (!TrainConfig::Precision_IsValid(c.precision())) {
+    return Invalid(absl::StrCat("--precision=", ConfigName(c.precision()),
                                 " must be fp32 or bf16"));
   }
   if (c.data().empty()) {
@@ -158,8 +159,8 @@ absl::Status ValidateConfig(const TrainConfig& c,
     return Invalid(absl::StrCat("--weight_decay=", c.weight_decay(),
                                 " must be non-negative"));
   }
-  if (c.lr_schedule() != "constant" && c.lr_schedule() != "cosine") {
-    return Invalid(absl::StrCat("--lr_schedule=", c.lr_schedule(),
+  if (!TrainConfig::LrSchedule_IsValid(c.lr_schedule())) {
+    return Invalid(absl::StrCat("--lr_schedule=", ConfigName(c.lr_schedule()),
                                 " must be constant or cosine"));
   }
   if (c.lr_warmup_steps() < 0) {
@@ -176,7 +177,7 @@ absl::Status ValidateConfig(const TrainConfig& c,
         c.steps(), ": the learning rate would never reach --lr (leave the "
         "flag unset and its default shrinks to fit a short run)"));
   }
-  if (c.lr_schedule() == "cosine" &&
+  if (c.lr_schedule() == TrainConfig::cosine &&
       c.lr_decay_steps() <= c.lr_warmup_steps()) {
     return Invalid(absl::StrCat(
         "--lr_decay_steps=", c.lr_decay_steps(),
@@ -198,7 +199,7 @@ absl::Status ValidateConfig(const TrainConfig& c,
                                 " must be in [0, --steps=", c.steps(),
                                 ") so that some step is timed"));
   }
-  absl::StatusOr<StrategyKind> kind = ParseStrategy(c.strategy());
+  absl::StatusOr<StrategyKind> kind = ParseStrategy(ConfigName(c.strategy()));
   if (!kind.ok()) return kind.status();
   // The strategy-scoped flags the config shows (those left at a value that
   // changes something) and those given on the command line must apply.
@@ -221,9 +222,8 @@ absl::Status ValidateConfig(const TrainConfig& c,
     const absl::StatusOr<gemm::Backend> backend = gemm::ParseBackend(c.gemm());
     if (!backend.ok()) return backend.status();
   }
-  if (!c.reduction().empty() && c.reduction() != "float" &&
-      c.reduction() != "exact") {
-    return Invalid(absl::StrCat("--reduction=", c.reduction(),
+  if (!TrainConfig::Reduction_IsValid(c.reduction())) {
+    return Invalid(absl::StrCat("--reduction=", ConfigName(c.reduction()),
                                 " must be float or exact"));
   }
   // Flags that apply under another flag's value: those given, and those the
@@ -251,10 +251,10 @@ absl::Status ValidateConfig(const TrainConfig& c,
                                   c.testonly_exact_grid_finer_bits(),
                                   " must be in [0, 40]"));
     }
-    if (c.precision() != "fp32") {
+    if (c.precision() != TrainConfig::fp32) {
       return Invalid(absl::StrCat("--reduction=exact supports --precision=fp32 "
                                   "only, not ",
-                                  c.precision()));
+                                  ConfigName(c.precision())));
     }
   }
   RETURN_IF_ERROR(pipeline::ValidatePipelineConfig(c));
@@ -275,11 +275,11 @@ absl::Status ValidateConfigForWorldSize(const TrainConfig& c, int world_size) {
     return tp;
   }
   RETURN_IF_ERROR(pipeline::ValidatePipelineWorldSize(c, world_size));
-  absl::StatusOr<const StrategyEntry*> entry = FindStrategy(c.strategy());
+  absl::StatusOr<const StrategyEntry*> entry = FindStrategy(ConfigName(c.strategy()));
   if (!entry.ok()) return entry.status();
   if ((*entry)->max_world_size > 0 && world_size > (*entry)->max_world_size) {
     return Invalid(absl::StrCat(
-        "--strategy=", c.strategy(), " runs ",
+        "--strategy=", ConfigName(c.strategy()), " runs ",
         (*entry)->max_world_size == 1
             ? std::string("one rank")
             : absl::StrCat("at most ", (*entry)->max_world_size, " ranks"),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "trainer/config_names.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -37,9 +38,9 @@ std::vector<std::string> FitDefaultWarmupsToSteps(TrainConfig* config,
 // 1).
 void ResolveConfig(TrainConfig* config, int ranks_per_host);
 
-// --reduction=exact (trainer/exact.h); an unset reduction is float.
+// --reduction=exact (trainer/exact.h).
 inline bool IsExact(const TrainConfig& config) {
-  return config.reduction() == "exact";
+  return config.reduction() == TrainConfig::exact;
 }
 
 // The flags that do something only when another flag has a given value
@@ -47,22 +48,21 @@ inline bool IsExact(const TrainConfig& config) {
 // trainer/strategy/registry.h). Given on the command line where they do
 // nothing, they are refused by ValidateConfig with one line: "--exact_chunk
 // applies to --reduction=exact, not float: it would do nothing". Flag names
-// are TrainConfig field names (string fields for `under`).
+// are TrainConfig field names (enum fields for `under`).
 struct ConditionalFlag {
   const char* flag;
   const char* under;     // the flag it depends on: "reduction"
   const char* value;     // the value under which it applies: "exact"
-  const char* when_unset;  // `under`'s value when its field is empty
   const char* why;       // what it would not do otherwise
 };
 inline constexpr ConditionalFlag kConditionalFlags[] = {
-    {"exact_chunk", "reduction", "exact", "float",
+    {"exact_chunk", "reduction", "exact",
      "float reduction runs each micro-batch whole"},
-    {"testonly_exact_grid_finer_bits", "reduction", "exact", "float",
+    {"testonly_exact_grid_finer_bits", "reduction", "exact",
      "float reduction has no grid"},
-    {"lr_decay_steps", "lr_schedule", "cosine", "",
+    {"lr_decay_steps", "lr_schedule", "cosine",
      "a constant rate stays at --lr after the warm-up"},
-    {"min_lr", "lr_schedule", "cosine", "",
+    {"min_lr", "lr_schedule", "cosine",
      "a constant rate stays at --lr after the warm-up"},
 };
 

@@ -1,16 +1,26 @@
 #include "trainer/config.h"
 
 #include "absl/flags/reflection.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
+#include "glog/logging.h"
 #include "gtest/gtest.h"
+#include "common/results/json_io.h"
 #include "trainer/flags.h"
+#include "trainer/strategy/registry.h"
 
 namespace mtb {
 namespace {
 
+TrainConfig FromFlags() {
+  absl::StatusOr<TrainConfig> config = TrainConfigFromFlags();
+  CHECK(config.ok()) << config.status();
+  return *config;
+}
+
 TrainConfig Defaults() {
-  TrainConfig config = TrainConfigFromFlags();
+  TrainConfig config = FromFlags();
   ResolveConfig(&config, 1);
   return config;
 }
@@ -24,7 +34,7 @@ TEST(TrainConfig, FlagDefaultsResolveToAValidConfig) {
 }
 
 TEST(TrainConfig, ResolveKeepsValuesTheUserGave) {
-  TrainConfig config = TrainConfigFromFlags();
+  TrainConfig config = FromFlags();
   config.set_min_lr(1e-5);
   config.set_lr_decay_steps(50);
   config.set_intra_op_threads(3);
@@ -35,7 +45,7 @@ TEST(TrainConfig, ResolveKeepsValuesTheUserGave) {
 }
 
 TEST(TrainConfig, DefaultWarmupsShrinkToFitAOneStepRunAndSaySo) {
-  TrainConfig config = TrainConfigFromFlags();  // lr warm-up 10, timing 2
+  TrainConfig config = FromFlags();  // lr warm-up 10, timing 2
   config.set_steps(1);
   const std::vector<std::string> notes =
       FitDefaultWarmupsToSteps(&config, WarmupsGiven{});
@@ -54,7 +64,7 @@ TEST(TrainConfig, DefaultWarmupsShrinkToFitAOneStepRunAndSaySo) {
 }
 
 TEST(TrainConfig, WarmupsThatFitOrThatTheUserGaveAreLeftAlone) {
-  TrainConfig config = TrainConfigFromFlags();  // 200 steps: both fit
+  TrainConfig config = FromFlags();  // 200 steps: both fit
   EXPECT_TRUE(FitDefaultWarmupsToSteps(&config, WarmupsGiven{}).empty());
   EXPECT_EQ(config.lr_warmup_steps(), 10);
   config.set_steps(4);
@@ -87,7 +97,7 @@ TEST(TrainConfig, ACosineDecayEndingAtOrBeforeTheWarmUpEndIsRefused) {
   config.set_lr_decay_steps(11);
   EXPECT_TRUE(ValidateConfig(config).ok());
   // A constant schedule has no decay end to get wrong.
-  config.set_lr_schedule("constant");
+  config.set_lr_schedule(TrainConfig::constant);
   config.set_lr_decay_steps(3);
   EXPECT_TRUE(ValidateConfig(config).ok());
 }
@@ -111,8 +121,8 @@ TEST(TrainConfig, EachRuleNamesItsFlag) {
   c.set_dropout(1.0);
   ExpectInvalid(c, "--dropout=1 must be in [0, 1)");
   c = Defaults();
-  c.set_precision("fp16");
-  ExpectInvalid(c, "--precision=fp16 must be fp32 or bf16");
+  c.set_precision(static_cast<TrainConfig::Precision>(7));
+  ExpectInvalid(c, "--precision=7 must be fp32 or bf16");
   c = Defaults();
   c.set_batch_size(0);
   ExpectInvalid(c, "--batch_size=0 must be at least 1");
@@ -120,8 +130,8 @@ TEST(TrainConfig, EachRuleNamesItsFlag) {
   c.set_vocab_size(70000);
   ExpectInvalid(c, "--vocab_size=70000");
   c = Defaults();
-  c.set_lr_schedule("linear");
-  ExpectInvalid(c, "--lr_schedule=linear must be constant or cosine");
+  c.set_lr_schedule(static_cast<TrainConfig::LrSchedule>(7));
+  ExpectInvalid(c, "--lr_schedule=7 must be constant or cosine");
   c = Defaults();
   c.set_lr_warmup_steps(-1);
   ExpectInvalid(c, "--lr_warmup_steps=-1 must be non-negative");
@@ -132,9 +142,9 @@ TEST(TrainConfig, EachRuleNamesItsFlag) {
   c.set_min_lr(1.0);
   ExpectInvalid(c, "--min_lr=1 must be in [0, --lr=");
   c = Defaults();
-  c.set_strategy("zero3");
+  c.set_strategy(static_cast<TrainConfig::Strategy>(7));
   ExpectInvalid(c,
-                "--strategy=zero3 is not a strategy: use ddp, zero1, zero2, "
+                "--strategy=7 is not a strategy: use ddp, zero1, zero2, "
                 "fsdp (or single, the one-rank reference)");
   c = Defaults();  // ddp
   c.set_fsdp_keep_gathered_until_backward(true);
@@ -142,7 +152,7 @@ TEST(TrainConfig, EachRuleNamesItsFlag) {
                 "--reshard_after_forward applies to --strategy=fsdp, not ddp: "
                 "it would do nothing");
   c = Defaults();
-  c.set_strategy("zero2");
+  c.set_strategy(TrainConfig::zero2);
   c.set_fsdp_prefetch(true);
   ExpectInvalid(c, "--fsdp_prefetch applies to --strategy=fsdp, not zero2");
   // Given on the command line: refused even at its default value.
@@ -153,12 +163,12 @@ TEST(TrainConfig, EachRuleNamesItsFlag) {
             "--reshard_after_forward applies to --strategy=fsdp, not ddp: it "
             "would do nothing");
   TrainConfig sharded = Defaults();
-  sharded.set_strategy("fsdp");
+  sharded.set_strategy(TrainConfig::fsdp);
   EXPECT_EQ(ValidateConfig(sharded, {"bucket_cap_mb"}).message(),
             "--bucket_cap_mb applies to --strategy=ddp, zero1 or zero2, not "
             "fsdp: it would do nothing");
   EXPECT_TRUE(ValidateConfig(Defaults(), {"bucket_cap_mb"}).ok());
-  c.set_strategy("fsdp");
+  c.set_strategy(TrainConfig::fsdp);
   c.set_fsdp_keep_gathered_until_backward(true);
   EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
   c = Defaults();
@@ -177,7 +187,7 @@ TEST(TrainConfig, EachRuleNamesItsFlag) {
 
 TEST(TrainConfig, DefaultsAreDdpWithGradSyncLastAndAValidWorldOfTwo) {
   const TrainConfig config = Defaults();
-  EXPECT_EQ(config.strategy(), "ddp");
+  EXPECT_EQ(config.strategy(), TrainConfig::ddp);
   EXPECT_EQ(config.grad_sync(), "last");  // "auto" resolved
   EXPECT_EQ(config.bucket_cap_mb(), 25);
   EXPECT_TRUE(ValidateConfigForWorldSize(config, 2).ok());
@@ -191,7 +201,7 @@ TEST(TrainConfig, GradSyncAutoIsEveryForZero2AndFsdpAndLastOtherwise) {
         {"fsdp", "every"},
         {"single", "last"}}) {
     TrainConfig config = Defaults();
-    config.set_strategy(strategy);
+    config.set_strategy(*StrategyFromName(strategy));
     config.set_grad_sync("auto");
     ResolveConfig(&config, 1);
     EXPECT_EQ(config.grad_sync(), expected) << strategy;
@@ -199,15 +209,90 @@ TEST(TrainConfig, GradSyncAutoIsEveryForZero2AndFsdpAndLastOtherwise) {
   }
   // Given explicitly, zero2 keeps "last".
   TrainConfig config = Defaults();
-  config.set_strategy("zero2");
+  config.set_strategy(TrainConfig::zero2);
   config.set_grad_sync("last");
   ResolveConfig(&config, 1);
   EXPECT_EQ(config.grad_sync(), "last");
 }
 
+// The enum fields keep the spellings the flags take in the JSON, each value
+// reads back as itself, and a spelling no value has is refused: by the
+// JSON reader and by the flag's parser, with the flag's own line.
+TEST(ConfigNames, EveryEnumValueRoundTripsThroughItsJsonName) {
+  int values = 0;
+  for (const char* field : {"strategy", "precision", "reduction", "lr_schedule"}) {
+    const google::protobuf::FieldDescriptor* descriptor =
+        TrainConfig::descriptor()->FindFieldByName(field);
+    ASSERT_NE(descriptor, nullptr) << field;
+    ASSERT_EQ(descriptor->type(), google::protobuf::FieldDescriptor::TYPE_ENUM)
+        << field;
+    const google::protobuf::EnumDescriptor* type = descriptor->enum_type();
+    for (int i = 0; i < type->value_count(); ++i) {
+      const google::protobuf::EnumValueDescriptor* value = type->value(i);
+      TrainConfig config = Defaults();
+      config.GetReflection()->SetEnum(&config, descriptor, value);
+      const std::string json = ToJson(config);
+      EXPECT_NE(json.find(absl::StrCat("\"", field, "\": \"", value->name(),
+                                       "\"")),
+                std::string::npos)
+          << json;
+      TrainConfig back;
+      ASSERT_TRUE(FromJson(json, &back).ok()) << field << " " << value->name();
+      EXPECT_EQ(back.GetReflection()->GetEnum(back, descriptor), value);
+      ++values;
+    }
+  }
+  EXPECT_EQ(values, 5 + 2 + 2 + 2);
+  // The names outside readers match, literally.
+  TrainConfig config = Defaults();
+  config.set_strategy(TrainConfig::zero2);
+  config.set_precision(TrainConfig::bf16);
+  config.set_reduction(TrainConfig::exact);
+  config.set_lr_schedule(TrainConfig::constant);
+  const std::string json = ToJson(config);
+  for (const char* line : {"\"strategy\": \"zero2\"", "\"precision\": \"bf16\"",
+                           "\"reduction\": \"exact\"",
+                           "\"lr_schedule\": \"constant\""}) {
+    EXPECT_NE(json.find(line), std::string::npos) << line << " in " << json;
+  }
+}
+
+TEST(ConfigNames, ASpellingNoValueHasIsRefused) {
+  TrainConfig config = Defaults();
+  std::string json = ToJson(config);
+  const std::string ddp = "\"strategy\": \"ddp\"";
+  const size_t at = json.find(ddp);
+  ASSERT_NE(at, std::string::npos) << json;
+  TrainConfig back;
+  ASSERT_TRUE(FromJson(json, &back).ok());  // the unchanged file reads
+  json.replace(at, ddp.size(), "\"strategy\": \"zero3\"");
+  EXPECT_FALSE(FromJson(json, &back).ok());
+  EXPECT_EQ(StrategyFromName("zero3").status().message(),
+            "--strategy=zero3 is not a strategy: use ddp, zero1, zero2, fsdp "
+            "(or single, the one-rank reference)");
+  EXPECT_EQ(PrecisionFromName("fp16").status().message(),
+            "--precision=fp16 must be fp32 or bf16");
+  EXPECT_EQ(ReductionFromName("fixed").status().message(),
+            "--reduction=fixed must be float or exact");
+  EXPECT_EQ(LrScheduleFromName("linear").status().message(),
+            "--lr_schedule=linear must be constant or cosine");
+  // The C++ spelling of a keyword value is not a flag's spelling.
+  EXPECT_FALSE(ReductionFromName("float_").ok());
+  EXPECT_EQ(*ReductionFromName("float"), TrainConfig::float_);
+  // Every registry entry is a value of the enum, and back.
+  for (const StrategyEntry& entry : AllStrategyEntries()) {
+    const absl::StatusOr<TrainConfig::Strategy> value =
+        StrategyFromName(entry.name);
+    ASSERT_TRUE(value.ok()) << value.status();
+    EXPECT_EQ(ConfigName(*value), entry.name);
+  }
+  EXPECT_EQ(static_cast<size_t>(TrainConfig::Strategy_descriptor()->value_count()),
+            AllStrategyEntries().size());
+}
+
 TEST(TrainConfig, WorldSizeRulesNameTheFlagAndTheWorldSize) {
   TrainConfig c = Defaults();
-  c.set_strategy("single");
+  c.set_strategy(TrainConfig::single);
   EXPECT_TRUE(ValidateConfigForWorldSize(c, 1).ok());
   EXPECT_EQ(ValidateConfigForWorldSize(c, 4).message(),
             "--strategy=single runs one rank, but the world size is 4: use "
@@ -215,7 +300,7 @@ TEST(TrainConfig, WorldSizeRulesNameTheFlagAndTheWorldSize) {
 }
 
 TEST(TrainConfig, IntraOpThreadsAreTheCoresSharedByTheHostsRanks) {
-  TrainConfig config = TrainConfigFromFlags();
+  TrainConfig config = FromFlags();
   ResolveConfig(&config, /*ranks_per_host=*/1024);
   EXPECT_EQ(config.intra_op_threads(), 1);
 }
@@ -246,8 +331,8 @@ TEST(TrainConfig, FingerprintIgnoresOnlyFieldsThatDoNotChangeNumbers) {
 }
 
 TEST(TrainConfig, ExactModePinsOneThreadAndKeepsItInTheFingerprint) {
-  TrainConfig config = TrainConfigFromFlags();
-  config.set_reduction("exact");
+  TrainConfig config = FromFlags();
+  config.set_reduction(TrainConfig::exact);
   ResolveConfig(&config, /*ranks_per_host=*/1);
   EXPECT_EQ(config.intra_op_threads(), 1);
   config.set_intra_op_threads(3);
@@ -255,7 +340,7 @@ TEST(TrainConfig, ExactModePinsOneThreadAndKeepsItInTheFingerprint) {
   EXPECT_EQ(config.intra_op_threads(), 3);  // --intra_op_threads wins
 
   TrainConfig base = Defaults();
-  base.set_reduction("exact");
+  base.set_reduction(TrainConfig::exact);
   base.set_exact_chunk(2);
   TrainConfig threads = base;
   threads.set_intra_op_threads(base.intra_op_threads() + 1);
@@ -264,13 +349,13 @@ TEST(TrainConfig, ExactModePinsOneThreadAndKeepsItInTheFingerprint) {
   chunk.set_exact_chunk(1);
   EXPECT_NE(ConfigFingerprint(base), ConfigFingerprint(chunk));
   TrainConfig floating = base;
-  floating.set_reduction("float");
+  floating.set_reduction(TrainConfig::float_);
   EXPECT_NE(ConfigFingerprint(base), ConfigFingerprint(floating));
 }
 
 TEST(TrainConfig, ExactModeRefusesWhatItCannotMakeExact) {
   TrainConfig c = Defaults();
-  c.set_reduction("exact");
+  c.set_reduction(TrainConfig::exact);
   c.set_batch_size(6);
   c.set_exact_chunk(4);
   EXPECT_EQ(ValidateConfig(c).message(),
@@ -279,18 +364,18 @@ TEST(TrainConfig, ExactModeRefusesWhatItCannotMakeExact) {
             "samples on every layout)");
   c.set_batch_size(8);
   EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
-  c.set_precision("bf16");
+  c.set_precision(TrainConfig::bf16);
   EXPECT_EQ(ValidateConfig(c).message(),
             "--reduction=exact supports --precision=fp32 only, not bf16");
-  c.set_precision("fp32");
+  c.set_precision(TrainConfig::fp32);
   c.set_exact_chunk(0);
   EXPECT_EQ(ValidateConfig(c).message(), "--exact_chunk=0 must be at least 1");
   c.set_exact_chunk(4);
-  c.set_reduction("fixed");
+  c.set_reduction(static_cast<TrainConfig::Reduction>(7));
   EXPECT_EQ(ValidateConfig(c).message(),
-            "--reduction=fixed must be float or exact");
+            "--reduction=7 must be float or exact");
   // A chunk means nothing in float mode: refused rather than ignored.
-  c.set_reduction("float");
+  c.set_reduction(TrainConfig::float_);
   c.set_batch_size(6);
   EXPECT_EQ(ValidateConfig(c).message(),
             "--exact_chunk applies to --reduction=exact, not float: it would do "
@@ -314,7 +399,7 @@ TEST(TrainConfig, AFlagThatDoesNothingUnderAnotherFlagsValueIsRefused) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << flag;
     EXPECT_EQ(status.message(), message);
   }
-  c.set_lr_schedule("constant");
+  c.set_lr_schedule(TrainConfig::constant);
   for (const char* flag : {"lr_decay_steps", "min_lr"}) {
     const absl::Status status = ValidateConfig(c, {flag});
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << flag;
@@ -327,20 +412,23 @@ TEST(TrainConfig, AFlagThatDoesNothingUnderAnotherFlagsValueIsRefused) {
   // Where the condition holds, each is accepted (the control: the refusal is
   // the condition's, not the flag's).
   EXPECT_TRUE(ValidateConfig(c, {"lr_warmup_steps"}).ok());
-  c.set_lr_schedule("cosine");
+  c.set_lr_schedule(TrainConfig::cosine);
   EXPECT_TRUE(ValidateConfig(c, {"lr_decay_steps", "min_lr"}).ok());
-  c.set_reduction("exact");
+  c.set_reduction(TrainConfig::exact);
   c.set_exact_chunk(2);
   EXPECT_TRUE(ValidateConfig(c, {"exact_chunk", "testonly_exact_grid_finer_bits"}).ok())
       << ValidateConfig(c, {"exact_chunk"});
-  // Every entry names a flag and a string field of TrainConfig it depends on.
+  // Every entry names a flag and an enum field of TrainConfig it depends
+  // on, with a value that enum has.
   for (const ConditionalFlag& conditional : kConditionalFlags) {
     EXPECT_NE(TrainConfig::descriptor()->FindFieldByName(conditional.flag), nullptr)
         << conditional.flag;
     const google::protobuf::FieldDescriptor* under =
         TrainConfig::descriptor()->FindFieldByName(conditional.under);
     ASSERT_NE(under, nullptr) << conditional.under;
-    EXPECT_EQ(under->type(), google::protobuf::FieldDescriptor::TYPE_STRING);
+    ASSERT_EQ(under->type(), google::protobuf::FieldDescriptor::TYPE_ENUM);
+    EXPECT_NE(under->enum_type()->FindValueByName(conditional.value), nullptr)
+        << conditional.under << "=" << conditional.value;
   }
 }
 
@@ -358,8 +446,8 @@ TEST(TrainConfig, GemmIsAutoOneDnnOrBlasAndNamesTheFlag) {
   TrainConfig onednn = Defaults(), blas = Defaults();
   blas.set_gemm("blas");
   EXPECT_EQ(ConfigFingerprint(onednn), ConfigFingerprint(blas));
-  onednn.set_reduction("exact");
-  blas.set_reduction("exact");
+  onednn.set_reduction(TrainConfig::exact);
+  blas.set_reduction(TrainConfig::exact);
   EXPECT_NE(ConfigFingerprint(onednn), ConfigFingerprint(blas));
 }
 

@@ -16,7 +16,7 @@ namespace {
 // cosine with warm-up, clipping) with a smaller model and fewer steps, so the
 // test takes seconds: d_model 64, 2 layers, context 64, batch 8, 60 steps.
 TrainConfig ShortenedDefaultJob() {
-  TrainConfig config = TrainConfigFromFlags();
+  TrainConfig config = *TrainConfigFromFlags();
   config.set_d_model(64);
   config.set_n_layers(2);
   config.set_seq_len(64);
@@ -47,7 +47,7 @@ TEST(Convergence, Bf16LossIsWithinTwoPercentOfFp32After20Steps) {
   fp32.set_lr_decay_steps(20);
   fp32.set_min_lr(3e-4);
   TrainConfig bf16 = fp32;
-  bf16.set_precision("bf16");
+  bf16.set_precision(TrainConfig::bf16);
   absl::StatusOr<std::vector<double>> a = TrainLosses(fp32);
   absl::StatusOr<std::vector<double>> b = TrainLosses(bf16);
   ASSERT_TRUE(a.ok()) << a.status();

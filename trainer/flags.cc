@@ -7,6 +7,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/flags.h"
+#include "common/base/status.h"
 #include "common/results/output_path.h"
 #include "trainer/strategy/registry.h"
 
@@ -163,7 +164,7 @@ ABSL_FLAG(bool, testonly_pp_skip_tied_embedding_sum, false,
 
 namespace mtb {
 
-TrainConfig TrainConfigFromFlags() {
+absl::StatusOr<TrainConfig> TrainConfigFromFlags() {
   TrainConfig c;
   c.set_vocab_size(absl::GetFlag(FLAGS_vocab_size));
   c.set_d_model(absl::GetFlag(FLAGS_d_model));
@@ -173,14 +174,18 @@ TrainConfig TrainConfigFromFlags() {
   c.set_batch_size(absl::GetFlag(FLAGS_batch_size));
   c.set_dropout(absl::GetFlag(FLAGS_dropout));
   c.set_activation_checkpointing(absl::GetFlag(FLAGS_activation_checkpointing));
-  c.set_precision(absl::GetFlag(FLAGS_precision));
+  ASSIGN_OR_RETURN(const TrainConfig::Precision precision,
+                   PrecisionFromName(absl::GetFlag(FLAGS_precision)));
+  c.set_precision(precision);
   c.set_data(absl::GetFlag(FLAGS_data));
   c.set_lr(absl::GetFlag(FLAGS_lr));
   c.set_beta1(absl::GetFlag(FLAGS_beta1));
   c.set_beta2(absl::GetFlag(FLAGS_beta2));
   c.set_eps(absl::GetFlag(FLAGS_eps));
   c.set_weight_decay(absl::GetFlag(FLAGS_weight_decay));
-  c.set_lr_schedule(absl::GetFlag(FLAGS_lr_schedule));
+  ASSIGN_OR_RETURN(const TrainConfig::LrSchedule lr_schedule,
+                   LrScheduleFromName(absl::GetFlag(FLAGS_lr_schedule)));
+  c.set_lr_schedule(lr_schedule);
   c.set_lr_warmup_steps(absl::GetFlag(FLAGS_lr_warmup_steps));
   c.set_lr_decay_steps(absl::GetFlag(FLAGS_lr_decay_steps));
   c.set_min_lr(absl::GetFlag(FLAGS_min_lr));
@@ -192,10 +197,14 @@ TrainConfig TrainConfigFromFlags() {
   c.set_seed(absl::GetFlag(FLAGS_seed));
   c.set_intra_op_threads(absl::GetFlag(FLAGS_intra_op_threads));
   c.set_log_every(absl::GetFlag(FLAGS_log_every));
-  c.set_strategy(absl::GetFlag(FLAGS_strategy));
+  ASSIGN_OR_RETURN(const TrainConfig::Strategy strategy,
+                   StrategyFromName(absl::GetFlag(FLAGS_strategy)));
+  c.set_strategy(strategy);
   c.set_bucket_cap_mb(absl::GetFlag(FLAGS_bucket_cap_mb));
   c.set_grad_sync(absl::GetFlag(FLAGS_grad_sync));
-  c.set_reduction(absl::GetFlag(FLAGS_reduction));
+  ASSIGN_OR_RETURN(const TrainConfig::Reduction reduction,
+                   ReductionFromName(absl::GetFlag(FLAGS_reduction)));
+  c.set_reduction(reduction);
   c.set_gemm(absl::GetFlag(FLAGS_gemm));
   c.set_exact_chunk(absl::GetFlag(FLAGS_exact_chunk));
   c.set_testonly_exact_grid_finer_bits(

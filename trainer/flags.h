@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include "trainer/checkpoint/plan.h"
 #include "trainer/config.h"
@@ -14,8 +15,10 @@
 
 namespace mtb {
 
-// The flags' current values (after parsing), not yet resolved or validated.
-TrainConfig TrainConfigFromFlags();
+// The flags' current values (after parsing), not yet resolved or validated;
+// kInvalidArgument, one line, for a value an enum field does not have
+// ("--precision=fp16 must be fp32 or bf16").
+absl::StatusOr<TrainConfig> TrainConfigFromFlags();
 
 // The pipeline flags whose values TrainConfigFromFlags does not keep: --pp
 // below 1, and --pp_schedule or --pp_microbatches given without --pp > 1.

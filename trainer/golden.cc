@@ -26,7 +26,7 @@ TrainConfig GoldenConfig() {
   c.set_dropout(0.1);
   c.set_lr(3e-3);
   c.set_weight_decay(0.1);
-  c.set_lr_schedule("cosine");
+  c.set_lr_schedule(TrainConfig::cosine);
   c.set_lr_warmup_steps(2);
   c.set_lr_decay_steps(5);
   c.set_min_lr(3e-4);

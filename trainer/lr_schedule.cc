@@ -24,7 +24,7 @@ double LearningRateAt(const LrSchedule& schedule, int64_t step) {
 
 LrSchedule LrScheduleOf(const TrainConfig& config) {
   LrSchedule schedule;
-  schedule.kind = config.lr_schedule() == "cosine" ? LrScheduleKind::kCosine
+  schedule.kind = config.lr_schedule() == TrainConfig::cosine ? LrScheduleKind::kCosine
                                                    : LrScheduleKind::kConstant;
   schedule.lr = config.lr();
   schedule.min_lr = config.min_lr();

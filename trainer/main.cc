@@ -133,7 +133,11 @@ int main(int argc, char** argv) {
   if (absl::Status valid = mtb::ValidatePipelineFlags(); !valid.ok()) {
     return mtb::ReportAndExitCode(kProgram, valid);
   }
-  mtb::TrainConfig config = mtb::TrainConfigFromFlags();
+  absl::StatusOr<mtb::TrainConfig> from_flags = mtb::TrainConfigFromFlags();
+  if (!from_flags.ok()) {
+    return mtb::ReportAndExitCode(kProgram, from_flags.status());
+  }
+  mtb::TrainConfig config = *std::move(from_flags);
   std::vector<std::string> notes = mtb::FitDefaultWarmupsToSteps(
       &config, mtb::WarmupsGivenOnCommandLine());
   mtb::ResolveConfig(&config, world->ranks_per_host);
@@ -168,7 +172,7 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_estimate_memory)) {
     // Each strategy resolves --grad_sync=auto its own way (zero2: every).
     mtb::TrainConfig unresolved_sync = config;
-    unresolved_sync.set_grad_sync(mtb::TrainConfigFromFlags().grad_sync());
+    unresolved_sync.set_grad_sync(mtb::TrainConfigFromFlags()->grad_sync());
     std::cout << mtb::RenderMemoryEstimates(unresolved_sync,
                                             world->world_size);
     return 0;
@@ -188,7 +192,7 @@ int main(int argc, char** argv) {
                       config.pp())));
   }
   if (absl::StatusOr<mtb::StrategyKind> kind =
-          mtb::ParseStrategy(config.strategy());
+          mtb::ParseStrategy(mtb::ConfigName(config.strategy()));
       kind.ok()) {
     if (absl::Status applies = mtb::CheckSyncTestFaultApplies(*sync_fault, *kind);
         !applies.ok()) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/report/report.h"
+#include "trainer/config_names.h"
 #include "trainer/tp/options.h"
 
 namespace mtb {
@@ -54,7 +55,7 @@ int64_t RankBlockUnitCount(const TrainConfig& config) {
 }  // namespace
 
 MemoryEstimate EstimateRankMemory(const TrainConfig& config, int world_size) {
-  const absl::StatusOr<StrategyKind> kind = ParseStrategy(config.strategy());
+  const absl::StatusOr<StrategyKind> kind = ParseStrategy(ConfigName(config.strategy()));
   return EstimateRankMemoryFor(config, world_size,
                                kind.ok() ? *kind : StrategyKind::kDdp);
 }
@@ -149,7 +150,7 @@ std::string RenderMemoryEstimates(const TrainConfig& config, int world_size) {
       continue;
     }
     TrainConfig resolved = config;
-    resolved.set_strategy(entry.name);
+    resolved.set_strategy(*StrategyFromName(entry.name));
     if (config.grad_sync() == "auto") {
       resolved.set_grad_sync(entry.auto_grad_sync);
     }

@@ -98,7 +98,7 @@ TEST(MemoryEstimate, StateIsFourCopiesOfTheParametersAndDdpReducesInPlace) {
   EXPECT_EQ(single.logits(), 3 * 4 * config.batch_size() * config.seq_len() *
                                  config.vocab_size());
   // ddp's buckets are views of the flat gradient buffer: no copy.
-  config.set_strategy("ddp");
+  config.set_strategy(TrainConfig::ddp);
   EXPECT_EQ(EstimateRankMemory(config, 2).collective_staging(), 0);
   EXPECT_EQ(EstimateRankMemory(config, 2).total(), single.total());
 }

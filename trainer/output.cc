@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "trainer/config_names.h"
 #include "trainer/strategy/registry.h"
 #include "absl/strings/str_join.h"
 #include "common/results/atomic_file.h"
@@ -193,12 +194,12 @@ std::string RenderMarkdownReport(const TrainResult& result,
       "; ", result.model().parameter_count(), " parameters, ",
       FormatSignificant(result.model().flops_per_token(), 3),
       " FLOPs/token (6N + 12LTD).\n\n");
-  absl::StrAppend(&out, "Data `", c.data(), "`, strategy `", c.strategy(),
+  absl::StrAppend(&out, "Data `", c.data(), "`, strategy `", ConfigName(c.strategy()),
                   "` on ", context.world_size(), " rank(s) (backend ",
-                  context.backend(), "), ", c.precision(),
+                  context.backend(), "), ", ConfigName(c.precision()),
                   ", batch ", c.batch_size(), " x grad_accum ",
                   c.grad_accum(), ", dropout ", c.dropout(), ", AdamW lr ",
-                  c.lr(), " (", c.lr_schedule(), "), seed ", c.seed(),
+                  c.lr(), " (", ConfigName(c.lr_schedule()), "), seed ", c.seed(),
                   ". Config fingerprint `",
                   result.config_fingerprint().substr(0, 16), "…`.\n\n");
   absl::StrAppend(&out, "Machine: ", context.cpu_model(), " (",

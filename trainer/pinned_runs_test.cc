@@ -50,14 +50,14 @@ constexpr int kGlobalBatch = 12;  // 1 x 12, 2 x 6, 3 x 4
 // weight decay, so that every part of the step moves the numbers.
 TrainConfig PinnedConfig(const std::string& strategy, bool exact, int ranks) {
   TrainConfig c = TinyConfig();
-  c.set_strategy(strategy);
+  c.set_strategy(*StrategyFromName(strategy));
   c.set_grad_sync("auto");
   c.set_batch_size(kGlobalBatch / ranks / 2);
   c.set_grad_accum(2);
   c.set_dropout(0.1);
   c.set_lr(3e-3);
   c.set_weight_decay(0.1);
-  c.set_lr_schedule("cosine");
+  c.set_lr_schedule(TrainConfig::cosine);
   c.set_lr_warmup_steps(1);
   c.set_lr_decay_steps(4);
   c.set_min_lr(3e-4);
@@ -66,7 +66,7 @@ TrainConfig PinnedConfig(const std::string& strategy, bool exact, int ranks) {
   c.set_seed(2026);
   c.set_bucket_cap_mb(0.01);  // several buckets
   if (exact) {
-    c.set_reduction("exact");
+    c.set_reduction(TrainConfig::exact);
     c.set_exact_chunk(1);
   }
   ResolveConfig(&c, 1);

@@ -43,6 +43,7 @@
 #include "trainer/strategy.h"
 #include "trainer/test_config.h"
 #include "trainer/trainer.h"
+#include "trainer/config_names.h"
 
 namespace mtb {
 namespace {
@@ -103,9 +104,9 @@ TrainConfig ReferenceConfig(const ReferenceCase& reference_case) {
   config.set_dropout(reference_case.dropout);
   config.set_grad_accum(reference_case.grad_accum);
   config.set_activation_checkpointing(reference_case.activation_checkpointing);
-  config.set_precision(reference_case.precision);
+  config.set_precision(*PrecisionFromName(reference_case.precision));
   config.set_lr(3e-3);
-  config.set_lr_schedule("cosine");
+  config.set_lr_schedule(TrainConfig::cosine);
   config.set_lr_warmup_steps(1);
   config.set_lr_decay_steps(3);
   config.set_min_lr(3e-4);
@@ -213,7 +214,7 @@ void CompareWithPyTorch(const ReferenceCase& reference_case) {
     GTEST_SKIP() << "skipped: " << missing;
   }
   const TrainConfig config = ReferenceConfig(reference_case);
-  const bool bf16 = config.precision() == "bf16";
+  const bool bf16 = config.precision() == TrainConfig::bf16;
   gemm::ScopedBackend backend(reference_case.gemm);
   // bf16 runs LibTorch's own kernels on either backend (common/gemm/ops.h).
   const bool summed_elsewhere =
@@ -250,8 +251,9 @@ void CompareWithPyTorch(const ReferenceCase& reference_case) {
     absl::StrAppend(&manifest, "config ", key, " ",
                     absl::StrFormat("%.17g", value), "\n");
   }
-  absl::StrAppend(&manifest, "config lr_schedule ", config.lr_schedule(), "\n",
-                  "config precision ", config.precision(), "\n");
+  absl::StrAppend(&manifest, "config lr_schedule ", ConfigName(config.lr_schedule()),
+                  "\n", "config precision ", ConfigName(config.precision()),
+                  "\n");
   ASSERT_TRUE(WriteFileAtomically(dir + "/manifest.txt", manifest).ok());
 
   const std::string log = dir + "/python.log";

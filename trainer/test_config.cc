@@ -13,14 +13,14 @@ TrainConfig TinyConfig() {
   c.set_seq_len(16);
   c.set_batch_size(4);
   c.set_dropout(0.0);
-  c.set_precision("fp32");
+  c.set_precision(TrainConfig::fp32);
   c.set_data("synthetic");
   c.set_lr(1e-3);
   c.set_beta1(0.9);
   c.set_beta2(0.999);
   c.set_eps(1e-8);
   c.set_weight_decay(0.01);
-  c.set_lr_schedule("constant");
+  c.set_lr_schedule(TrainConfig::constant);
   c.set_lr_warmup_steps(0);
   c.set_min_lr(0);
   c.set_grad_accum(1);
@@ -31,7 +31,7 @@ TrainConfig TinyConfig() {
   c.set_seed(7);
   c.set_intra_op_threads(1);
   c.set_log_every(1);
-  c.set_strategy("single");
+  c.set_strategy(TrainConfig::single);
   c.set_grad_sync("auto");
   c.set_bucket_cap_mb(25);
   c.set_peak_flops(1e12);  // nominal: no matmul measurement in tests

@@ -218,7 +218,7 @@ absl::StatusOr<at::Tensor> Trainer::ForwardLoss(
   components_->Mark("forward of micro-batch", index);
   RETURN_IF_ERROR(CallGuarded("forward", [&] {
     const trace::ScopedSpan span(trace_, "forward", "compute");
-    nn::AutocastGuard autocast(config_.precision() == "bf16");
+    nn::AutocastGuard autocast(config_.precision() == TrainConfig::bf16);
     ForwardOptions options =
         ForwardOptionsOf(config_, step, batch.sample_indices);
     if (*block_spans) {

@@ -65,6 +65,7 @@
 #include "trainer/strategy/ddp.h"
 #include "trainer/test_config.h"
 #include "trainer/trainer.h"
+#include "trainer/config_names.h"
 
 ABSL_FLAG(std::string, dir, "",
           "where to write (default: a new directory under /tmp); put it on the "
@@ -135,7 +136,7 @@ TrainConfig BenchConfig(const std::string& strategy) {
   config.set_n_layers(absl::GetFlag(FLAGS_n_layers));
   config.set_n_heads(absl::GetFlag(FLAGS_d_model) / 64);
   config.set_seq_len(64);
-  config.set_strategy(strategy);
+  config.set_strategy(*StrategyFromName(strategy));
   return config;
 }
 

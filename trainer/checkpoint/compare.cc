@@ -14,6 +14,7 @@
 #include "common/base/status.h"
 #include "common/results/json_io.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/config_names.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb::checkpoint {
@@ -143,7 +144,7 @@ std::map<std::string, std::vector<std::string>> StateParts(const Side& side) {
       {"scheduler",
        {absl::StrCat("last_lr ", absl::StrFormat("%.17g", s.last_lr())),
         absl::StrCat("lr ", absl::StrFormat("%.17g", c.lr())),
-        absl::StrCat("lr_schedule ", c.lr_schedule()),
+        absl::StrCat("lr_schedule ", ConfigName(c.lr_schedule())),
         absl::StrCat("lr_warmup_steps ", c.lr_warmup_steps()),
         absl::StrCat("lr_decay_steps ", c.lr_decay_steps()),
         absl::StrCat("min_lr ", absl::StrFormat("%.17g", c.min_lr()))}},

@@ -24,6 +24,7 @@
 #include "trainer/memory_estimate.h"
 #include "trainer/token_file.h"
 #include "trainer/test_config.h"
+#include "trainer/config_names.h"
 
 namespace mtb::checkpoint {
 namespace {
@@ -35,7 +36,7 @@ class PlanTest : public ::testing::Test {
                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
     ASSERT_TRUE(CreateDirectories(root_).ok());
     config_ = TinyConfig();
-    config_.set_strategy("ddp");
+    config_.set_strategy(TrainConfig::ddp);
     config_.set_steps(10);
   }
 
@@ -56,7 +57,7 @@ class PlanTest : public ::testing::Test {
     CheckpointManifest manifest;
     manifest.set_run_id(run_id);
     manifest.set_step(step);
-    manifest.set_strategy(config.strategy());
+    manifest.set_strategy(ConfigName(config.strategy()));
     manifest.set_world_size(world_size);
     manifest.set_config_json(ToJson(config));
     absl::StatusOr<DataIdentity> data = IdentifyData(config, /*full=*/false);
@@ -207,16 +208,16 @@ TEST_F(PlanTest, AResumeInheritsTheRunIdAndStep) {
 TEST_F(PlanTest, MismatchesAreListedFieldByField) {
   Save(4, "run-a", config_);
   config_.set_d_model(64);               // model shape
-  config_.set_strategy("zero1");         // strategy
-  config_.set_precision("bf16");         // precision
+  config_.set_strategy(TrainConfig::zero1);         // strategy
+  config_.set_precision(TrainConfig::bf16);         // precision
   config_.set_beta2(0.95);               // optimizer
-  config_.set_lr_schedule("cosine");     // schedule
+  config_.set_lr_schedule(TrainConfig::cosine);     // schedule
   config_.set_seed(8);                   // seed
   const absl::Status status = Plan(Options(2, "latest"), {}, /*world_size=*/3).status();
   for (const char* line :
        {"does not fit this run: ", "--d_model: checkpoint 32, this run 64",
-        "--precision: checkpoint \"fp32\", this run \"bf16\"", "--beta2: checkpoint 0.999, this run 0.95",
-        "--lr_schedule: checkpoint \"constant\", this run \"cosine\"", "--seed: checkpoint 7, this run 8",
+        "--precision: checkpoint fp32, this run bf16", "--beta2: checkpoint 0.999, this run 0.95",
+        "--lr_schedule: checkpoint constant, this run cosine", "--seed: checkpoint 7, this run 8",
         "global batch (world size x --batch_size x --grad_accum): checkpoint 2 x 4 x 1 = 8, "
         "this run 3 x 4 x 1 = 12"}) {
     ExpectInvalid(status, line);
@@ -227,7 +228,7 @@ TEST_F(PlanTest, MismatchesAreListedFieldByField) {
 
 TEST_F(PlanTest, ALayoutChangeWithTheSameGlobalBatchIsAReshardThatIsNotExact) {
   Save(4, "run-a", config_);  // ddp, 2 ranks x 4
-  config_.set_strategy("zero2");
+  config_.set_strategy(TrainConfig::zero2);
   config_.set_grad_sync("every");
   config_.set_batch_size(1);
   config_.set_grad_accum(2);
@@ -236,10 +237,10 @@ TEST_F(PlanTest, ALayoutChangeWithTheSameGlobalBatchIsAReshardThatIsNotExact) {
   EXPECT_TRUE(plan->resharding());
   EXPECT_FALSE(plan->resume_exact);
   EXPECT_EQ(plan->saved_world_size, 2);
-  EXPECT_EQ(plan->saved_config.strategy(), "ddp");
+  EXPECT_EQ(plan->saved_config.strategy(), TrainConfig::ddp);
   EXPECT_EQ(plan->layout_changes,
             (std::vector<std::string>{"world size 2 -> 4", "--batch_size 4 -> 1",
-                                      "--grad_accum 1 -> 2", "--strategy \"ddp\" -> \"zero2\"",
+                                      "--grad_accum 1 -> 2", "--strategy ddp -> zero2",
                                       "--grad_sync \"last\" -> \"every\""}));
   EXPECT_TRUE(absl::StrContains(plan->inexact_reason,
                                 "resumed onto another layout (world size 2 -> 4, "))
@@ -253,7 +254,7 @@ TEST_F(PlanTest, ALayoutChangeWithTheSameGlobalBatchIsAReshardThatIsNotExact) {
   // is exact.
   config_.set_batch_size(8);
   config_.set_grad_accum(1);
-  config_.set_strategy("ddp");
+  config_.set_strategy(TrainConfig::ddp);
   config_.set_grad_sync("last");
   plan = Plan(Options(2, "latest"), {}, /*world_size=*/1);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -279,7 +280,7 @@ TEST_F(PlanTest, StepsLoggingAndThreadsMayChange) {
 }
 
 TEST_F(PlanTest, AnExactRunsReshardIsExact) {
-  config_.set_reduction("exact");
+  config_.set_reduction(TrainConfig::exact);
   config_.set_exact_chunk(1);
   Save(4, "run-a", config_);  // 2 ranks x 4
   config_.set_batch_size(2);
@@ -290,13 +291,13 @@ TEST_F(PlanTest, AnExactRunsReshardIsExact) {
   EXPECT_TRUE(plan->inexact_reason.empty());
   // Float mode: the same reshard is not exact (above); the mode itself may
   // not change on a resume.
-  config_.set_reduction("float");
+  config_.set_reduction(TrainConfig::float_);
   ExpectInvalid(Plan(Options(2, "latest"), {}, 4).status(),
-                "--reduction: checkpoint \"exact\", this run \"float\"");
+                "--reduction: checkpoint exact, this run float");
 }
 
 TEST_F(PlanTest, AnExactRunRefusesAnotherThreadCount) {
-  config_.set_reduction("exact");
+  config_.set_reduction(TrainConfig::exact);
   config_.set_exact_chunk(1);
   Save(4, "run-a", config_);
   config_.set_intra_op_threads(config_.intra_op_threads() + 1);
@@ -307,7 +308,7 @@ TEST_F(PlanTest, AnExactRunRefusesAnotherThreadCount) {
 }
 
 TEST_F(PlanTest, ALargerStepsKeepsTheSavedScheduleOrRefusesAnotherGivenOne) {
-  config_.set_lr_schedule("cosine");
+  config_.set_lr_schedule(TrainConfig::cosine);
   config_.set_lr_decay_steps(10);  // resolved from --steps=10
   Save(4, "run-a", config_);
   config_.set_steps(20);

@@ -16,6 +16,7 @@
 #include "trainer/strategy/zero.h"
 #include "trainer/test_config.h"
 #include "trainer/trainer.h"
+#include "trainer/config_names.h"
 
 namespace mtb::checkpoint {
 
@@ -31,10 +32,10 @@ std::string TestDir(const std::string& name) {
 
 TrainConfig ResumeConfig(const std::string& strategy, int steps) {
   TrainConfig config = TinyConfig();
-  config.set_strategy(strategy);
+  config.set_strategy(*StrategyFromName(strategy));
   config.set_grad_sync(strategy == "zero2" || strategy == "fsdp" ? "every" : "last");
   config.set_dropout(0.1);
-  config.set_lr_schedule("cosine");
+  config.set_lr_schedule(TrainConfig::cosine);
   config.set_lr(3e-3);
   config.set_min_lr(3e-4);
   config.set_lr_warmup_steps(2);
@@ -48,20 +49,20 @@ TrainConfig ResumeConfig(const std::string& strategy, int steps) {
 
 std::unique_ptr<Strategy> MakeTestStrategy(const TrainConfig& config,
                                            collective::Communicator* communicator) {
-  if (config.strategy() == "single") return std::make_unique<SingleStrategy>();
-  if (config.strategy() == "ddp") {
+  if (config.strategy() == TrainConfig::single) return std::make_unique<SingleStrategy>();
+  if (config.strategy() == TrainConfig::ddp) {
     DdpOptions options = DdpOptionsFromConfig(config.bucket_cap_mb(), config.grad_sync());
     options.first_bucket_cap_bytes = 8 << 10;
     options.bucket_cap_bytes = 16 << 10;
     return std::make_unique<DdpStrategy>(communicator, options);
   }
-  if (config.strategy() == "fsdp") {
+  if (config.strategy() == TrainConfig::fsdp) {
     // A rank's shard of each unit spans parameters too; gathered per unit.
     return std::make_unique<FsdpStrategy>(communicator,
                                           FsdpOptionsFromConfig(true, false, config.grad_sync()));
   }
   // Several buckets: a rank's shard is a piece of each, spanning parameters.
-  ZeroOptions options = ZeroOptionsFromConfig(config.strategy() == "zero1" ? 1 : 2,
+  ZeroOptions options = ZeroOptionsFromConfig(config.strategy() == TrainConfig::zero1 ? 1 : 2,
                                               config.bucket_cap_mb(), config.grad_sync());
   options.first_bucket_cap_bytes = 8 << 10;
   options.bucket_cap_bytes = 16 << 10;
@@ -120,7 +121,7 @@ RunOutput Train(TrainConfig config, int world_size, const CheckpointOptions& opt
     if (result.ok()) out.result = *result;
     out.params = params;
   };
-  if (world_size == 1 && config.strategy() == "single") {
+  if (world_size == 1 && config.strategy() == TrainConfig::single) {
     body(nullptr, 0);
   } else {
     const absl::Status threads = collective::RunRanksAsThreads(

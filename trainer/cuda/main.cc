@@ -76,11 +76,11 @@ int main(int argc, char** argv) {
         "--nproc=", absl::GetFlag(FLAGS_nproc),
         " is not supported with --device=cuda yet (one GPU: --nproc=1)")));
   }
-  mtb::TrainConfig config = mtb::TrainConfigFromFlags();
+  absl::StatusOr<mtb::TrainConfig> from_flags = mtb::TrainConfigFromFlags();
+  if (!from_flags.ok()) return Refuse(from_flags.status());
+  mtb::TrainConfig config = *std::move(from_flags);
   // One GPU: an unset --strategy means single, not the CPU trainer's ddp.
-  if (!mtb::FlagWasSet("strategy")) {
-    config.set_strategy(mtb::StrategyName(mtb::StrategyKind::kSingle));
-  }
+  if (!mtb::FlagWasSet("strategy")) config.set_strategy(mtb::TrainConfig::single);
   std::vector<std::string> notes = mtb::FitDefaultWarmupsToSteps(
       &config, mtb::WarmupsGivenOnCommandLine());
   mtb::ResolveConfig(&config, /*ranks_per_host=*/1);

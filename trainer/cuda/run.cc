@@ -20,14 +20,14 @@ absl::Status CheckCudaConfig(const TrainConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " is not supported with --device=cuda yet"));
   };
-  if (config.precision() != "fp32") {
-    return refuse(absl::StrCat("--precision=", config.precision(),
+  if (config.precision() != TrainConfig::fp32) {
+    return refuse(absl::StrCat("--precision=", ConfigName(config.precision()),
                                " (fp32 only)"));
   }
   // One GPU: the strategies that run on one rank only (the registry's entry).
-  if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(config.strategy());
+  if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(ConfigName(config.strategy()));
       !entry.ok() || (*entry)->max_world_size != 1) {
-    return refuse(absl::StrCat("--strategy=", config.strategy(),
+    return refuse(absl::StrCat("--strategy=", ConfigName(config.strategy()),
                                " (one GPU: --strategy=",
                                StrategyName(StrategyKind::kSingle), ")"));
   }

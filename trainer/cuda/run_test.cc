@@ -25,12 +25,12 @@ TrainConfig TinyConfig() {
   config.set_n_heads(4);
   config.set_seq_len(8);
   config.set_batch_size(3);
-  config.set_precision("fp32");
-  config.set_strategy("single");
+  config.set_precision(TrainConfig::fp32);
+  config.set_strategy(TrainConfig::single);
   config.set_data("synthetic");
   config.set_lr(1e-3);
   config.set_min_lr(1e-4);
-  config.set_lr_schedule("cosine");
+  config.set_lr_schedule(TrainConfig::cosine);
   config.set_lr_warmup_steps(2);
   config.set_lr_decay_steps(5);
   config.set_grad_accum(1);
@@ -170,12 +170,12 @@ TEST(CheckCudaConfig, RefusesWhatTheCudaPathDoesNotImplement) {
     const char* message;
   };
   const Case cases[] = {
-      {[](TrainConfig* c) { c->set_precision("bf16"); }, "--precision=bf16"},
-      {[](TrainConfig* c) { c->set_strategy("ddp"); }, "--strategy=ddp"},
+      {[](TrainConfig* c) { c->set_precision(TrainConfig::bf16); }, "--precision=bf16"},
+      {[](TrainConfig* c) { c->set_strategy(TrainConfig::ddp); }, "--strategy=ddp"},
       {[](TrainConfig* c) { c->set_dropout(0.1); }, "--dropout=0.1"},
       {[](TrainConfig* c) { c->set_grad_accum(2); }, "--grad_accum=2"},
       {[](TrainConfig* c) { c->set_repeat(2); }, "--repeat=2"},
-      {[](TrainConfig* c) { c->set_reduction("exact"); }, "--reduction=exact"},
+      {[](TrainConfig* c) { c->set_reduction(TrainConfig::exact); }, "--reduction=exact"},
       {[](TrainConfig* c) { c->set_activation_checkpointing(true); },
        "--activation_checkpointing"},
   };

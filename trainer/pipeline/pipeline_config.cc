@@ -1,6 +1,7 @@
 #include "trainer/pipeline/pipeline_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "trainer/config_names.h"
 #include "trainer/strategy/registry.h"
 
 namespace mtb::pipeline {
@@ -84,12 +85,12 @@ absl::Status ValidatePipelineConfig(const TrainConfig& c) {
                                 ": a pipelined step's micro-batches are "
                                 "--pp_microbatches; leave --grad_accum at 1"));
   }
-  if (c.reduction() == "exact") {
+  if (c.reduction() == TrainConfig::exact) {
     return Invalid(absl::StrCat("--reduction=exact is not supported with --pp=",
                                 c.pp()));
   }
-  if (c.precision() != "fp32") {
-    return Invalid(absl::StrCat("--precision=", c.precision(),
+  if (c.precision() != TrainConfig::fp32) {
+    return Invalid(absl::StrCat("--precision=", ConfigName(c.precision()),
                                 " is not supported with --pp=", c.pp(),
                                 " (fp32 only)"));
   }

@@ -15,7 +15,7 @@ TrainConfig Pipelined() {
   config.set_batch_size(12);
   config.set_grad_accum(1);
   config.set_repeat(1);
-  config.set_precision("fp32");
+  config.set_precision(TrainConfig::fp32);
   config.set_pp(2);
   config.set_pp_schedule("1f1b");
   config.set_pp_microbatches(3);
@@ -62,13 +62,13 @@ TEST(PipelineConfig, BadInputIsRefusedNamingTheFlag) {
   config.set_grad_accum(2);
   ExpectRefused(config, "--grad_accum=2 with --pp=2");
   config = Pipelined();
-  config.set_precision("bf16");
+  config.set_precision(TrainConfig::bf16);
   ExpectRefused(config, "--precision=bf16 is not supported with --pp=2");
   config = Pipelined();
   config.set_activation_checkpointing(true);
   ExpectRefused(config, "--activation_checkpointing is not supported");
   config = Pipelined();
-  config.set_reduction("exact");
+  config.set_reduction(TrainConfig::exact);
   ExpectRefused(config, "--reduction=exact is not supported");
   config = Pipelined();
   config.set_strategy("fsdp");

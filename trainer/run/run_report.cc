@@ -44,11 +44,11 @@ void LogStart(const TrainConfig& config, const RankInfo& rank,
       "tokens/step, %s, dropout %g%s, %d steps x %d repeat(s)",
       strategy.name(), rank.world_size, config.batch_size(),
       config.grad_accum(), config.seq_len(), tokens_per_step,
-      config.precision(), config.dropout(),
+      ConfigName(config.precision()), config.dropout(),
       config.activation_checkpointing() ? ", activation checkpointing" : "",
       config.steps(), config.repeat());
   const std::string schedule =
-      config.lr_schedule() == "cosine"
+      config.lr_schedule() == TrainConfig::cosine
           ? absl::StrFormat("cosine to %g at step %d", config.min_lr(),
                             config.lr_decay_steps())
           : std::string("constant");
@@ -93,7 +93,7 @@ absl::StatusOr<PeakFlops> JobPeakFlops(const TrainConfig& config,
   // peak, so no product the trainer runs can beat it (an MFU above 100% would
   // be a bug of this measurement).
   const std::vector<GemmSpeed> speeds = MeasureGemms(
-      config.precision(),
+      ConfigName(config.precision()),
       ModelGemmShapes(int64_t{config.batch_size()} * config.seq_len(),
                       config.d_model(), config.vocab_size()));
   const GemmSpeed* fastest = FastestGemm(speeds);
@@ -112,7 +112,7 @@ absl::StatusOr<PeakFlops> JobPeakFlops(const TrainConfig& config,
   peak.set_blas_rank_flops_per_second(blas_job_flops / rank.world_size);
   peak.set_blas_job_flops_per_second(blas_job_flops);
   peak.set_source(absl::StrCat(
-      "measured: fastest of ", speeds.size(), " GEMMs (", config.precision(),
+      "measured: fastest of ", speeds.size(), " GEMMs (", ConfigName(config.precision()),
       ", model shapes and 1024^3, best of 5): ", fastest->Describe(),
       ", on every rank at once (mean per rank)"));
   for (const GemmSpeed& speed : speeds) {

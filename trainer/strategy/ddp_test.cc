@@ -47,7 +47,7 @@ std::vector<RankRun> Train(const TrainConfig& config, int world_size,
 
 TrainConfig DdpConfig() {
   TrainConfig config = TinyConfig();  // vocab 64, d 32, 2 layers, seq 16, B 4
-  config.set_strategy("ddp");
+  config.set_strategy(TrainConfig::ddp);
   config.set_dropout(0.1);  // masks keyed by global sample: rank-independent
   config.set_max_grad_norm(1.0);
   return config;
@@ -65,7 +65,7 @@ TEST(Ddp, OneRankRunsTheSamePathAndEqualsSingleBitForBit) {
   const TrainConfig config = DdpConfig();
   const std::vector<RankRun> ddp = Train(config, 1, SmallBuckets());
   TrainConfig reference = config;
-  reference.set_strategy("single");
+  reference.set_strategy(TrainConfig::single);
   const std::vector<RankRun> single = Train(reference, 1, {}, true);
   for (int step = 0; step < config.steps(); ++step) {
     EXPECT_EQ(ddp[0].steps[step].loss(), single[0].steps[step].loss());

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status.h"
+#include "trainer/config_names.h"
 #include "trainer/strategy/ddp.h"
 #include "trainer/strategy/fsdp.h"
 #include "trainer/strategy/zero.h"
@@ -79,13 +80,13 @@ bool HasFactory(StrategyKind kind) {
 absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     const TrainConfig& config, collective::Communicator* communicator,
     const SyncTestFault& sync_fault) {
-  ASSIGN_OR_RETURN(const StrategyKind kind, ParseStrategy(config.strategy()));
+  ASSIGN_OR_RETURN(const StrategyKind kind, ParseStrategy(ConfigName(config.strategy())));
   RETURN_IF_ERROR(CheckSyncTestFaultApplies(sync_fault, kind));
   for (const auto& [k, factory] : Factories()) {
     if (k == kind) return factory(config, communicator, sync_fault);
   }
   return absl::InternalError(
-      absl::StrCat("no factory for --strategy=", config.strategy()));
+      absl::StrCat("no factory for --strategy=", ConfigName(config.strategy())));
 }
 
 }  // namespace mtb

@@ -2,6 +2,7 @@
 
 #include "gtest/gtest.h"
 #include "trainer/test_config.h"
+#include "trainer/config_names.h"
 
 namespace mtb {
 namespace {
@@ -11,7 +12,7 @@ TEST(StrategyFactory, EveryRegistryEntryBuildsItsStrategyOnOneRank) {
     SCOPED_TRACE(entry.name);
     EXPECT_TRUE(HasFactory(entry.kind));
     TrainConfig config = TinyConfig();
-    config.set_strategy(entry.name);
+    config.set_strategy(*StrategyFromName(entry.name));
     absl::StatusOr<std::unique_ptr<Strategy>> strategy =
         MakeStrategy(config, nullptr);
     ASSERT_TRUE(strategy.ok()) << strategy.status();
@@ -23,10 +24,10 @@ TEST(StrategyFactory, EveryRegistryEntryBuildsItsStrategyOnOneRank) {
 
 TEST(StrategyFactory, AnUnknownStrategyIsInvalidArgument) {
   TrainConfig config = TinyConfig();
-  config.set_strategy("pipeline");
+  config.set_strategy(static_cast<TrainConfig::Strategy>(7));
   const absl::Status status = MakeStrategy(config, nullptr).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("--strategy=pipeline is not a strategy"),
+  EXPECT_NE(status.message().find("--strategy=7 is not a strategy"),
             absl::string_view::npos)
       << status;
 }

@@ -43,7 +43,7 @@ struct Variant {
 
 std::vector<RankRun> TrainFsdp(TrainConfig config, int world_size,
                                const Variant& variant = {}) {
-  config.set_strategy("fsdp");
+  config.set_strategy(TrainConfig::fsdp);
   config.set_activation_checkpointing(variant.checkpointing);
   return TrainOnRankThreads(
       config, world_size,
@@ -60,14 +60,14 @@ std::vector<RankRun> TrainFsdp(TrainConfig config, int world_size,
 }
 
 std::vector<RankRun> TrainSingle(TrainConfig config) {
-  config.set_strategy("single");
+  config.set_strategy(TrainConfig::single);
   return TrainOnRankThreads(config, 1, [](collective::Communicator*) {
     return std::make_unique<SingleStrategy>();
   });
 }
 
 std::vector<RankRun> TrainZero2(TrainConfig config, int world_size) {
-  config.set_strategy("zero2");
+  config.set_strategy(TrainConfig::zero2);
   return TrainOnRankThreads(
       config, world_size, [&](collective::Communicator* communicator) {
         ZeroOptions options;
@@ -267,7 +267,7 @@ TEST(Fsdp, Bf16WithCheckpointingStaysFiniteAndNearFp32After20Steps) {
   config.set_lr(3e-3);
   config.set_dropout(0.1);
   const std::vector<RankRun> fp32 = TrainFsdp(config, 2, {true, true, true});
-  config.set_precision("bf16");
+  config.set_precision(TrainConfig::bf16);
   const std::vector<RankRun> bf16 = TrainFsdp(config, 2, {true, true, true});
   for (const StepRecord& step : bf16[0].steps) {
     EXPECT_TRUE(std::isfinite(step.loss())) << "step " << step.step();
@@ -286,7 +286,7 @@ TEST(Fsdp, Bf16WithCheckpointingStaysFiniteAndNearFp32After20Steps) {
 // all stop at that step with the loop's one error, and no shard is updated.
 TEST(Fsdp, NonFiniteLossOnOneRankStopsEveryRankBeforeTheUpdate) {
   TrainConfig config = UnevenConfig();
-  config.set_strategy("fsdp");
+  config.set_strategy(TrainConfig::fsdp);
   config.set_grad_sync("every");
   at::set_num_threads(1);
   const auto data =

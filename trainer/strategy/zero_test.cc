@@ -22,7 +22,9 @@ namespace {
 // `stage` 0: SingleStrategy (world size 1 only); 1 or 2: ZeroStrategy.
 std::vector<RankRun> Train(TrainConfig config, int world_size, int stage,
                            int64_t bucket_cap_bytes = 16 << 10) {
-  config.set_strategy(stage == 0 ? "single" : absl::StrCat("zero", stage));
+  config.set_strategy(stage == 0   ? TrainConfig::single
+                      : stage == 1 ? TrainConfig::zero1
+                                   : TrainConfig::zero2);
   return TrainOnRankThreads(
       config, world_size,
       [&](collective::Communicator* communicator) -> std::unique_ptr<Strategy> {
@@ -169,7 +171,7 @@ TEST(Zero, CountedBytesPerStepEqualTheClosedForms) {
 // under zero2: checkpointing changes nothing, bit for bit.
 TEST(Zero, Bf16WithActivationCheckpointingChangesNothingUnderZero2) {
   TrainConfig config = UnevenConfig();
-  config.set_precision("bf16");
+  config.set_precision(TrainConfig::bf16);
   config.set_grad_accum(2);
   config.set_grad_sync("every");
   const std::vector<RankRun> plain = Train(config, 2, 2);

@@ -7,8 +7,8 @@ namespace mtb::tp {
 
 int64_t ExpectedTensorParallelStepBytes(const TrainConfig& config) {
   const int n = TensorParallelSize(config);
-  const bool bf16 = config.precision() == "bf16";
-  if (n == 1 || (!bf16 && config.precision() != "fp32")) return 0;
+  const bool bf16 = config.precision() == TrainConfig::bf16;
+  if (n == 1 || (!bf16 && config.precision() != TrainConfig::fp32)) return 0;
   const int64_t rows = int64_t{config.batch_size()} * config.seq_len();
   const int64_t a = rows * config.d_model() * 4;
   const int64_t layers = config.n_layers();

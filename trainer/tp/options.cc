@@ -50,7 +50,7 @@ absl::Status ValidateTensorParallel(const TrainConfig& config) {
                                 "): each rank holds an equal part of the "
                                 "sequence"));
   }
-  if (config.reduction() == "exact") {
+  if (config.reduction() == TrainConfig::exact) {
     return Invalid(absl::StrCat(
         "--reduction=exact does not extend to --tp=", tp,
         ": the tensor-parallel all-reduces in forward and backward sum fp32 "
