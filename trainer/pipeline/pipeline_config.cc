@@ -62,9 +62,9 @@ absl::Status ValidatePipelineConfig(const TrainConfig& c) {
   }
   // The dp axis runs --strategy over each stage's data-parallel group; an
   // entry that cannot says why (its registry trait).
-  if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(c.strategy());
+  if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(ConfigName(c.strategy()));
       entry.ok() && (*entry)->pipeline_refusal[0] != '\0') {
-    return Invalid(absl::StrCat("--strategy=", c.strategy(),
+    return Invalid(absl::StrCat("--strategy=", ConfigName(c.strategy()),
                                 " is not supported with --pp=", c.pp(), ": ",
                                 (*entry)->pipeline_refusal));
   }

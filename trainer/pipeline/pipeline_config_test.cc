@@ -71,13 +71,15 @@ TEST(PipelineConfig, BadInputIsRefusedNamingTheFlag) {
   config.set_reduction(TrainConfig::exact);
   ExpectRefused(config, "--reduction=exact is not supported");
   config = Pipelined();
-  config.set_strategy("fsdp");
+  config.set_strategy(TrainConfig::fsdp);
   ExpectRefused(config,
                 "--strategy=fsdp is not supported with --pp=2: a stage's "
                 "forward and backward hold its blocks whole");
-  for (const char* strategy : {"ddp", "zero1", "zero2"}) {
+  for (const TrainConfig::Strategy strategy :
+       {TrainConfig::ddp, TrainConfig::zero1, TrainConfig::zero2}) {
     config.set_strategy(strategy);
-    EXPECT_TRUE(ValidatePipelineConfig(config).ok()) << strategy;
+    EXPECT_TRUE(ValidatePipelineConfig(config).ok())
+        << TrainConfig::Strategy_Name(strategy);
   }
   config = TrainConfig();
   config.set_pp_split("2,2");

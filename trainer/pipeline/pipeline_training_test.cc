@@ -290,7 +290,7 @@ TEST_F(PipelineTraining, InitFromWritesEveryStagesParameters) {
   config.set_pp(2);
   config.set_pp_schedule("1f1b");
   config.set_pp_microbatches(1);
-  config.set_strategy("zero1");
+  config.set_strategy(TrainConfig::zero1);
   ASSERT_TRUE(ValidatePipelineConfig(config).ok())
       << ValidatePipelineConfig(config);
   TrainConfig other = config;
@@ -334,7 +334,7 @@ TEST_F(PipelineTraining, CheckpointPiecesCoverEveryTensorOnce) {
   config.set_pp(2);
   config.set_pp_schedule("1f1b");
   config.set_pp_microbatches(1);
-  config.set_strategy("zero2");
+  config.set_strategy(TrainConfig::zero2);
   ASSERT_TRUE(ValidatePipelineConfig(config).ok());
   std::mutex mutex;
   std::map<std::string, std::vector<int>> covered;  // name -> per element

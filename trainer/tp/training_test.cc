@@ -150,7 +150,7 @@ TEST(TpTraining, TpBytesEqualTheirClosedFormUnderFp32AndBf16) {
       ASSERT_GT(expected, 0);
       if (precision == "bf16") {
         TrainConfig fp32 = config;
-        fp32.set_precision("fp32");
+        fp32.set_precision(TrainConfig::fp32);
         // Only SP moves a bf16 copy: there the two closed forms differ.
         EXPECT_EQ(expected < ExpectedTensorParallelStepBytes(fp32),
                   sequence_parallel);
