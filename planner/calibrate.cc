@@ -13,7 +13,7 @@
 #include "planner/cost_model.h"
 #include "planner/predict.h"
 #include "planner/strategy_traits.h"
-#include "trainer/config_names.h"
+#include "trainer/config/config_names.h"
 
 namespace mtb::planner {
 namespace {

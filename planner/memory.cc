@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "planner/strategy_traits.h"
-#include "trainer/config_names.h"
-#include "trainer/memory_estimate.h"
+#include "trainer/config/config_names.h"
+#include "trainer/memory/memory_estimate.h"
 #include "trainer/strategy/registry.h"
 
 namespace mtb::planner {

@@ -1,5 +1,5 @@
 // Memory per rank of a layout: the trainer's closed forms
-// (trainer/memory_estimate.h, the same function --estimate_memory prints),
+// (trainer/memory/memory_estimate.h, the same function --estimate_memory prints),
 // called for the layout's data-parallel strategy and world, then scaled to
 // the rank's share of a tp x pp layout (docs/planner.md, "Memory").
 #ifndef MTB_PLANNER_MEMORY_H_

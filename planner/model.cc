@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "trainer/memory_estimate.h"
+#include "trainer/memory/memory_estimate.h"
 
 namespace mtb::planner {
 namespace {

@@ -1,4 +1,4 @@
-// The models the planner plans for: the trainer's GPT shape (trainer/model.h)
+// The models the planner plans for: the trainer's GPT shape (trainer/model/model.h)
 // by its flags or by a name, with the trainer's parameter count and model
 // FLOPs per token.
 #ifndef MTB_PLANNER_MODEL_H_
@@ -11,7 +11,7 @@
 
 namespace mtb::planner {
 
-// Fills parameters (trainer/memory_estimate.h's GptParameterCount) and
+// Fills parameters (trainer/memory/memory_estimate.h's GptParameterCount) and
 // flops_per_token (the trainer's 6 (P - T d) + 12 L T d, GptModel::
 // FlopsPerToken). kInvalidArgument naming the field for a shape the trainer
 // refuses (non-positive, d_model not divisible by n_heads).

@@ -20,7 +20,7 @@
 #include "planner/cost_model.h"
 #include "planner/memory.h"
 #include "planner/strategy_traits.h"
-#include "trainer/memory_estimate.h"
+#include "trainer/memory/memory_estimate.h"
 #include "trainer/strategy/registry.h"
 
 namespace mtb::planner {

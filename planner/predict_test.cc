@@ -9,7 +9,7 @@
 #include "planner/memory.h"
 #include "planner/model.h"
 #include "planner/search.h"
-#include "trainer/memory_estimate.h"
+#include "trainer/memory/memory_estimate.h"
 
 namespace mtb::planner {
 namespace {

@@ -160,7 +160,7 @@ absl::StatusOr<ValidationResult> Validate(const StrategyMatrixResult& matrix,
   result.add_notes(
       absl::StrCat(estimate_mismatches, " of ", result.cells_size(),
                    " cells where the planner's memory differs from the matrix's "
-                   "memory_estimate_bytes (trainer/memory_estimate.h; 0 means one code "
+                   "memory_estimate_bytes (trainer/memory/memory_estimate.h; 0 means one code "
                    "path)"));
   return result;
 }

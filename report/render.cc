@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "common/report/report.h"
 #include "common/results/atomic_file.h"
-#include "trainer/config_names.h"
+#include "trainer/config/config_names.h"
 
 namespace mtb::report {
 namespace {

@@ -387,7 +387,7 @@ TEST_P(ReduceScatterTest, ReduceScatterVSumsUnevenRowBlocks) {
 }
 
 TEST_P(ReduceScatterTest, ReduceScatterVSumsInt64BeyondDoublePrecision) {
-  // Exact mode's gradient reduction (trainer/exact.h): int64 values whose
+  // Exact mode's gradient reduction (trainer/exact/exact.h): int64 values whose
   // sums a float or double transport would round (2^60 + small odd parts).
   Run([&](Communicator& comm) {
     const std::vector<int64_t>& counts = kScatterCounts[n()];

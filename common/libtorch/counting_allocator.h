@@ -44,7 +44,7 @@ void ResetCpuPeak();
 // install for the first) and starts the next interval at the current bytes.
 // Consecutive intervals partition time, so the largest value they return is
 // the peak over their union; a caller that knows what was live during each
-// interval (trainer/memory_peak.h) can say what was live at the peak without
+// interval (trainer/memory/memory_peak.h) can say what was live at the peak without
 // looking inside the allocation callback. 0 before the install.
 // Thread-safe.
 int64_t TakeCpuIntervalPeak();

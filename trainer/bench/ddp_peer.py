@@ -2,7 +2,7 @@
 """PyTorch's own DDP (and ZeRO-1) on the trainer's model: the peer of //trainer
 in the DDP benchmark (trainer/bench/ddp_bench.py).
 
-The same GPT as trainer/model.h (docs/trainer.md), written in plain torch ops
+The same GPT as trainer/model/model.h (docs/trainer.md), written in plain torch ops
 with the parameters registered in the trainer's order (so DDP's buckets, built
 in reverse registration order, are the trainer's); GPT-2 initialisation; AdamW
 (torch.optim.AdamW, single-tensor, PyTorch's defaults) with the trainer's
@@ -48,7 +48,7 @@ import torch.nn.functional as F
 
 
 class Gpt(torch.nn.Module):
-    """trainer/model.h's GPT; parameters registered in its order."""
+    """trainer/model/model.h's GPT; parameters registered in its order."""
 
     def __init__(self, vocab, d, layers, heads, seq, seed):
         super().__init__()

@@ -8,7 +8,7 @@ namespace mtb {
 namespace {
 
 // The line a fault's rank prints where it acts (common/faults,
-// trainer/trainer.cc).
+// trainer/run/trainer.cc).
 bool IsFaultLine(const std::string& text) {
   return absl::StrContains(text, ": killing this rank") ||
          absl::StrContains(text, ": exiting with code") ||

@@ -33,7 +33,7 @@ MODEL_FLAGS = ("--data=synthetic --vocab_size=512 --d_model=256 --n_layers=12 "
                "--n_heads=4 --seq_len=32 --batch_size=1 --steps=1 "
                "--lr_warmup_steps=0 --timing_warmup_steps=0 --bucket_cap_mb=1")
 # (replicated, sharded) multiples of P; fsdp's root unit and in-flight
-# blocks come on top (trainer/memory_check.h).
+# blocks come on top (trainer/memory/memory_check.h).
 CLOSED_FORMS = {"ddp": (16, 0), "zero1": (8, 8), "zero2": (4, 12),
                 "fsdp": (0, 16)}
 

@@ -52,7 +52,7 @@ const std::vector<MatrixVariant>& MatrixVariants() {
                            {strategy},
                            peer == kPeers.end() ? "" : peer->second,
                            false});
-      // --reduction=exact (trainer/exact.h), chunks of kMatrixExactChunk,
+      // --reduction=exact (trainer/exact/exact.h), chunks of kMatrixExactChunk,
       // against the same strategy in float mode of the same rounds.
       exact.push_back({absl::StrCat(entry.name, kExactSuffix),
                        {strategy, "--reduction=exact",

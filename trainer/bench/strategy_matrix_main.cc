@@ -298,7 +298,7 @@ int Main(int argc, char** argv) {
       result.run_context().libtorch_version(), ", BLAS ",
       result.run_context().blas_library(),
       ". Peak memory: the largest rank's counted CPU tensor bytes (counting "
-      "allocator) next to trainer/memory_estimate.h; bytes: rank 0's "
+      "allocator) next to trainer/memory/memory_estimate.h; bytes: rank 0's "
       "gradient and parameter-gather bytes per step, counted, next to the "
       "closed forms. Peers: PyTorch 1.13's DistributedDataParallel "
       "(pytorch_ddp) and DDP + ZeroRedundancyOptimizer (pytorch_zero1); "

@@ -2,7 +2,7 @@
 // tp in {1, 2, 4} x dp in {1, 2} x strategy in {ddp, zero1, zero2, fsdp} x
 // SP off/on (SP only with tp > 1) launches the trainer on tp x dp ranks and
 // compares it with one rank on the same global batch by the DDP process
-// tests' comparison (trainer/ddp_process_check.h): every step's loss
+// tests' comparison (trainer/tests/ddp_process_check.h): every step's loss
 // (relative 1e-6) and gradient norm (relative 1e-5), every rank's
 // parameters equal, rank 0's per tensor against one rank's (rtol 1e-5,
 // atol 1e-6, at most 0.1% beyond; none beyond lr / 30). One line per row:
@@ -26,7 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/flags.h"
 #include "common/base/logging.h"
-#include "trainer/ddp_process_check.h"
+#include "trainer/tests/ddp_process_check.h"
 
 ABSL_FLAG(std::string, only, "",
           "run only the rows whose name contains this (e.g. tp4, zero2, _sp)");

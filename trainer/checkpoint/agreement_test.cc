@@ -8,7 +8,7 @@
 
 #include "common/results/json_io.h"
 #include "gtest/gtest.h"
-#include "trainer/test_config.h"
+#include "trainer/tests/test_config.h"
 
 namespace mtb::checkpoint {
 namespace {

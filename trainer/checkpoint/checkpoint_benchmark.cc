@@ -60,12 +60,12 @@
 #include "glog/logging.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpointer.h"
-#include "trainer/model.h"
-#include "trainer/strategy.h"
+#include "trainer/model/model.h"
+#include "trainer/run/strategy.h"
 #include "trainer/strategy/ddp.h"
-#include "trainer/test_config.h"
-#include "trainer/trainer.h"
-#include "trainer/config_names.h"
+#include "trainer/tests/test_config.h"
+#include "trainer/run/trainer.h"
+#include "trainer/config/config_names.h"
 
 ABSL_FLAG(std::string, dir, "",
           "where to write (default: a new directory under /tmp); put it on the "

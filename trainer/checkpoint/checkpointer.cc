@@ -1,6 +1,6 @@
 // Saving and resuming a training run. Vocabulary:
 //
-//   piece      what a strategy lists (trainer/strategy.h): elements
+//   piece      what a strategy lists (trainer/run/strategy.h): elements
 //              [offset, offset + length) of a global tensor, a view of live
 //              state. Saved as a TensorShard (bytes of the view, no copy);
 //              loaded as a RangeRequest (read straight into the view).
@@ -47,7 +47,7 @@
 #include "google/protobuf/text_format.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/data_identity.h"
-#include "trainer/config.h"
+#include "trainer/config/config.h"
 #include "trainer/strategy/scalars.h"
 
 namespace mtb::checkpoint {

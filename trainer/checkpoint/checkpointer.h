@@ -2,7 +2,7 @@
 // trainer"): the run id agreed by all ranks, a resumed run's state loaded
 // into the strategy, and saves after the steps the plan (plan.h) names, with
 // the publish order of docs/checkpoint.md. The strategy says which pieces of the global
-// tensors this rank writes and loads (trainer/strategy.h, "Checkpoint
+// tensors this rank writes and loads (trainer/run/strategy.h, "Checkpoint
 // state"); this class turns them into shard files and back.
 //
 // Collective contract: every rank constructs its Checkpointer from a plan
@@ -37,7 +37,7 @@
 #include "common/trace/recorder.h"
 #include "trainer/checkpoint/checkpoint.pb.h"
 #include "trainer/checkpoint/plan.h"
-#include "trainer/strategy.h"
+#include "trainer/run/strategy.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb::checkpoint {

@@ -14,7 +14,7 @@
 #include "common/base/status.h"
 #include "common/results/json_io.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/config_names.h"
+#include "trainer/config/config_names.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb::checkpoint {

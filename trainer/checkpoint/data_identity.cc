@@ -67,7 +67,7 @@ absl::StatusOr<DataIdentity> IdentifyData(const TrainConfig& config, bool full,
   }
   const int64_t size = info.st_size;
   identity.set_size(size);
-  // llm.c's header: int32 magic, version, token count (trainer/token_file.h).
+  // llm.c's header: int32 magic, version, token count (trainer/data/token_file.h).
   unsigned char header[12] = {0};
   if (::pread(fd, header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header))) {
     identity.set_tokens(static_cast<int64_t>(header[8]) | static_cast<int64_t>(header[9]) << 8 |

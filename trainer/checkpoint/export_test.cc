@@ -26,9 +26,9 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/compare.h"
 #include "trainer/checkpoint/resume_test_util.h"
-#include "trainer/data.h"
-#include "trainer/model.h"
-#include "trainer/trainer.h"
+#include "trainer/data/data.h"
+#include "trainer/model/model.h"
+#include "trainer/run/trainer.h"
 
 namespace mtb::checkpoint {
 namespace {

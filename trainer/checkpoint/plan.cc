@@ -21,8 +21,8 @@
 #include "google/protobuf/text_format.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/data_identity.h"
-#include "trainer/config.h"
-#include "trainer/memory_estimate.h"
+#include "trainer/config/config.h"
+#include "trainer/memory/memory_estimate.h"
 
 namespace mtb::checkpoint {
 namespace {

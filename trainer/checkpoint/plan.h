@@ -171,7 +171,7 @@ const std::set<std::string>& LayoutFields();
 
 // Whether a resume from a checkpoint with `layout_changes` (empty: the
 // same layout) continues the run bit for bit, and if not, why. `exact_mode`
-// (--reduction=exact, trainer/exact.h: the checkpoint's run and this one
+// (--reduction=exact, trainer/exact/exact.h: the checkpoint's run and this one
 // alike): every layout gives the same bits, so any reshard is exact.
 struct Exactness {
   bool exact = true;

@@ -21,10 +21,10 @@
 #include "common/results/output_path.h"
 #include "common/base/sha256.h"
 #include "trainer/checkpoint/data_identity.h"
-#include "trainer/memory_estimate.h"
-#include "trainer/token_file.h"
-#include "trainer/test_config.h"
-#include "trainer/config_names.h"
+#include "trainer/memory/memory_estimate.h"
+#include "trainer/data/token_file.h"
+#include "trainer/tests/test_config.h"
+#include "trainer/config/config_names.h"
 
 namespace mtb::checkpoint {
 namespace {

@@ -23,7 +23,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/compare.h"
 #include "trainer/checkpoint/resume_test_util.h"
-#include "trainer/data.h"
+#include "trainer/data/data.h"
 
 namespace mtb::checkpoint {
 namespace {

@@ -30,13 +30,13 @@
 #include "trainer/checkpoint/checkpointer.h"
 #include "trainer/checkpoint/plan.h"
 #include "trainer/checkpoint/resume_test_util.h"
-#include "trainer/data.h"
-#include "trainer/strategy.h"
+#include "trainer/data/data.h"
+#include "trainer/run/strategy.h"
 #include "trainer/strategy/ddp.h"
 #include "trainer/strategy/fsdp.h"
 #include "trainer/strategy/zero.h"
-#include "trainer/test_config.h"
-#include "trainer/trainer.h"
+#include "trainer/tests/test_config.h"
+#include "trainer/run/trainer.h"
 
 namespace mtb::checkpoint {
 namespace {

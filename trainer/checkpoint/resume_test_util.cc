@@ -14,9 +14,9 @@
 #include "trainer/strategy/ddp.h"
 #include "trainer/strategy/fsdp.h"
 #include "trainer/strategy/zero.h"
-#include "trainer/test_config.h"
-#include "trainer/trainer.h"
-#include "trainer/config_names.h"
+#include "trainer/tests/test_config.h"
+#include "trainer/run/trainer.h"
+#include "trainer/config/config_names.h"
 
 namespace mtb::checkpoint {
 

@@ -21,8 +21,8 @@
 #include "common/trace/recorder.h"
 #include "trainer/checkpoint/checkpointer.h"
 #include "trainer/checkpoint/plan.h"
-#include "trainer/data.h"
-#include "trainer/strategy.h"
+#include "trainer/data/data.h"
+#include "trainer/run/strategy.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb::checkpoint {

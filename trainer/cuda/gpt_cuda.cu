@@ -344,7 +344,7 @@ __global__ void SumOfSquares(float* partials, const float* g, int64_t n) {
   }
 }
 
-// As trainer/optimizer.cc's AdamW with the gradient scaled by the clip
+// As trainer/model/optimizer.cc's AdamW with the gradient scaled by the clip
 // coefficient first: p *= 1 - lr wd; m, v moments; p -= lr / bc1 * m / (sqrt(v)
 // / sqrt(bc2) + eps).
 __global__ void AdamW(float* p, const float* g, float* m, float* v, int64_t n,

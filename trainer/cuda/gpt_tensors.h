@@ -1,5 +1,5 @@
 // Where each of the GPT's parameters sits in the GPT-2 order the LibTorch
-// model builds them (trainer/model.h): wte, wpe, then per block the twelve
+// model builds them (trainer/model/model.h): wte, wpe, then per block the twelve
 // tensors below, then ln_f.weight, ln_f.bias. Plain C++ (no std:: types), so
 // the CUDA sources include it too.
 #ifndef MTB_TRAINER_CUDA_GPT_TENSORS_H_

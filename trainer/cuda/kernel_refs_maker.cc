@@ -6,7 +6,7 @@
 
 #include "ATen/ATen.h"
 #include "glog/logging.h"
-#include "trainer/optimizer.h"
+#include "trainer/model/optimizer.h"
 
 namespace mtb {
 namespace cuda {

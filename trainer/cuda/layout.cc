@@ -12,7 +12,7 @@ namespace mtb {
 namespace cuda {
 namespace {
 
-constexpr double kInitStd = 0.02;  // trainer/model.cc's
+constexpr double kInitStd = 0.02;  // trainer/model/model.cc's
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 // One contiguous fp32 buffer for all of the GPT's parameters (and, with the
 // same offsets, its gradients and AdamW moments), as llm.c lays them out: the
-// logical tensors of trainer/model.h in their GPT-2 order (gpt_tensors.h),
+// logical tensors of trainer/model/model.h in their GPT-2 order (gpt_tensors.h),
 // back to back, no padding. Torch-free and CUDA-free: the CUDA trainer
 // initialises the buffer on the host with InitializeParameters and copies it to
 // the device once.
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/model_shape.h"
+#include "trainer/model/model_shape.h"
 
 namespace mtb {
 namespace cuda {
@@ -31,7 +31,7 @@ struct TensorSlot {
 
 class ParameterLayout {
  public:
-  // The layout of trainer/model.h's GptModel for `shape`.
+  // The layout of trainer/model/model.h's GptModel for `shape`.
   static ParameterLayout ForGpt(const ModelShape& shape);
 
   const ModelShape& shape() const { return shape_; }

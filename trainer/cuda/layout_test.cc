@@ -7,7 +7,7 @@
 #include "ATen/ATen.h"
 #include "gtest/gtest.h"
 #include "trainer/cuda/gpt_tensors.h"
-#include "trainer/model.h"
+#include "trainer/model/model.h"
 
 namespace mtb {
 namespace cuda {

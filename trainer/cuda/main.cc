@@ -1,7 +1,7 @@
 // trainer_cuda: trains the GPT on one NVIDIA GPU without LibTorch, taking the
 // trainer's flags (`trainer --device=cuda` hands its command line here) and
 // writing the same TrainResult JSON. Flags the CUDA path does not implement
-// are refused (trainer/device.h, run.h), as is a machine without a usable GPU:
+// are refused (trainer/config/device.h, run.h), as is a machine without a usable GPU:
 // one line naming why, exit 2, before anything runs.
 #include <iostream>
 #include <memory>
@@ -15,13 +15,13 @@
 #include "common/results/cuda_info.h"
 #include "common/results/output_path.h"
 #include "common/results/run_context.h"
-#include "trainer/config.h"
+#include "trainer/config/config.h"
 #include "trainer/cuda/gpt_cuda.h"
 #include "trainer/cuda/run.h"
-#include "trainer/device.h"
-#include "trainer/flags.h"
-#include "trainer/output.h"
-#include "trainer/samples.h"
+#include "trainer/config/device.h"
+#include "trainer/config/flags.h"
+#include "trainer/output/output.h"
+#include "trainer/data/samples.h"
 #include "trainer/strategy/registry.h"
 
 ABSL_FLAG(std::string, device, "cuda", "cuda: the only device of this binary");

@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "trainer/config.h"
-#include "trainer/lr_schedule.h"
-#include "trainer/metrics.h"
-#include "trainer/model_shape.h"
+#include "trainer/config/config.h"
+#include "trainer/model/lr_schedule.h"
+#include "trainer/output/metrics.h"
+#include "trainer/model/model_shape.h"
 #include "trainer/strategy/registry.h"
 
 namespace mtb {

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "trainer/cuda/gpt_cuda.h"
 #include "trainer/cuda/layout.h"
-#include "trainer/samples.h"
+#include "trainer/data/samples.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {

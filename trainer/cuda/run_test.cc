@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "trainer/lr_schedule.h"
-#include "trainer/model_shape.h"
-#include "trainer/samples.h"
+#include "trainer/model/lr_schedule.h"
+#include "trainer/model/model_shape.h"
+#include "trainer/data/samples.h"
 
 namespace mtb {
 namespace cuda {

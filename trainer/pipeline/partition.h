@@ -29,7 +29,7 @@ struct PartSizes {
                                 // the token embedding (last stage)
 };
 
-// GPT sizes (trainer/model.h): a block holds 12 D^2 + 13 D, the embeddings
+// GPT sizes (trainer/model/model.h): a block holds 12 D^2 + 13 D, the embeddings
 // V D + T D, the head 2 D + V D.
 PartSizes GptPartSizes(int64_t vocab_size, int64_t d_model, int64_t n_layers,
                        int64_t seq_len);

@@ -1,7 +1,7 @@
 #include "trainer/pipeline/pipeline_config.h"
 
 #include "absl/strings/str_cat.h"
-#include "trainer/config_names.h"
+#include "trainer/config/config_names.h"
 #include "trainer/strategy/registry.h"
 
 namespace mtb::pipeline {

@@ -1,5 +1,5 @@
 // The pipeline's flags as one options struct, and their rules (docs/
-// pipeline.md "Flags"). Torch-free: trainer/config.cc calls these in its one
+// pipeline.md "Flags"). Torch-free: trainer/config/config.cc calls these in its one
 // validation pass, before any rank starts.
 #ifndef MTB_TRAINER_PIPELINE_PIPELINE_CONFIG_H_
 #define MTB_TRAINER_PIPELINE_PIPELINE_CONFIG_H_

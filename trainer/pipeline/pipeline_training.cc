@@ -23,19 +23,19 @@
 #include "common/libtorch/torch_status.h"
 #include "common/nn/layers.h"
 #include "glog/logging.h"
-#include "trainer/config.h"
-#include "trainer/exact.h"
-#include "trainer/init_from.h"
-#include "trainer/metrics_stream.h"
-#include "trainer/metrics.h"
+#include "trainer/config/config.h"
+#include "trainer/exact/exact.h"
+#include "trainer/model/init_from.h"
+#include "trainer/output/metrics_stream.h"
+#include "trainer/output/metrics.h"
 #include "trainer/run/run_report.h"
 #include "trainer/strategy/scalars.h"
 #include "torch/csrc/autograd/autograd.h"
-#include "trainer/strategy.h"
+#include "trainer/run/strategy.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpointer.h"
 #include "trainer/strategy/factory.h"
-#include "trainer/trainer.h"
+#include "trainer/run/trainer.h"
 
 namespace mtb::pipeline {
 namespace {
@@ -47,7 +47,7 @@ int GradientTag(int micro_batch) { return 2 * micro_batch + 1; }
 constexpr int kTiedEmbeddingTag = 1 << 29;
 constexpr int kTiedValuesTag = kTiedEmbeddingTag + 1;
 
-// Model parameter order (trainer/model.h): wte, wpe, 12 per block, ln_f.
+// Model parameter order (trainer/model/model.h): wte, wpe, 12 per block, ln_f.
 constexpr int kTokenEmbedding = 0;
 constexpr int kPositionEmbedding = 1;
 constexpr int kPerBlock = 12;
@@ -373,7 +373,7 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   // One fp64 all-reduce: the loss (the last stage's), each parameter's
   // gradient norm (its owner's, at dp 1) or each stage's squared norm (its
   // strategy's, with dp > 1), zeros elsewhere, so the sums are exact. At dp
-  // 1 the norm is then summed as GradNorm (trainer/strategy.h) sums it on
+  // 1 the norm is then summed as GradNorm (trainer/run/strategy.h) sums it on
   // one rank.
   const int count = static_cast<int>(parameters.size());
   // Last: how many ranks have a preemption notice.
@@ -571,7 +571,7 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
     return absl::OkStatus();
   };
   // --init_from: the imported model written into every stage's pieces
-  // (InitializeParameters, trainer/init_from.h), unless the run resumed:
+  // (InitializeParameters, trainer/model/init_from.h), unless the run resumed:
   // the checkpoint's model wins.
   if (hooks.init_parameters != nullptr) {
     if (resumed) {

@@ -13,7 +13,7 @@
 // the final LayerNorm on the last stage. Every rank builds the whole model
 // from the seed (so every stage starts from the same values as one rank);
 // the parameters it owns move into a stage store of their own
-// (trainer/parameter_store.h), over which the strategy runs exactly as it
+// (trainer/model/parameter_store.h), over which the strategy runs exactly as it
 // runs over a whole model: buckets, shards, AdamW and checkpoint pieces.
 //
 // The tied embedding. The last stage's head uses the token embedding too but
@@ -46,18 +46,18 @@
 #include "ATen/core/Tensor.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "trainer/data.h"
-#include "trainer/lr_schedule.h"
-#include "trainer/model.h"
-#include "trainer/optimizer.h"
-#include "trainer/parameter_store.h"
+#include "trainer/data/data.h"
+#include "trainer/model/lr_schedule.h"
+#include "trainer/model/model.h"
+#include "trainer/model/optimizer.h"
+#include "trainer/model/parameter_store.h"
 #include "trainer/pipeline/pipeline_config.h"
 #include "common/trace/recorder.h"
 #include "trainer/run/run_component.h"
-#include "trainer/strategy.h"
+#include "trainer/run/strategy.h"
 #include "trainer/strategy/sync_fault.h"
 #include "trainer/train_result.pb.h"
-#include "trainer/trainer.h"
+#include "trainer/run/trainer.h"
 
 namespace mtb {
 namespace collective {
@@ -170,7 +170,7 @@ class PipelineStage {
   bool stop_agreed_ = false;
 };
 
-// The pipelined counterpart of RunTraining (trainer/trainer.h) for one rank:
+// The pipelined counterpart of RunTraining (trainer/run/trainer.h) for one rank:
 // config.steps() steps, a progress line per --log_every on rank 0. Of
 // `hooks` it honours `trace` (with its step window: a ProfilerStep#N span per
 // step and the stage's spans), `after_first_step` and `after_last_run`, called after

@@ -1,6 +1,6 @@
 // The pipelined step against one rank, with ranks as threads: bit for bit at
 // one micro-batch (pipeline_training.h says why), within the parameter tiers
-// of trainer/ddp_process_check.cc with several (a different fp32 summation
+// of trainer/tests/ddp_process_check.cc with several (a different fp32 summation
 // order, as DDP's); and the classic bug, a tied embedding whose gradient is
 // not summed between the first and last stages, fails that comparison.
 #include "trainer/pipeline/pipeline_training.h"
@@ -17,11 +17,11 @@
 #include "common/collective/test_util.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
-#include "trainer/ddp_process_check.h"
-#include "trainer/init_from.h"
-#include "trainer/strategy.h"
-#include "trainer/test_config.h"
-#include "trainer/trainer.h"
+#include "trainer/tests/ddp_process_check.h"
+#include "trainer/model/init_from.h"
+#include "trainer/run/strategy.h"
+#include "trainer/tests/test_config.h"
+#include "trainer/run/trainer.h"
 
 namespace mtb::pipeline {
 namespace {
@@ -325,7 +325,7 @@ TEST_F(PipelineTraining, InitFromWritesEveryStagesParameters) {
 
 // The checkpoint state under pp 2 x dp 2 (zero2): over all ranks the save
 // pieces cover every element of every global tensor exactly once (the
-// contract every strategy keeps, trainer/strategy.h), optimizer/step from
+// contract every strategy keeps, trainer/run/strategy.h), optimizer/step from
 // stage 0 alone. The load lists, unfiltered, hold optimizer/step on every
 // rank: listed for saving that way, the step would be written four times.
 TEST_F(PipelineTraining, CheckpointPiecesCoverEveryTensorOnce) {

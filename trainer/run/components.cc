@@ -1,5 +1,5 @@
-#include "trainer/init_from.h"
-#include "trainer/metrics_stream.h"
+#include "trainer/model/init_from.h"
+#include "trainer/output/metrics_stream.h"
 #include "trainer/run/components.h"
 
 #include <algorithm>
@@ -19,9 +19,9 @@
 #include "glog/logging.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpointer.h"
-#include "trainer/exact.h"
-#include "trainer/memory_peak.h"
-#include "trainer/metrics.h"
+#include "trainer/exact/exact.h"
+#include "trainer/memory/memory_peak.h"
+#include "trainer/output/metrics.h"
 #include "trainer/run/run_report.h"
 #include "trainer/strategy/scalars.h"
 
@@ -248,7 +248,7 @@ class CheckpointComponent : public RunComponent {
   // A resume that trains nothing and saves at once: an offline reshard.
   absl::Status OnRunStart(RunState& state) override;
   // A preemption notice rides on the step's gather, so every rank learns of
-  // it after the same step (trainer/preemption.h).
+  // it after the same step (trainer/run/preemption.h).
   void ContributeScalars(int64_t, StepScalars& scalars) override {
     scalars.Add("stop_notice",
                 hooks_.stop_notice && hooks_.stop_notice() ? 1.0 : 0.0);

@@ -3,7 +3,7 @@
 //
 //   progress     MFU per step, rank 0's progress line with the ETA
 //   memory       the counting allocator's peak per step, what the strategy
-//                held there (trainer/memory_peak.h), every rank's peak at the
+//                held there (trainer/memory/memory_peak.h), every rank's peak at the
 //                end
 //   observer     the flight recorder's position at each phase; the steady
 //                state after the first step (RunHooks::phase_observer,
@@ -18,9 +18,9 @@
 #define MTB_TRAINER_RUN_COMPONENTS_H_
 
 #include "absl/status/status.h"
-#include "trainer/data.h"
+#include "trainer/data/data.h"
 #include "trainer/run/run_component.h"
-#include "trainer/trainer.h"
+#include "trainer/run/trainer.h"
 
 namespace mtb {
 

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status.h"
 #include "glog/logging.h"
-#include "trainer/config.h"
-#include "trainer/exact.h"
+#include "trainer/config/config.h"
+#include "trainer/exact/exact.h"
 
 namespace mtb {
 namespace {

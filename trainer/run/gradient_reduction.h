@@ -8,7 +8,7 @@
 //          collectives average fp32 gradients (Strategy::BeforeBackward and
 //          AfterBackward, its hooks in between); the norm is the strategy's.
 //   exact  the pieces are --exact_chunk chunks; each chunk's gradient goes
-//          onto an int64 grid (trainer/exact.h), which the strategy's
+//          onto an int64 grid (trainer/exact/exact.h), which the strategy's
 //          reduction pieces (Strategy::ExactGroups) sum over its
 //          communicator; an overflow of the grid asks for the step's pieces
 //          again on a coarser grid. The same bits on any layout.
@@ -22,8 +22,8 @@
 #include "absl/status/statusor.h"
 #include "trainer/run/run_component.h"
 #include "trainer/run/step_scalars.h"
-#include "trainer/parameter_store.h"
-#include "trainer/strategy.h"
+#include "trainer/model/parameter_store.h"
+#include "trainer/run/strategy.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {

@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "trainer/run/step_scalars.h"
-#include "trainer/strategy.h"
+#include "trainer/run/strategy.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {

@@ -11,7 +11,7 @@
 #include "common/libtorch/matmul_peak.h"
 #include "common/report/report.h"
 #include "glog/logging.h"
-#include "trainer/config.h"
+#include "trainer/config/config.h"
 #include "google/protobuf/text_format.h"
 #include "trainer/strategy/scalars.h"
 

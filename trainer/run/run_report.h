@@ -13,10 +13,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "trainer/data.h"
-#include "trainer/model.h"
+#include "trainer/data/data.h"
+#include "trainer/model/model.h"
 #include "trainer/run/run_component.h"
-#include "trainer/strategy.h"
+#include "trainer/run/strategy.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {

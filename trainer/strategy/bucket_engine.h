@@ -1,6 +1,6 @@
 // The gradient bucket engine every bucketed strategy shares (ddp, zero1,
 // zero2): buckets are contiguous slices of the parameter store's flat layout
-// (trainer/parameter_store.h), assigned in reverse layout order by PyTorch's
+// (trainer/model/parameter_store.h), assigned in reverse layout order by PyTorch's
 // rule (buckets.h), and launched from gradient-accumulator hooks strictly in
 // bucket index order as soon as each is complete, so communication overlaps
 // the rest of backward. What "launch" does is the strategy's (an all-reduce
@@ -29,8 +29,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "trainer/parameter_store.h"
-#include "trainer/strategy.h"
+#include "trainer/model/parameter_store.h"
+#include "trainer/run/strategy.h"
 
 namespace torch::autograd {
 struct Node;

@@ -2,7 +2,7 @@
 //
 //   ready order   the order in which backward produces parameter gradients;
 //                 approximated by reverse layout order of the parameter store
-//                 (trainer/parameter_store.h).
+//                 (trainer/model/parameter_store.h).
 //   bucket        a run of consecutive parameters in ready order: a slice of
 //                 the parameter store's flat gradient buffer (as PyTorch's
 //                 gradient_as_bucket_view), so the gradients are reduced where
@@ -57,9 +57,9 @@
 #include "common/base/status.h"
 #include "common/collective/traffic.h"
 #include "glog/logging.h"
-#include "trainer/metrics.h"
+#include "trainer/output/metrics.h"
 #include "trainer/strategy/replicas.h"
-#include "trainer/state_pieces.h"
+#include "trainer/model/state_pieces.h"
 #include "trainer/strategy/scalars.h"
 
 namespace mtb {

@@ -5,7 +5,7 @@
 // not c10d::Reducer.
 //
 // Collective contract: every rank constructs its DdpStrategy over its own
-// rank of one Communicator and runs the same loop (trainer/strategy.h); Setup
+// rank of one Communicator and runs the same loop (trainer/run/strategy.h); Setup
 // checks that every rank built the same parameters and broadcasts rank 0's.
 // Buckets are launched in a fixed order (bucket 0 first), the same on every
 // rank, whatever order their gradients become ready in.
@@ -24,7 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/collective/communicator.h"
-#include "trainer/strategy.h"
+#include "trainer/run/strategy.h"
 #include "trainer/strategy/bucket_engine.h"
 #include "trainer/strategy/sync_fault.h"
 

@@ -15,12 +15,12 @@
 #include "absl/synchronization/mutex.h"
 #include "common/collective/test_util.h"
 #include "gtest/gtest.h"
-#include "trainer/data.h"
+#include "trainer/data/data.h"
 #include "trainer/strategy/buckets.h"
 #include "trainer/strategy/rank_runs.h"
-#include "trainer/test_config.h"
+#include "trainer/tests/test_config.h"
 #include "trainer/run/components.h"
-#include "trainer/trainer.h"
+#include "trainer/run/trainer.h"
 
 namespace mtb {
 namespace {
@@ -120,7 +120,7 @@ TEST(Ddp, BucketsFollowReverseLayoutOrderWithAOneMebibyteFirstBucket) {
   auto trainer = Trainer::Create(config, RankInfo{}, &strategy, data.get());
   ASSERT_TRUE(trainer.ok()) << trainer.status();
   const std::vector<BucketSummary> buckets = strategy.Buckets();
-  // Reverse layout order (trainer/parameter_store.h: the root unit first,
+  // Reverse layout order (trainer/model/parameter_store.h: the root unit first,
   // then blocks): bucket 0 closes once it holds >= 1 MiB: block 3, then
   // block 2's parameters up to (and including) the one that crosses 1 MiB;
   // the root unit (ln_f, wpe, wte) ends the last bucket.

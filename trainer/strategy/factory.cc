@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status.h"
-#include "trainer/config_names.h"
+#include "trainer/config/config_names.h"
 #include "trainer/strategy/ddp.h"
 #include "trainer/strategy/fsdp.h"
 #include "trainer/strategy/zero.h"

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/collective/communicator.h"
-#include "trainer/strategy.h"
+#include "trainer/run/strategy.h"
 #include "trainer/strategy/registry.h"
 #include "trainer/strategy/sync_fault.h"
 #include "trainer/train_result.pb.h"

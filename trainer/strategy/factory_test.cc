@@ -1,8 +1,8 @@
 #include "trainer/strategy/factory.h"
 
 #include "gtest/gtest.h"
-#include "trainer/test_config.h"
-#include "trainer/config_names.h"
+#include "trainer/tests/test_config.h"
+#include "trainer/config/config_names.h"
 
 namespace mtb {
 namespace {

@@ -18,7 +18,7 @@
 //             tensors or their views, so no version counter moves and
 //             autograd's saved tensors stay valid.
 //   provider  the model calls BeforeUnitForward(u) before each unit's forward
-//             and AfterUnitForward(u, out) after it (trainer/unit_hooks.h).
+//             and AfterUnitForward(u, out) after it (trainer/model/unit_hooks.h).
 //             Before: make u gathered (waiting for a prefetch in flight).
 //             After (blocks): hang a hook on out's gradient, which fires
 //             before u's backward (and before an activation-checkpoint
@@ -55,7 +55,7 @@
 // Memory marks (Strategy::set_memory_marks): every allocation or free of
 // what Held() walks — a unit's storage, a full gradient, a reduce-scatter
 // output, a collective's temporaries at its issue and its wait — is followed
-// by a mark, so the breakdown at the peak is exact (trainer/memory_peak.h).
+// by a mark, so the breakdown at the peak is exact (trainer/memory/memory_peak.h).
 //
 // One reduction path with zero2: per element, the reduce-scatter sums the n
 // ranks' values in rank order and divides by n whatever the cut into pieces,
@@ -75,8 +75,8 @@
 #include "common/collective/traffic.h"
 #include "common/report/report.h"
 #include "glog/logging.h"
-#include "trainer/metrics.h"
-#include "trainer/state_pieces.h"
+#include "trainer/output/metrics.h"
+#include "trainer/model/state_pieces.h"
 #include "trainer/strategy/replicas.h"
 #include "trainer/strategy/scalars.h"
 

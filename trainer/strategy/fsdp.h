@@ -2,13 +2,13 @@
 // root — embeddings, final LayerNorm, tied head — and one per block) is kept
 // only as this rank's shard of its parameters, gradient and AdamW state (16
 // bytes per element, 16 Psi / N at rest). The model asks for a unit's
-// parameters just before its forward (trainer/unit_hooks.h: this strategy is
+// parameters just before its forward (trainer/model/unit_hooks.h: this strategy is
 // the model's parameter provider); fsdp.cc explains the mechanism and its
 // vocabulary.
 //
 // Shard ownership, for checkpoints: rank r owns, of every unit u, the flat
 // layout elements [units[u].offset + shard_offset(u, r), + counts_u[r]), with
-// counts_u = EvenCounts(units[u].numel, n) (trainer/state_pieces.h: the
+// counts_u = EvenCounts(units[u].numel, n) (trainer/model/state_pieces.h: the
 // first numel % n ranks one element more) — as zero's pieces, with units in
 // place of buckets (shard_ranges(), and the checkpoint pieces below).
 //
@@ -35,9 +35,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/collective/communicator.h"
-#include "trainer/strategy.h"
+#include "trainer/run/strategy.h"
 #include "trainer/strategy/bucket_engine.h"
-#include "trainer/unit_hooks.h"
+#include "trainer/model/unit_hooks.h"
 
 namespace mtb {
 
@@ -115,7 +115,7 @@ class FsdpStrategy final : public Strategy, public UnitHooks {
   absl::Status OptimizerStep(double lr, double gradient_scale) override;
   // Shards, gathered units, full gradients held, reduce-scatter outputs.
   HeldMemory Held() const override;
-  // Checkpoint state (trainer/strategy.h): this rank's shard of every unit,
+  // Checkpoint state (trainer/run/strategy.h): this rank's shard of every unit,
   // parameters and AdamW state, split per parameter (the step from rank 0);
   // loading writes the same shards.
   std::vector<StatePiece> CheckpointPiecesToSave() const;
@@ -139,7 +139,7 @@ class FsdpStrategy final : public Strategy, public UnitHooks {
   // Collective: gathers every unit (until the next step starts).
   absl::Status GatherFullParameters() override;
 
-  // The parameter provider (trainer/unit_hooks.h). Throw on a failed gather.
+  // The parameter provider (trainer/model/unit_hooks.h). Throw on a failed gather.
   void BeforeUnitForward(int unit) override;
   at::Tensor AfterUnitForward(int unit, const at::Tensor& output) override;
 

@@ -20,13 +20,13 @@
 #include "common/collective/test_util.h"
 #include "common/nn/layers.h"
 #include "gtest/gtest.h"
-#include "trainer/data.h"
-#include "trainer/model.h"
+#include "trainer/data/data.h"
+#include "trainer/model/model.h"
 #include "trainer/strategy/rank_runs.h"
 #include "trainer/strategy/zero.h"
-#include "trainer/test_config.h"
+#include "trainer/tests/test_config.h"
 #include "trainer/run/components.h"
-#include "trainer/trainer.h"
+#include "trainer/run/trainer.h"
 
 namespace mtb {
 namespace {

@@ -5,9 +5,9 @@
 #include "common/collective/test_util.h"
 #include "common/libtorch/allclose.h"
 #include "gtest/gtest.h"
-#include "trainer/data.h"
-#include "trainer/test_config.h"
-#include "trainer/trainer.h"
+#include "trainer/data/data.h"
+#include "trainer/tests/test_config.h"
+#include "trainer/run/trainer.h"
 
 namespace mtb {
 

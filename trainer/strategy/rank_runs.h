@@ -13,7 +13,7 @@
 
 #include "ATen/core/Tensor.h"
 #include "common/collective/communicator.h"
-#include "trainer/strategy.h"
+#include "trainer/run/strategy.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {

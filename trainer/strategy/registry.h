@@ -57,7 +57,7 @@ struct StateMemory {
 };
 
 // The bounds a run's walked memory at its peak is held to
-// (trainer/memory_check.h), in bytes: the steady terms and what may be in
+// (trainer/memory/memory_check.h), in bytes: the steady terms and what may be in
 // flight on top of them.
 struct HeldBounds {
   int64_t parameters = 0;

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "common/collective/communicator.h"
-#include "trainer/parameter_store.h"
+#include "trainer/model/parameter_store.h"
 #include "trainer/strategy/bucket_engine.h"
 
 namespace mtb {

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/collective/communicator.h"
-#include "trainer/strategy.h"
+#include "trainer/run/strategy.h"
 
 namespace mtb {
 

@@ -1,7 +1,7 @@
 // Test-only faults (--testonly_sync_fault): a deliberately broken gradient
 // synchronisation or memory bound, so that tests can prove their checks
-// catch one (trainer/sync_fault_process_test.cc,
-// trainer/memory_process_test.cc). Every rank applies the same fault, so the
+// catch one (trainer/tests/sync_fault_process_test.cc,
+// trainer/tests/memory_process_test.cc). Every rank applies the same fault, so the
 // ranks still issue the same collectives and nothing hangs. Never set
 // outside tests.
 #ifndef MTB_TRAINER_STRATEGY_SYNC_FAULT_H_

@@ -15,16 +15,16 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "trainer/model.h"
-#include "trainer/optimizer.h"
-#include "trainer/state_pieces.h"
-#include "trainer/strategy.h"
+#include "trainer/model/model.h"
+#include "trainer/model/optimizer.h"
+#include "trainer/model/state_pieces.h"
+#include "trainer/run/strategy.h"
 #include "trainer/strategy/bucket_engine.h"
 #include "trainer/strategy/ddp.h"
 #include "trainer/strategy/rank_runs.h"
 #include "trainer/strategy/scalars.h"
 #include "trainer/strategy/zero.h"
-#include "trainer/test_config.h"
+#include "trainer/tests/test_config.h"
 
 namespace mtb {
 namespace {

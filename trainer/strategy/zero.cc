@@ -29,7 +29,7 @@
 //
 // Memory marks (Strategy::set_memory_marks): every allocation or free of
 // what Held() walks is followed by a mark, so the peak's breakdown is exact
-// (trainer/memory_peak.h).
+// (trainer/memory/memory_peak.h).
 //
 // One reduction path: zero1 and zero2 issue the same collectives on the same
 // values, so at the same --grad_sync they give the same bits. Under
@@ -52,9 +52,9 @@
 #include "common/base/status.h"
 #include "common/collective/traffic.h"
 #include "glog/logging.h"
-#include "trainer/metrics.h"
+#include "trainer/output/metrics.h"
 #include "trainer/strategy/replicas.h"
-#include "trainer/state_pieces.h"
+#include "trainer/model/state_pieces.h"
 #include "trainer/strategy/scalars.h"
 
 namespace mtb {

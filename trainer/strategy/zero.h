@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/collective/communicator.h"
-#include "trainer/strategy.h"
+#include "trainer/run/strategy.h"
 #include "trainer/strategy/bucket_engine.h"
 #include "trainer/strategy/sync_fault.h"
 

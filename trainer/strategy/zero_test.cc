@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "trainer/strategy/rank_runs.h"
-#include "trainer/test_config.h"
+#include "trainer/tests/test_config.h"
 
 namespace mtb {
 namespace {

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "common/collective/communicator.h"
-#include "trainer/model.h"
+#include "trainer/model/model.h"
 #include "trainer/tp/options.h"
 
 namespace mtb::tp {

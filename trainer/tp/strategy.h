@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "common/collective/mesh.h"
-#include "trainer/strategy.h"
+#include "trainer/run/strategy.h"
 
 namespace mtb::tp {
 

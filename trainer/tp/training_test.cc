@@ -32,17 +32,17 @@
 #include "common/collective/test_util.h"
 #include "common/hf/gpt2_tensors.h"
 #include "gtest/gtest.h"
-#include "trainer/data.h"
-#include "trainer/ddp_process_check.h"
-#include "trainer/exact.h"
-#include "trainer/model.h"
-#include "trainer/model_shape.h"
+#include "trainer/data/data.h"
+#include "trainer/tests/ddp_process_check.h"
+#include "trainer/exact/exact.h"
+#include "trainer/model/model.h"
+#include "trainer/model/model_shape.h"
 #include "trainer/strategy/factory.h"
-#include "trainer/test_config.h"
+#include "trainer/tests/test_config.h"
 #include "trainer/tp/bytes.h"
 #include "trainer/tp/model_split.h"
 #include "trainer/tp/strategy.h"
-#include "trainer/trainer.h"
+#include "trainer/run/trainer.h"
 
 namespace mtb::tp {
 namespace {
@@ -183,7 +183,7 @@ TrainerLaunch AsLaunch(const std::vector<RankOutcome>& ranks) {
 
 // zero1 and zero2 over the dp group and four tp ranks, against one rank on
 // the same global batch, by the DDP process tests' comparison
-// (trainer/ddp_process_check.h; the bound in docs/tp.md): every step's loss
+// (trainer/tests/ddp_process_check.h; the bound in docs/tp.md): every step's loss
 // and norm, every rank's logical parameters equal bit for bit, rank 0's
 // against one rank's per tensor. 3 clipped steps.
 TEST(TpTraining, Zero1Zero2AndFourTpRanksEqualOneRank) {
