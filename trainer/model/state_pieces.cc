@@ -6,6 +6,7 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "trainer/strategy/sync_plan.h"
 
 namespace mtb {
 namespace {
@@ -94,11 +95,10 @@ StatePiece OptimizerStepPiece(FlatAdamW& optimizer) {
   return piece;
 }
 
+// The device-independent plan's split (the CUDA trainer shards by it too),
+// so both sides cut every tensor identically.
 std::vector<int64_t> EvenCounts(int64_t numel, int n) {
-  CHECK_GE(n, 1);
-  std::vector<int64_t> counts(n, numel / n);
-  for (int p = 0; p < numel % n; ++p) ++counts[p];
-  return counts;
+  return ShardCounts(numel, n);
 }
 
 FlatRange EvenSlice(int64_t numel, int n, int rank) {

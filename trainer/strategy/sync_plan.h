@@ -27,9 +27,8 @@
 namespace mtb {
 
 // `numel` elements split among n ranks, the first numel % n one element
-// longer: trainer/model/state_pieces.h's EvenCounts, which zero.cc's pieces use
-// (sync_plan_test checks the two agree; the LibTorch strategies calling this
-// plan instead is the follow-up that removes the second copy).
+// longer. The one definition of the split: trainer/model/state_pieces.h's
+// EvenCounts, which the LibTorch strategies' pieces use, returns this.
 std::vector<int64_t> ShardCounts(int64_t numel, int n);
 
 struct PlanRange {
