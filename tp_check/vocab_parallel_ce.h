@@ -1,4 +1,4 @@
-// vocab_parallel_ce: the ends of the GPT (trainer/model.h) with the
+// vocab_parallel_ce: the ends of the GPT (trainer/model/model.h) with the
 // vocabulary split across ranks: the tied token embedding / LM head (V, D) is
 // split by rows, rank r holding tokens [r·V/n, (r+1)·V/n).
 //
