@@ -17,6 +17,7 @@
 #include "common/collective/test_util.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
+#include "trainer/config/config_names.h"
 #include "trainer/tests/ddp_process_check.h"
 #include "trainer/model/init_from.h"
 #include "trainer/run/strategy.h"
@@ -71,7 +72,7 @@ Trained TrainPipelined(TrainConfig config, int stages, const std::string& schedu
                        int dp = 1, const std::string& strategy = "ddp",
                        const SyncTestFault& sync_fault = {}) {
   config.set_batch_size(config.batch_size() / dp);
-  if (dp > 1) config.set_strategy(strategy);
+  if (dp > 1) config.set_strategy(*StrategyFromName(strategy));
   config.set_pp(stages);
   config.set_pp_schedule(schedule);
   config.set_pp_microbatches(micro_batches);

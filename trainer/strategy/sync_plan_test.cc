@@ -222,7 +222,7 @@ std::vector<RankRun> Train(const TrainConfig& base, int world, Kind kind,
                            int skip_bucket = -1) {
   TrainConfig config = base;
   const bool zero1 = kind == Kind::kCpuZero1 || kind == Kind::kPlanZero1;
-  config.set_strategy(zero1 ? "zero1" : "ddp");
+  config.set_strategy(zero1 ? TrainConfig::zero1 : TrainConfig::ddp);
   return TrainOnRankThreads(
       config, world, [&](collective::Communicator* c) -> std::unique_ptr<Strategy> {
         switch (kind) {

@@ -32,6 +32,7 @@
 #include "common/collective/test_util.h"
 #include "common/hf/gpt2_tensors.h"
 #include "gtest/gtest.h"
+#include "trainer/config/config_names.h"
 #include "trainer/data/data.h"
 #include "trainer/tests/ddp_process_check.h"
 #include "trainer/exact/exact.h"
@@ -132,7 +133,7 @@ std::vector<RankOutcome> TrainOnThreads(const TrainConfig& config,
 TrainConfig TpConfig(int tp, const std::string& strategy) {
   TrainConfig config = TinyConfig();
   config.set_tp(tp);
-  config.set_strategy(strategy);
+  config.set_strategy(*StrategyFromName(strategy));
   config.set_batch_size(2);
   config.set_steps(2);
   return config;
@@ -143,7 +144,7 @@ TEST(TpTraining, TpBytesEqualTheirClosedFormUnderFp32AndBf16) {
   for (const std::string precision : {"fp32", "bf16"}) {
     for (const bool sequence_parallel : {false, true}) {
       TrainConfig config = TpConfig(2, "ddp");
-      config.set_precision(precision);
+      config.set_precision(*PrecisionFromName(precision));
       config.set_sequence_parallel(sequence_parallel);
       SCOPED_TRACE(absl::StrCat(precision, sequence_parallel ? " with SP" : ""));
       const int64_t expected = ExpectedTensorParallelStepBytes(config);
