@@ -38,6 +38,7 @@ tools=(
   --source comm_bench_nccl=comm_bench/nccl_main.cc
   --source gemm_benchmark=common/gemm/gemm_benchmark.cc
   --source tp_matrix=trainer/bench/tp_matrix_main.cc
+  --source kernel_check=trainer/cuda/kernel_check.cc
   --usage figures=tools/figures/figures.py
 )
 check() { /usr/bin/python3 tools/doc_flags.py "${tools[@]}" "$@"; }
