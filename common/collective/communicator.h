@@ -147,8 +147,8 @@ struct CommunicatorOptions {
   // Shared memory: data bytes of one slot of one rank and slots per rank
   // (larger messages are streamed through them, one step per slot, the next
   // step's copy-in overlapping this one's copy-out). >= 4 KiB; >= 2 slots.
-  int64_t shm_slot_bytes = int64_t{1} << 20;
-  int shm_slots = 2;
+  int64_t shm_slot_bytes = int64_t{256} << 10;
+  int shm_slots = 8;
   // Test only: the shared-memory algorithms assign slices and blocks to the
   // wrong rank on this rank, to show that the tests catch it.
   bool testonly_shm_misassign_slices = false;

@@ -55,10 +55,6 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 namespace {
 
 constexpr int64_t kSlotHeaderBytes = 64;
-// Broadcast's piece progress: bytes 8-15 of the root's slot header (all-to-all
-// uses bytes 0-7); 16 pieces per slot (64 KiB of a 1 MiB slot).
-constexpr int64_t kBroadcastProgressOffset = 8;
-constexpr int64_t kBroadcastPieces = 16;
 
 // The futex word of a counter: its low 32 bits (little-endian x86-64).
 uint32_t* FutexWord(const std::atomic<uint64_t>& counter) {
@@ -613,28 +609,12 @@ void ShmGroup::Broadcast(void* data, int64_t bytes, int root, absl::Time deadlin
   char* buffer = static_cast<char*>(data);
   int64_t chunks = (bytes + chunk - 1) / chunk;
   if (chunks == 0) return;
-  // Within a chunk the root copies in pieces and after each stores
-  // (step << 24) | pieces done in its slot header; a reader copies piece k
-  // out as soon as it is there, so the readers copy chunk k's pieces while
-  // the root copies the next ones (one copy in, one copy out, overlapped even
-  // for a one-chunk message). A reader that spins too long waits for the
-  // whole chunk (`copied`, futex) instead.
-  const int64_t piece = std::max<int64_t>(64, chunk / kBroadcastPieces / 64 * 64);
-  const auto progress = [&](uint64_t step) {
-    return reinterpret_cast<std::atomic<uint64_t>*>(slot(root, step) - kSlotHeaderBytes +
-                                                    kBroadcastProgressOffset);
-  };
   // The root only produces: it is done with a chunk once it is in its slot,
   // and runs up to `slots` chunks ahead of the slowest reader.
   const auto produce = [&](int64_t index, uint64_t step) {
     if (me != root) return;
     const int64_t offset = index * chunk;
-    const int64_t length = std::min(chunk, bytes - offset);
-    uint64_t done = 0;
-    for (int64_t at = 0; at < length; at += piece) {
-      std::memcpy(slot(me, step) + at, buffer + offset + at, std::min(piece, length - at));
-      progress(step)->store((step << 24) | ++done, std::memory_order_release);
-    }
+    std::memcpy(slot(me, step), buffer + offset, std::min(chunk, bytes - offset));
     Publish(Phase::kCopied, step);
     Publish(Phase::kDone, step);
   };
@@ -642,29 +622,10 @@ void ShmGroup::Broadcast(void* data, int64_t bytes, int root, absl::Time deadlin
     if (me == root) return;
     const int64_t offset = index * chunk;
     const int64_t length = std::min(chunk, bytes - offset);
-    if (fault_ == ShmTestOnlyFault::kMisassignSlices) {
-      WaitPeers(Phase::kCopied, step, deadline, root);
-      const int64_t shift = std::min<int64_t>(1, length);
-      std::memcpy(buffer + offset, slot(root, step) + shift, length - shift);
-      Publish(Phase::kDone, step);
-      return;
-    }
-    bool whole = false;
-    uint64_t done = 0;
-    for (int64_t at = 0; at < length; at += piece) {
-      const uint64_t needed = (step << 24) | ++done;
-      for (int spin = 0; !whole && progress(step)->load(std::memory_order_acquire) < needed;
-           ++spin) {
-        if (spin >= 4000) {
-          WaitPeers(Phase::kCopied, step, deadline, root);
-          whole = true;
-        }
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#endif
-      }
-      std::memcpy(buffer + offset + at, slot(root, step) + at, std::min(piece, length - at));
-    }
+    WaitPeers(Phase::kCopied, step, deadline, root);
+    const int64_t shift =
+        fault_ == ShmTestOnlyFault::kMisassignSlices ? std::min<int64_t>(1, length) : 0;
+    std::memcpy(buffer + offset, slot(root, step) + shift, length - shift);
     Publish(Phase::kDone, step);
   };
   RunPipelined(&chunks, deadline, produce, consume);

@@ -22,8 +22,7 @@
 // *pipelined*: a rank copies chunk k+1 in (step t+1) before it waits for the
 // peers' chunk k and copies it out, so a peer that is a little behind finds
 // the next chunk ready, and a broadcast's root runs up to `slots` chunks
-// ahead of its readers, who copy each chunk out piece by piece as the root
-// copies it in (a progress word in the root's slot header).
+// ahead of its readers (the reason for small slots and many of them).
 //
 // Waiting spins briefly, then yields a few times, then sleeps on the peer's
 // counter (a futex in the segment) until the peer publishes and wakes it: no
@@ -63,9 +62,9 @@ struct ShmGroupOptions {
   // Global rank of each local rank (for messages).
   std::vector<int> global_ranks;
   // Data bytes of one slot of one rank; rounded down to 64 bytes, >= 4 KiB.
-  int64_t slot_bytes = int64_t{1} << 20;
+  int64_t slot_bytes = int64_t{256} << 10;
   // Slots per rank; at least 2.
-  int slots = 2;
+  int slots = 8;
   // All-reduce chunks up to this many bytes use the naive algorithm (every
   // rank reduces every input); larger ones the sliced one.
   int64_t naive_all_reduce_max_bytes = int64_t{256} << 10;
