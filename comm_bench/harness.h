@@ -52,8 +52,7 @@ struct SweepOptions {
   // fails the verdict, "ceiling invalid"). It replaces --ceiling's TCP
   // figures, which do not bound shared memory.
   bool shm_ceiling = true;
-  // The ceiling's chunk: 2 per rank, the transport's 2 MiB of slots per rank
-  // (8 x 256 KiB) in fewer pieces; the ceiling has no per-step cost.
+  // The ceiling's chunk: the transport's slot (shm_slot_bytes).
   int64_t shm_ceiling_chunk_bytes = int64_t{1} << 20;
 
   // Testing only: in every check pass of `corrupt_op`, rank `corrupt_rank`

@@ -248,9 +248,6 @@ absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(const Store& store,
                                                            const ShmGroupOptions& options) {
   ShmGroupOptions resolved = options;
   resolved.slot_bytes = std::max<int64_t>(kMinSlotBytes, options.slot_bytes / 64 * 64);
-  // The next step's copy-in runs before this step's copy-out (RunPipelined),
-  // which needs a second slot.
-  resolved.slots = std::max(2, options.slots);
   if (resolved.global_ranks.empty()) {
     for (int l = 0; l < options.local_size; ++l) resolved.global_ranks.push_back(l);
   }
@@ -444,25 +441,6 @@ int64_t Clamp(int64_t total, int64_t offset, int64_t chunk) {
 
 }  // namespace
 
-template <typename Produce, typename Consume>
-void ShmGroup::RunPipelined(int64_t* chunks, absl::Time deadline, Produce produce,
-                            Consume consume) {
-  const uint64_t first = step_ + 1;
-  int64_t produced = 0;
-  for (int64_t index = 0; index < std::max<int64_t>(*chunks, 1); ++index) {
-    // BeginStep(t) waits for the peers' done(t - slots); a rank has
-    // published done up to t - 2 here and slots >= 2, so no rank waits for a
-    // step that waits for it.
-    while (produced < std::min<int64_t>(index + 2, std::max<int64_t>(*chunks, 1))) {
-      const uint64_t step = BeginStep(deadline);
-      DCHECK_EQ(step, first + produced);
-      produce(produced, step);
-      ++produced;
-    }
-    consume(index, first + index);
-  }
-}
-
 void ShmGroup::AllReduce(void* data, int64_t count, ShmDtype dtype, ShmReduceOp op,
                          absl::Time deadline) {
   const int n = options_.local_size;
@@ -472,44 +450,33 @@ void ShmGroup::AllReduce(void* data, int64_t count, ShmDtype dtype, ShmReduceOp 
   char* bytes = static_cast<char*>(data);
   const bool naive = NaiveAllReduce(count * element);
   std::vector<const void*> inputs(n);
-  int64_t chunks = (count + chunk_elements - 1) / chunk_elements;
-  if (chunks == 0) return;
-  const auto chunk_of = [&](int64_t index) {
-    return std::min(chunk_elements, count - index * chunk_elements);
-  };
-  const auto produce = [&](int64_t index, uint64_t step) {
-    const int64_t chunk = chunk_of(index);
+  for (int64_t offset = 0; offset < count; offset += chunk_elements) {
+    const int64_t chunk = std::min(chunk_elements, count - offset);
+    const uint64_t step = BeginStep(deadline);
     char* mine = slot(me, step);
-    char* here = bytes + index * chunk_elements * element;
+    char* here = bytes + offset * element;  // this chunk of the caller's tensor
     if (naive) {
+      // Naive: every rank reduces every input, straight into its output.
       std::memcpy(mine, here, chunk * element);
+      Publish(Phase::kCopied, step);
+      WaitPeers(Phase::kCopied, step, deadline);
+      int inputs_used = n;
+      if (fault_ == ShmTestOnlyFault::kMisassignSlices && n > 1) inputs_used = n - 1;
+      for (int p = 0; p < inputs_used; ++p) inputs[p] = slot(p, step);
+      ShmReduce(here, inputs.data(), inputs_used, chunk, dtype, op);
     } else {
-      // Only the slices the peers reduce.
+      // Sliced: copy in only the slices the peers reduce; reduce this rank's
+      // slice (its own part read from the caller's tensor) into its slot;
+      // then read every reduced slice from its owner's slot.
+      const int owned = fault_ == ShmTestOnlyFault::kMisassignSlices ? (me + 1) % n : me;
       for (int p = 0; p < n; ++p) {
         if (p == me) continue;
         const auto [part_begin, part_length] = Split(chunk, n, p);
         std::memcpy(mine + part_begin * element, here + part_begin * element,
                     part_length * element);
       }
-    }
-    Publish(Phase::kCopied, step);
-  };
-  const auto consume = [&](int64_t index, uint64_t step) {
-    const int64_t chunk = chunk_of(index);
-    char* mine = slot(me, step);
-    char* here = bytes + index * chunk_elements * element;  // this chunk of the caller's tensor
-    WaitPeers(Phase::kCopied, step, deadline);
-    if (naive) {
-      // Naive: every rank reduces every input, straight into its output.
-      int inputs_used = n;
-      if (fault_ == ShmTestOnlyFault::kMisassignSlices && n > 1) inputs_used = n - 1;
-      for (int p = 0; p < inputs_used; ++p) inputs[p] = slot(p, step);
-      ShmReduce(here, inputs.data(), inputs_used, chunk, dtype, op);
-    } else {
-      // Sliced: reduce this rank's slice (its own part read from the
-      // caller's tensor) into its slot; then read every reduced slice from
-      // its owner's slot.
-      const int owned = fault_ == ShmTestOnlyFault::kMisassignSlices ? (me + 1) % n : me;
+      Publish(Phase::kCopied, step);
+      WaitPeers(Phase::kCopied, step, deadline);
       const auto [begin, length] = Split(chunk, n, owned);
       for (int p = 0; p < n; ++p) {
         inputs[p] = p == me && owned == me ? here + begin * element : slot(p, step) + begin * element;
@@ -524,8 +491,7 @@ void ShmGroup::AllReduce(void* data, int64_t count, ShmDtype dtype, ShmReduceOp 
       }
     }
     Publish(Phase::kDone, step);
-  };
-  RunPipelined(&chunks, deadline, produce, consume);
+  }
 }
 
 void ShmGroup::ReduceScatter(const std::vector<const void*>& inputs,
@@ -539,10 +505,8 @@ void ShmGroup::ReduceScatter(const std::vector<const void*>& inputs,
   const int64_t longest = *std::max_element(block_elements.begin(), block_elements.end());
   const int owned = fault_ == ShmTestOnlyFault::kMisassignSlices ? (me + 1) % n : me;
   std::vector<const void*> sources(n);
-  int64_t chunks = (longest + sub_elements - 1) / sub_elements;
-  if (chunks == 0) return;
-  const auto produce = [&](int64_t index, uint64_t step) {
-    const int64_t offset = index * sub_elements;
+  for (int64_t offset = 0; offset < longest; offset += sub_elements) {
+    const uint64_t step = BeginStep(deadline);
     char* mine = slot(me, step);
     // Only the blocks the peers reduce; this rank's own is read in place.
     for (int p = 0; p < n; ++p) {
@@ -552,9 +516,6 @@ void ShmGroup::ReduceScatter(const std::vector<const void*>& inputs,
                   static_cast<const char*>(inputs[p]) + offset * element, length * element);
     }
     Publish(Phase::kCopied, step);
-  };
-  const auto consume = [&](int64_t index, uint64_t step) {
-    const int64_t offset = index * sub_elements;
     WaitPeers(Phase::kCopied, step, deadline);
     const int64_t length = Clamp(block_elements[me], offset, sub_elements);
     for (int q = 0; q < n; ++q) {
@@ -564,8 +525,7 @@ void ShmGroup::ReduceScatter(const std::vector<const void*>& inputs,
     }
     ShmReduce(static_cast<char*>(output) + offset * element, sources.data(), n, length, dtype, op);
     Publish(Phase::kDone, step);
-  };
-  RunPipelined(&chunks, deadline, produce, consume);
+  }
 }
 
 void ShmGroup::AllGather(const void* input, const std::vector<void*>& outputs,
@@ -575,21 +535,13 @@ void ShmGroup::AllGather(const void* input, const std::vector<void*>& outputs,
   const int64_t chunk = options_.slot_bytes;
   const int64_t longest = *std::max_element(block_bytes.begin(), block_bytes.end());
   const char* in = static_cast<const char*>(input);
-  int64_t chunks = (longest + chunk - 1) / chunk;
-  if (chunks == 0) return;
-  const auto produce = [&](int64_t index, uint64_t step) {
-    const int64_t offset = index * chunk;
+  if (outputs[me] != input && block_bytes[me] > 0) {
+    std::memcpy(outputs[me], input, block_bytes[me]);
+  }
+  for (int64_t offset = 0; offset < longest; offset += chunk) {
+    const uint64_t step = BeginStep(deadline);
     std::memcpy(slot(me, step), in + offset, Clamp(block_bytes[me], offset, chunk));
     Publish(Phase::kCopied, step);
-  };
-  const auto consume = [&](int64_t index, uint64_t step) {
-    const int64_t offset = index * chunk;
-    // This rank's own block, chunk by chunk while the peers copy theirs in
-    // (after its copy-in: the input may be outputs[me] itself).
-    if (outputs[me] != input) {
-      std::memcpy(static_cast<char*>(outputs[me]) + offset, in + offset,
-                  Clamp(block_bytes[me], offset, chunk));
-    }
     WaitPeers(Phase::kCopied, step, deadline);
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
@@ -599,36 +551,26 @@ void ShmGroup::AllGather(const void* input, const std::vector<void*>& outputs,
       std::memcpy(static_cast<char*>(outputs[target]) + offset, slot(p, step), length);
     }
     Publish(Phase::kDone, step);
-  };
-  RunPipelined(&chunks, deadline, produce, consume);
+  }
 }
 
 void ShmGroup::Broadcast(void* data, int64_t bytes, int root, absl::Time deadline) {
   const int me = options_.local_rank;
   const int64_t chunk = options_.slot_bytes;
   char* buffer = static_cast<char*>(data);
-  int64_t chunks = (bytes + chunk - 1) / chunk;
-  if (chunks == 0) return;
-  // The root only produces: it is done with a chunk once it is in its slot,
-  // and runs up to `slots` chunks ahead of the slowest reader.
-  const auto produce = [&](int64_t index, uint64_t step) {
-    if (me != root) return;
-    const int64_t offset = index * chunk;
-    std::memcpy(slot(me, step), buffer + offset, std::min(chunk, bytes - offset));
-    Publish(Phase::kCopied, step);
-    Publish(Phase::kDone, step);
-  };
-  const auto consume = [&](int64_t index, uint64_t step) {
-    if (me == root) return;
-    const int64_t offset = index * chunk;
+  for (int64_t offset = 0; offset < bytes; offset += chunk) {
     const int64_t length = std::min(chunk, bytes - offset);
+    const uint64_t step = BeginStep(deadline);
+    if (me == root) std::memcpy(slot(me, step), buffer + offset, length);
+    Publish(Phase::kCopied, step);
     WaitPeers(Phase::kCopied, step, deadline, root);
-    const int64_t shift =
-        fault_ == ShmTestOnlyFault::kMisassignSlices ? std::min<int64_t>(1, length) : 0;
-    std::memcpy(buffer + offset, slot(root, step) + shift, length - shift);
+    if (me != root) {
+      const int64_t shift =
+          fault_ == ShmTestOnlyFault::kMisassignSlices ? std::min<int64_t>(1, length) : 0;
+      std::memcpy(buffer + offset, slot(root, step) + shift, length - shift);
+    }
     Publish(Phase::kDone, step);
-  };
-  RunPipelined(&chunks, deadline, produce, consume);
+  }
 }
 
 void ShmGroup::AllToAll(const std::vector<const void*>& inputs,
@@ -644,10 +586,11 @@ void ShmGroup::AllToAll(const std::vector<const void*>& inputs,
     if (p == me) continue;
     longest = std::max({longest, send_bytes[p], recv_bytes[p]});
   }
-  int64_t steps = std::max<int64_t>(1, (longest + sub - 1) / sub);
-  int64_t own_copied = 0;
-  const auto produce = [&](int64_t index, uint64_t step) {
-    const int64_t offset = index * sub;
+  if (send_bytes[me] > 0) std::memcpy(outputs[me], inputs[me], send_bytes[me]);
+  uint64_t steps = static_cast<uint64_t>((longest + sub - 1) / sub);
+  for (uint64_t index = 0; index < std::max<uint64_t>(steps, 1); ++index) {
+    const int64_t offset = static_cast<int64_t>(index) * sub;
+    const uint64_t step = BeginStep(deadline);
     char* mine = slot(me, step);
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
@@ -656,22 +599,10 @@ void ShmGroup::AllToAll(const std::vector<const void*>& inputs,
     }
     if (index == 0) std::memcpy(mine - kSlotHeaderBytes, &steps, sizeof(steps));
     Publish(Phase::kCopied, step);
-  };
-  const auto consume = [&](int64_t index, uint64_t step) {
-    const int64_t offset = index * sub;
-    // This rank's own block, in pieces while the peers copy theirs in (the
-    // rest at the last step this rank knows of).
-    const int64_t own_end =
-        index + 1 < steps ? std::min(send_bytes[me], offset + sub) : send_bytes[me];
-    if (own_end > own_copied) {
-      std::memcpy(static_cast<char*>(outputs[me]) + own_copied,
-                  static_cast<const char*>(inputs[me]) + own_copied, own_end - own_copied);
-      own_copied = own_end;
-    }
     WaitPeers(Phase::kCopied, step, deadline);
     if (index == 0) {
       for (int p = 0; p < n; ++p) {
-        int64_t theirs = 0;
+        uint64_t theirs = 0;
         std::memcpy(&theirs, slot(p, step) - kSlotHeaderBytes, sizeof(theirs));
         steps = std::max(steps, theirs);
       }
@@ -683,8 +614,7 @@ void ShmGroup::AllToAll(const std::vector<const void*>& inputs,
                   Clamp(recv_bytes[q], offset, sub));
     }
     Publish(Phase::kDone, step);
-  };
-  RunPipelined(&steps, deadline, produce, consume);
+  }
 }
 
 void ShmGroup::Barrier(absl::Time deadline) {

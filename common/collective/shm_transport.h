@@ -18,11 +18,7 @@
 // holds the reduction; done: it has finished reading the peers' slots) and
 // *waits* for the peers' counters to reach t. Messages larger than a slot are
 // *streamed*: one step per slot-sized chunk, so memory stays
-// local_size * slots * slot_bytes whatever the message. Streamed steps are
-// *pipelined*: a rank copies chunk k+1 in (step t+1) before it waits for the
-// peers' chunk k and copies it out, so a peer that is a little behind finds
-// the next chunk ready, and a broadcast's root runs up to `slots` chunks
-// ahead of its readers (the reason for small slots and many of them).
+// local_size * slots * slot_bytes whatever the message.
 //
 // Waiting spins briefly, then yields a few times, then sleeps on the peer's
 // counter (a futex in the segment) until the peer publishes and wakes it: no
@@ -62,9 +58,8 @@ struct ShmGroupOptions {
   // Global rank of each local rank (for messages).
   std::vector<int> global_ranks;
   // Data bytes of one slot of one rank; rounded down to 64 bytes, >= 4 KiB.
-  int64_t slot_bytes = int64_t{256} << 10;
-  // Slots per rank; at least 2.
-  int slots = 8;
+  int64_t slot_bytes = int64_t{1} << 20;
+  int slots = 2;
   // All-reduce chunks up to this many bytes use the naive algorithm (every
   // rank reduces every input); larger ones the sliced one.
   int64_t naive_all_reduce_max_bytes = int64_t{256} << 10;
@@ -149,13 +144,6 @@ class ShmGroup {
   uint64_t BeginStep(absl::Time deadline);
   enum class Phase { kCopied, kReduced, kDone };
   void Publish(Phase phase, uint64_t step);
-  // The streaming loop of every algorithm: `produce(index, step)` begins the
-  // step (BeginStep) and copies chunk `index` in; `consume(index, step)`
-  // waits for the peers and finishes the chunk. Chunk k+1 is produced before
-  // chunk k is consumed. `*chunks` may grow during consume(0) (all-to-all
-  // learns the group's step count there); at least one step runs.
-  template <typename Produce, typename Consume>
-  void RunPipelined(int64_t* chunks, absl::Time deadline, Produce produce, Consume consume);
   // Waits for every peer (or only `only`, when >= 0) to publish `phase` of
   // `step`.
   void WaitPeers(Phase phase, uint64_t step, absl::Time deadline, int only = -1);
