@@ -183,14 +183,19 @@ at::Tensor GptModel::StageForward(const at::Tensor& input,
   if (view.embed) {
     CHECK_EQ(input.dim(), 2);
     CHECK_LE(input.size(1), shape_.seq_len);
-    x = nn::TokenAndPositionEmbedding(input, token_embedding_,
-                                      position_embedding_);
+    x = split_ != nullptr
+            ? split_->Embed(input, token_embedding_, position_embedding_)
+            : nn::TokenAndPositionEmbedding(input, token_embedding_,
+                                            position_embedding_);
   }
-  // (B, T, D)
+  // (B, T, D); with a sequence-parallel split (B, T/n, D)
   for (int64_t layer = view.first_block; layer < view.end_block; ++layer) {
     x = Block(layer, x, options.dropout);
   }
   if (!view.head) return x;
+  if (split_ != nullptr) {
+    return split_->Head(x, final_ln_weight_, final_ln_bias_, token_embedding_);
+  }
   x = nn::LayerNorm(x, final_ln_weight_, final_ln_bias_);
   return gemm::Linear(x, token_embedding_, at::Tensor());  // (B, T, V)
 }

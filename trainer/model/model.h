@@ -127,8 +127,10 @@ class GptModel {
   // view.embed, else the previous stage's output (B, T, D); returns logits
   // (B, T, V) when view.head, else (B, T, D). The same operations as
   // Forward on those parts, so the stages in a row compute Forward's values
-  // bit for bit. No unit hooks, no activation checkpointing (the pipeline
-  // refuses both).
+  // bit for bit. With a split, its Embed, Block and Head: this rank's part
+  // (logits of its vocabulary slice; with sequence parallelism the
+  // activations between stages are (B, T/n, D)), for Loss. No unit hooks,
+  // no activation checkpointing (the pipeline refuses both).
   at::Tensor StageForward(const at::Tensor& input, const StageView& view,
                           const ForwardOptions& options) const;
 

@@ -1,5 +1,7 @@
 #include "trainer/pipeline/pipeline_config.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "trainer/config/config_names.h"
 #include "trainer/strategy/registry.h"
@@ -53,13 +55,6 @@ absl::Status ValidatePipelineConfig(const TrainConfig& c) {
     }
     return absl::OkStatus();
   }
-  // The stage split and the tensor-parallel split of the model are not yet
-  // composed (a stage would need the tp model's sharded blocks).
-  if (c.tp() > 1) {
-    return Invalid(absl::StrCat("--pp=", c.pp(), " with --tp=", c.tp(),
-                                " is not supported yet: pipeline stages hold "
-                                "whole blocks; use one of --pp, --tp"));
-  }
   // The dp axis runs --strategy over each stage's data-parallel group; an
   // entry that cannot says why (its registry trait).
   if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(ConfigName(c.strategy()));
@@ -107,12 +102,19 @@ absl::Status ValidatePipelineConfig(const TrainConfig& c) {
 
 absl::Status ValidatePipelineWorldSize(const TrainConfig& config,
                                        int world_size) {
-  if (!IsPipelined(config) || world_size % config.pp() == 0) {
-    return absl::OkStatus();
+  if (!IsPipelined(config)) return absl::OkStatus();
+  const int tp = std::max(1, config.tp());
+  const int model_parallel = config.pp() * tp;
+  if (world_size % model_parallel == 0) return absl::OkStatus();
+  if (tp == 1) {
+    return Invalid(absl::StrCat(
+        "--pp=", config.pp(), " must divide the world size ", world_size,
+        " (world = pp x dp): use --nproc=", config.pp(), " or a multiple"));
   }
   return Invalid(absl::StrCat(
-      "--pp=", config.pp(), " must divide the world size ", world_size,
-      " (world = pp x dp): use --nproc=", config.pp(), " or a multiple"));
+      "--pp=", config.pp(), " x --tp=", tp, " must divide the world size ",
+      world_size, " (world = pp x dp x tp): use --nproc=", model_parallel,
+      " or a multiple"));
 }
 
 }  // namespace mtb::pipeline

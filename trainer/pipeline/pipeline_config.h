@@ -37,7 +37,7 @@ struct PipelineOptions {
 // and sets none of them.
 absl::Status ValidatePipelineConfig(const TrainConfig& config);
 
-// A pipelined run's world is pp x dp: --pp must divide it.
+// A pipelined run's world is pp x dp x tp: --pp x --tp must divide it.
 absl::Status ValidatePipelineWorldSize(const TrainConfig& config,
                                        int world_size);
 

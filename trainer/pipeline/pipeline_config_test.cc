@@ -57,7 +57,7 @@ TEST(PipelineConfig, BadInputIsRefusedNamingTheFlag) {
   ExpectRefused(config, "--pp_schedule=zb is not one of gpipe, 1f1b");
   config = Pipelined();
   config.set_tp(2);
-  ExpectRefused(config, "--pp=2 with --tp=2 is not supported yet");
+  EXPECT_TRUE(ValidatePipelineConfig(config).ok()) << "pp x tp composes";
   config = Pipelined();
   config.set_grad_accum(2);
   ExpectRefused(config, "--grad_accum=2 with --pp=2");
@@ -95,6 +95,16 @@ TEST(PipelineConfig, StagesMustDivideTheWorldSize) {
             std::string::npos)
       << status;
   EXPECT_TRUE(ValidatePipelineWorldSize(TrainConfig(), 3).ok());
+  // pp x dp x tp: the world holds whole (pp, tp) meshes.
+  TrainConfig with_tp = Pipelined();
+  with_tp.set_tp(2);
+  EXPECT_TRUE(ValidatePipelineWorldSize(with_tp, 4).ok()) << "pp 2 x tp 2";
+  EXPECT_TRUE(ValidatePipelineWorldSize(with_tp, 8).ok()) << "x dp 2";
+  const absl::Status six = ValidatePipelineWorldSize(with_tp, 6);
+  EXPECT_NE(six.message().find("--pp=2 x --tp=2 must divide the world size 6 "
+                               "(world = pp x dp x tp): use --nproc=4"),
+            std::string::npos)
+      << six;
 }
 
 }  // namespace

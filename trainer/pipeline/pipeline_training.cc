@@ -36,6 +36,7 @@
 #include "trainer/checkpoint/checkpointer.h"
 #include "trainer/strategy/factory.h"
 #include "trainer/run/trainer.h"
+#include "trainer/tp/strategy.h"
 
 namespace mtb::pipeline {
 namespace {
@@ -96,6 +97,12 @@ class PipelineStage::CheckpointState final : public Strategy {
                                   }),
                    pieces.end());
     }
+    // With tp > 1 the stage's tensors are its tp rank's parts: as pieces of
+    // the logical global tensors, as tensor parallelism saves them.
+    if (stage_->tp_ > 1) {
+      return tp::GlobalPieces(std::move(pieces), use, stage_->tp_rank_,
+                              stage_->tp_);
+    }
     return pieces;
   }
   absl::Status FinishCheckpointLoad() override {
@@ -116,7 +123,7 @@ class PipelineStage::CheckpointState final : public Strategy {
 
 absl::Status PipelineStage::SendTiedValues() {
   const int last = options_.stages - 1;
-  const at::Tensor& wte = model_.parameters()[kTokenEmbedding].tensor;
+  const at::Tensor& wte = model_->parameters()[kTokenEmbedding].tensor;
   at::NoGradGuard no_grad;
   if (stage_ == 0) {
     const at::Tensor values = wte.detach();
@@ -134,10 +141,11 @@ PipelineStage::PipelineStage(const TrainConfig& config, PipelineOptions options,
       options_(std::move(options)),
       communicator_(communicator),
       pipe_(communicator),
-      dp_(communicator->world_size() / options_.stages),
-      stage_(communicator->rank() / dp_),
-      dp_rank_(communicator->rank() % dp_),
-      model_(ModelShapeOf(config), config.seed()),
+      tp_(tp::TensorParallelSize(config)),
+      dp_(communicator->world_size() / (options_.stages * tp_)),
+      stage_(communicator->rank() / (dp_ * tp_)),
+      dp_rank_(communicator->rank() / tp_ % dp_),
+      tp_rank_(communicator->rank() % tp_),
       schedule_(LrScheduleOf(config)) {
   const StageBlocks& blocks = options_.partition[stage_];
   view_.first_block = blocks.first_block;
@@ -147,7 +155,7 @@ PipelineStage::PipelineStage(const TrainConfig& config, PipelineOptions options,
 }
 
 int PipelineStage::OwnerOf(int parameter) const {
-  const int count = static_cast<int>(model_.parameters().size());
+  const int count = static_cast<int>(model_->parameters().size());
   if (parameter == kTokenEmbedding || parameter == kPositionEmbedding) return 0;
   if (parameter >= count - 2) return options_.stages - 1;  // ln_f
   const int64_t block = (parameter - 2) / kPerBlock;
@@ -164,42 +172,64 @@ int64_t PipelineStage::owned_parameters() const {
 
 absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
     const TrainConfig& config, collective::Communicator* communicator,
-    const SyncTestFault& sync_fault) {
+    const SyncTestFault& sync_fault, tp::TestFault tp_fault) {
   CHECK(communicator != nullptr);
   ASSIGN_OR_RETURN(PipelineOptions options, PipelineOptionsOf(config));
-  if (communicator->world_size() % options.stages != 0) {
+  if (communicator->world_size() % (options.stages *
+                                    tp::TensorParallelSize(config)) != 0) {
     return ValidatePipelineWorldSize(config, communicator->world_size());
   }
   std::unique_ptr<PipelineStage> stage(
       new PipelineStage(config, std::move(options), communicator));
-  if (stage->dp_ > 1) {
-    // Rank = stage * dp + dp_rank. Every rank joins its pipeline, then its
-    // data-parallel group: each group's members create it in the same order.
-    collective::CommunicatorOptions group;
-    group.timeout = communicator->timeout();
-    group.keep_records = false;
-    if (absl::StrContains(communicator->device_description(), "127.0.0.1")) {
-      group.gloo_hostname = "127.0.0.1";
-    }
+  const int dp = stage->dp_;
+  const int tp = stage->tp_;
+  collective::CommunicatorOptions group;
+  group.timeout = communicator->timeout();
+  group.keep_records = false;
+  if (absl::StrContains(communicator->device_description(), "127.0.0.1")) {
+    group.gloo_hostname = "127.0.0.1";
+  }
+  // Rank = (stage * dp + dp_rank) * tp + tp_rank. Every rank joins its
+  // pipeline, then its data-parallel group, then its tensor-parallel group:
+  // each group's members create it in the same order. (At tp 1 the names
+  // are the pp x dp ones.)
+  if (dp * tp > 1) {
     group.rank = stage->stage_;
     group.world_size = stage->options_.stages;
-    ASSIGN_OR_RETURN(stage->pipe_owned_,
-                     collective::Communicator::Create(
-                         communicator->store().WithPrefix(
-                             absl::StrCat("pp_pipeline_", stage->dp_rank_)),
-                         group));
+    ASSIGN_OR_RETURN(
+        stage->pipe_owned_,
+        collective::Communicator::Create(
+            communicator->store().WithPrefix(absl::StrCat(
+                "pp_pipeline_", stage->dp_rank_ * tp + stage->tp_rank_)),
+            group));
     stage->pipe_ = stage->pipe_owned_.get();
+  }
+  if (dp > 1) {
     group.rank = stage->dp_rank_;
-    group.world_size = stage->dp_;
+    group.world_size = dp;
     ASSIGN_OR_RETURN(stage->data_,
                      collective::Communicator::Create(
-                         communicator->store().WithPrefix(
-                             absl::StrCat("pp_data_", stage->stage_)),
+                         communicator->store().WithPrefix(absl::StrCat(
+                             "pp_data_", stage->stage_ * tp + stage->tp_rank_)),
                          group));
   }
+  if (tp > 1) {
+    group.rank = stage->tp_rank_;
+    group.world_size = tp;
+    ASSIGN_OR_RETURN(stage->tp_group_,
+                     collective::Communicator::Create(
+                         communicator->store().WithPrefix(absl::StrCat(
+                             "pp_tp_", stage->stage_ * dp + stage->dp_rank_)),
+                         group));
+    stage->split_ = std::make_unique<tp::TensorParallelSplit>(
+        stage->tp_group_.get(), config.sequence_parallel(), tp_fault);
+  }
+  // Every rank builds the whole model (its tp parts) from the seed.
+  stage->model_ = std::make_unique<GptModel>(ModelShapeOf(config),
+                                             config.seed(), stage->split_.get());
   // The stage store: the owned parameters, in the model's units (the
   // strategy's buckets follow its layout), each tensor rebound to it.
-  const ParameterStore& model_store = stage->model_.store();
+  const ParameterStore& model_store = stage->model_->store();
   const int count = static_cast<int>(model_store.parameters().size());
   std::vector<int> stage_index(count, -1);
   std::vector<NamedParameter> mine;
@@ -246,7 +276,7 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   const int m = options_.micro_batches;
   const int last = options_.stages - 1;
   const bool tied = !options_.skip_tied_embedding_sum;
-  const std::vector<NamedParameter>& parameters = model_.parameters();
+  const std::vector<NamedParameter>& parameters = model_->parameters();
   const at::Tensor& wte = parameters[kTokenEmbedding].tensor;
   // The last stage's head gradient b accumulates from nothing each step.
   if (stage_ == last) wte.mutable_grad() = at::Tensor();
@@ -267,8 +297,13 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   const bool counted = CountingCpuAllocatorInstalled();
   const int64_t base_bytes = counted ? CpuMemory().current_bytes : 0;
   int in_flight = 0;
+  // The activation between stages: (samples, T, D), each tp rank's own
+  // copy; with sequence parallelism its part of the sequence, T / tp.
+  const int64_t positions = split_ != nullptr && split_->sequence_parallel()
+                                ? config_.seq_len() / tp_
+                                : config_.seq_len();
   auto shape = [&] {
-    return std::vector<int64_t>{samples, config_.seq_len(), config_.d_model()};
+    return std::vector<int64_t>{samples, positions, config_.d_model()};
   };
   int backwards = 0;
   for (const Action& action : schedule.actions[stage_]) {
@@ -288,11 +323,12 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
       }
       std::optional<trace::ScopedSpan> span(std::in_place, trace_, "forward",
                                             "compute", span_args);
-      const at::Tensor output = model_.StageForward(
+      const at::Tensor output = model_->StageForward(
           input, view_, ForwardOptionsOf(config_, step, batch.sample_indices));
       inputs[j] = input;
       if (stage_ == last) {
-        outputs[j] = nn::CrossEntropy(output, batch.targets);
+        // One rank's cross-entropy; with tp the vocab-parallel one.
+        outputs[j] = model_->Loss(output, batch.targets);
         losses[j] = outputs[j].item<double>();
         span.reset();
       } else {
@@ -370,34 +406,42 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   const Stopwatch sync_watch;
   RETURN_IF_ERROR(strategy_->AfterBackward(ReductionMode::kFloat));
 
-  // One fp64 all-reduce: the loss (the last stage's), each parameter's
-  // gradient norm (its owner's, at dp 1) or each stage's squared norm (its
-  // strategy's, with dp > 1), zeros elsewhere, so the sums are exact. At dp
-  // 1 the norm is then summed as GradNorm (trainer/run/strategy.h) sums it on
-  // one rank.
+  // One fp64 all-reduce: the loss (the last stage's tp rank 0's), each
+  // parameter's squared gradient norm (its owner's, at dp 1) or each stage's
+  // squared norm (its strategy's, with dp > 1, from its first replica),
+  // zeros elsewhere. At tp 1 every sum has one non-zero term, so it is
+  // exact, and at dp 1 the norm is then summed as GradNorm
+  // (trainer/run/strategy.h) sums it on one rank. With tp > 1 a split
+  // parameter's entry is the sum of its tp parts' squares and a replicated
+  // one is counted on tp rank 0 only (NamedParameter::counted_in_norm, as
+  // the strategies' norms count it): every parameter once, across the
+  // stages and the tp group.
   const int count = static_cast<int>(parameters.size());
   // Last: how many ranks have a preemption notice.
   at::Tensor scalars =
       at::zeros({1 + count + options_.stages + 1}, at::kDouble);
   double* values = scalars.data_ptr<double>();
   if (stop_notice_ && stop_notice_()) values[1 + count + options_.stages] = 1;
-  if (stage_ == last) {
+  if (stage_ == last && tp_rank_ == 0) {
     double mean = 0;
     for (double loss : losses) mean += loss / static_cast<double>(m);
     values[0] = dp_ == 1 ? mean : mean / static_cast<double>(dp_);
   }
   if (dp_ == 1) {
     for (int i : owned_) {
-      values[1 + i] = parameters[i].tensor.grad().norm().item<double>();
+      if (!parameters[i].counted_in_norm) continue;
+      const double norm = parameters[i].tensor.grad().norm().item<double>();
+      values[1 + i] = norm * norm;
     }
   } else {
     ASSIGN_OR_RETURN(const double stage_norm, strategy_->GlobalGradNorm());
-    // Every replica holds it: the first one's counts.
+    // Every replica holds it: the first one's counts (each tp rank's
+    // parts, summed by the all-reduce).
     if (dp_rank_ == 0) values[1 + count + stage_] = stage_norm * stage_norm;
   }
   RETURN_IF_ERROR(communicator_->AllReduce(scalars));
   double sum_of_squares = 0;
-  for (int i = 0; i < count; ++i) sum_of_squares += values[1 + i] * values[1 + i];
+  for (int i = 0; i < count; ++i) sum_of_squares += values[1 + i];
   for (int s = 0; s < options_.stages; ++s) {
     sum_of_squares += values[1 + count + s];
   }
@@ -453,7 +497,7 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
 
 absl::Status PipelineStage::GatherFullParameters() {
   RETURN_IF_ERROR(strategy_->GatherFullParameters());
-  const ParameterStore& store = model_.store();
+  const ParameterStore& store = model_->store();
   at::NoGradGuard no_grad;
   at::Tensor contribution = at::zeros({store.numel()}, at::kFloat);
   const std::vector<NamedParameter>& parameters = store.parameters();
@@ -478,10 +522,17 @@ absl::Status PipelineStage::GatherFullParameters() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<NamedParameter>> PipelineStage::GlobalParameters() {
+  RETURN_IF_ERROR(GatherFullParameters());
+  if (split_ == nullptr) return model_->parameters();
+  return split_->GlobalParameters(model_->parameters());
+}
+
 absl::StatusOr<TrainResult> RunPipelineTraining(
     const TrainConfig& config, const RankInfo& rank,
     collective::Communicator* communicator, const DataSource& data,
-    const RunHooks& hooks, const SyncTestFault& sync_fault) {
+    const RunHooks& hooks, const SyncTestFault& sync_fault,
+    tp::TestFault tp_fault) {
   TrainResult result;
   result.set_schema_version(kTrainResultSchemaVersion);
   *result.mutable_config() = config;
@@ -489,12 +540,14 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
   ASSIGN_OR_RETURN(std::unique_ptr<PipelineStage> stage,
                    CallGuarded("creating the pipeline stage", [&] {
                      return PipelineStage::Create(config, communicator,
-                                                  sync_fault);
+                                                  sync_fault, tp_fault);
                    }));
   const GptModel& model = stage->model();
-  const int64_t tokens_per_step = static_cast<int64_t>(rank.world_size /
-                                                      config.pp()) *
-                                  config.batch_size() * config.seq_len();
+  // pp x tp ranks per data-parallel replica.
+  const int model_parallel = config.pp() * stage->tp_size();
+  const int64_t tokens_per_step =
+      static_cast<int64_t>(rank.world_size / model_parallel) *
+      config.batch_size() * config.seq_len();
   ModelInfo* info = result.mutable_model();
   info->set_parameter_count(model.ParameterCount());
   info->set_flops_parameter_count(model.FlopsParameterCount());
@@ -517,7 +570,7 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
   // RunTraining's checkpoint component does (a resume first, then saves
   // after the plan's steps). The data position counts the pipelines'
   // samples (each pipeline's stages share theirs, as tp's ranks do).
-  const RankInfo progress_rank{rank.rank, rank.world_size, config.pp()};
+  const RankInfo progress_rank{rank.rank, rank.world_size, model_parallel};
   checkpoint::Checkpointer* checkpointer = hooks.checkpointer;
   int64_t start_step = 0;
   bool resumed = false;
@@ -667,10 +720,12 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
            static_cast<double>(memory.micro_batch_bytes),
            static_cast<double>(memory.peak_bytes)},
           "pipeline"));
-  const int dp = rank.world_size / config.pp();
+  const int dp = rank.world_size / model_parallel;
   const int micro_batches = config.pp_microbatches();
   for (int s = 0; s < config.pp(); ++s) {
-    const double* row = &rows[static_cast<size_t>(s) * dp * 6];
+    // The stage's first rank: dp rank 0, tp rank 0.
+    const double* row =
+        &rows[static_cast<size_t>(s) * dp * stage->tp_size() * 6];
     PipelineStageMemory* stage_memory = result.add_pipeline_stages();
     stage_memory->set_stage(s);
     stage_memory->set_first_block(static_cast<int64_t>(row[0]));
@@ -686,9 +741,20 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
   FinishRun(run, tokens_per_step);
   *result.mutable_summary() = SummarizeRuns(result);
   if (hooks.after_last_run) {
-    RETURN_IF_ERROR(CallGuarded("gathering the stages' parameters",
-                                [&] { return stage->GatherFullParameters(); }));
-    RETURN_IF_ERROR(hooks.after_last_run(stage->model()));
+    ASSIGN_OR_RETURN(const std::vector<NamedParameter> global,
+                     CallGuarded("gathering the stages' parameters",
+                                 [&] { return stage->GlobalParameters(); }));
+    if (stage->tp_size() == 1) {
+      RETURN_IF_ERROR(hooks.after_last_run(stage->model()));
+    } else {
+      // The logical model, whole, as one rank's holds it.
+      const GptModel whole(ModelShapeOf(config), config.seed());
+      at::NoGradGuard no_grad;
+      for (size_t i = 0; i < global.size(); ++i) {
+        whole.parameters()[i].tensor.detach().copy_(global[i].tensor);
+      }
+      RETURN_IF_ERROR(hooks.after_last_run(whole));
+    }
   }
   return result;
 }

@@ -4,11 +4,18 @@
 // last stages, the global gradient norm, clipping and AdamW on the stage's
 // parameters.
 //
-// Vocabulary as trainer/pipeline/schedule.h. The world is pp x dp: rank r
-// runs stage r / dp of pipeline r % dp (its data-parallel rank d); pipeline d
-// takes samples [d B, (d+1) B) of the step (DDP's layout) and each stage's
-// gradient is reduced over its dp group by --strategy (ddp, zero1 or zero2;
-// fsdp is refused before ranks start). A stage *owns* the parameters it
+// Vocabulary as trainer/pipeline/schedule.h. The world is pp x dp x tp, tp
+// innermost, then dp, then pp (Megatron-LM's order): rank r is stage
+// r / (dp tp), data-parallel rank (r / tp) % dp, tp rank r % tp. Pipeline
+// (d, t) is the stages' ranks with those two coordinates; pipeline d's tp
+// ranks take samples [d B, (d+1) B) of the step (DDP's layout) and each
+// stage's gradient is reduced over its dp group (the ranks of its (stage,
+// tp) coordinate) by --strategy (ddp, zero1 or zero2; fsdp is refused before
+// ranks start). With --tp > 1 every stage's parameters are its tp rank's
+// parts (trainer/tp/model_split.h, the split tensor parallelism runs), its
+// blocks run with their collectives over the stage's tp group, and a
+// stage's activation goes to the same tp rank of the next stage (with
+// --sequence_parallel: that rank's part of the sequence). A stage *owns* the parameters it
 // computes with: its blocks; the token and position embeddings on stage 0;
 // the final LayerNorm on the last stage. Every rank builds the whole model
 // from the seed (so every stage starts from the same values as one rank);
@@ -58,6 +65,8 @@
 #include "trainer/strategy/sync_fault.h"
 #include "trainer/train_result.pb.h"
 #include "trainer/run/trainer.h"
+#include "trainer/tp/model_split.h"
+#include "trainer/tp/options.h"
 
 namespace mtb {
 namespace collective {
@@ -91,9 +100,12 @@ class PipelineStage {
   // data-parallel communicators over communicator's store (collective).
   // `sync_fault` (tests only) goes to the strategy of the stage's dp group
   // (dp > 1).
+  // `tp_fault` (tests only) goes to the stage's tensor-parallel split
+  // (tp > 1).
   static absl::StatusOr<std::unique_ptr<PipelineStage>> Create(
       const TrainConfig& config, collective::Communicator* communicator,
-      const SyncTestFault& sync_fault = {});
+      const SyncTestFault& sync_fault = {},
+      tp::TestFault tp_fault = tp::TestFault::kNone);
 
   // Runs optimizer step `step` (1-based) over the step's batch_size samples
   // of `data`. Collective. kAborted on every rank when the loss or the norm
@@ -104,6 +116,10 @@ class PipelineStage {
   // parameter from its owner; the token embedding from stage 0), in its
   // parameters and in model().store().flat_parameters().
   absl::Status GatherFullParameters();
+  // Collective: GatherFullParameters, then (tp > 1) every part gathered over
+  // the stage's tp group: the logical global tensors, in the model's order,
+  // as one rank's model holds them.
+  absl::StatusOr<std::vector<NamedParameter>> GlobalParameters();
 
   // Spans per micro-batch ("forward", "backward" with args stage and
   // micro_batch) and "optimizer" go to `trace` (nullptr: none).
@@ -124,7 +140,8 @@ class PipelineStage {
   // also sends the loaded token embedding to the last stage.
   Strategy& checkpoint_state() { return *checkpoint_state_; }
 
-  const GptModel& model() const { return model_; }
+  const GptModel& model() const { return *model_; }
+  int tp_size() const { return tp_; }
   int stage() const { return stage_; }
   const StageView& view() const { return view_; }
   const StageTraffic& last_traffic() const { return traffic_; }
@@ -136,7 +153,7 @@ class PipelineStage {
   PipelineStage(const TrainConfig& config, PipelineOptions options,
                 collective::Communicator* communicator);
   class CheckpointState;
-  // The owner of each parameter of model_.parameters().
+  // The owner of each parameter of model_->parameters().
   int OwnerOf(int parameter) const;
   // Collective over the pipeline: the last stage's token embedding takes
   // stage 0's values.
@@ -150,11 +167,16 @@ class PipelineStage {
   collective::Communicator* pipe_;
   std::unique_ptr<collective::Communicator> pipe_owned_;
   std::unique_ptr<collective::Communicator> data_;
+  // With tp > 1: the stage's tensor-parallel group and the split over it.
+  std::unique_ptr<collective::Communicator> tp_group_;
+  std::unique_ptr<tp::TensorParallelSplit> split_;
+  int tp_ = 1;
   int dp_ = 1;
   int stage_ = 0;
   int dp_rank_ = 0;
+  int tp_rank_ = 0;
   StageView view_;
-  GptModel model_;
+  std::unique_ptr<GptModel> model_;
   LrSchedule schedule_;
   std::vector<int> owned_;  // model parameter indices this stage updates
   // owned_'s parameters (stage store index k is model index owned_[k]) and
@@ -174,12 +196,14 @@ class PipelineStage {
 // config.steps() steps, a progress line per --log_every on rank 0. Of
 // `hooks` it honours `trace` (with its step window: a ProfilerStep#N span per
 // step and the stage's spans), `after_first_step` and `after_last_run`, called after
-// GatherFullParameters with the full model; main.cc refuses the flags behind
+// GatherFullParameters with the full model (with --tp > 1 a whole model
+// holding the logical global tensors); main.cc refuses the flags behind
 // the others. Returns the result (steps, losses, norms) without run_context.
 absl::StatusOr<TrainResult> RunPipelineTraining(
     const TrainConfig& config, const RankInfo& rank,
     collective::Communicator* communicator, const DataSource& data,
-    const RunHooks& hooks, const SyncTestFault& sync_fault = {});
+    const RunHooks& hooks, const SyncTestFault& sync_fault = {},
+    tp::TestFault tp_fault = tp::TestFault::kNone);
 
 }  // namespace pipeline
 }  // namespace mtb

@@ -184,12 +184,12 @@ int main(int argc, char** argv) {
   }
   // Under --pp the strategy runs over each stage's dp group: a fault needs one.
   if (config.pp() > 1 && mtb::FlagWasSet("testonly_sync_fault") &&
-      world->world_size == config.pp()) {
+      world->world_size == config.pp() * mtb::tp::TensorParallelSize(config)) {
     return mtb::ReportAndExitCode(
         kProgram, absl::InvalidArgumentError(absl::StrCat(
                       "--testonly_sync_fault acts on the stages' data-parallel "
                       "groups: with --pp=", config.pp(), " it needs --nproc > ",
-                      config.pp())));
+                      config.pp() * mtb::tp::TensorParallelSize(config))));
   }
   if (absl::StatusOr<mtb::StrategyKind> kind =
           mtb::ParseStrategy(mtb::ConfigName(config.strategy()));

@@ -200,7 +200,9 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
         !agreed.ok()) {
       return Fail(Annotate(agreed, absl::StrCat("rank ", env.rank)));
     }
-    if (tp::TensorParallelSize(config) > 1) {
+    // Under --pp the stages build their pp x dp x tp groups themselves
+    // (trainer/pipeline/pipeline_training.h).
+    if (tp::TensorParallelSize(config) > 1 && !pipeline::IsPipelined(config)) {
       absl::StatusOr<std::unique_ptr<collective::RankMesh>> made =
           MakeMesh(config, communicator.get(), joined->rendezvous);
       if (!made.ok()) {
@@ -359,7 +361,7 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
           ? pipeline::RunPipelineTraining(config,
                                           RankInfo{env.rank, env.world_size},
                                           communicator.get(), **data, hooks,
-                                          options.sync_fault)
+                                          options.sync_fault, options.tp_fault)
           : RunTraining(config,
                         RankInfo{env.rank, env.world_size,
                                  tp::TensorParallelSize(config)},

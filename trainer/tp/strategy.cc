@@ -103,10 +103,14 @@ StepCommunication TensorParallelStrategy::TakeStepCommunication() {
 
 std::vector<StatePiece> TensorParallelStrategy::CheckpointPieces(
     CheckpointUse use) {
-  const int n = mesh_->tp_size();
-  const int rank = mesh_->tp_rank();
+  return GlobalPieces(inner_->CheckpointPieces(use), use, mesh_->tp_rank(),
+                      mesh_->tp_size());
+}
+
+std::vector<StatePiece> GlobalPieces(std::vector<StatePiece> local,
+                                     CheckpointUse use, int rank, int n) {
   std::vector<StatePiece> pieces;
-  for (StatePiece& piece : inner_->CheckpointPieces(use)) {
+  for (StatePiece& piece : local) {
     const std::string parameter = ParameterOf(piece.name);
     const Split split =
         parameter.empty() ? Split::kReplicated : SplitOf(parameter);

@@ -73,6 +73,15 @@ class TensorParallelStrategy : public Strategy {
   int64_t tp_bytes_taken_ = 0;  // the tp group's bytes sent at the last take
 };
 
+// Checkpoint pieces of this rank's tp parts (`local`, as a strategy over
+// them lists them) as pieces of the logical global tensors: a split tensor's
+// local elements become runs of the global one (trainer/tp/layout.h); a
+// replicated tensor and the optimizer step are kept for kSave on tp rank 0
+// only, for kLoad on every rank. `rank` of `n`: this rank in its tp group.
+// What TensorParallelStrategy and the pipeline's stages (pp x tp) save.
+std::vector<StatePiece> GlobalPieces(std::vector<StatePiece> local,
+                                     CheckpointUse use, int rank, int n);
+
 // The global tensors of `parameters` (this rank's parts) gathered over the
 // tp group, in the same order: what a one-rank model holds. Collective over
 // `tp`.
