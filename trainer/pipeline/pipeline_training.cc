@@ -36,6 +36,7 @@
 #include "trainer/checkpoint/checkpointer.h"
 #include "trainer/strategy/factory.h"
 #include "trainer/run/trainer.h"
+#include "trainer/tp/bytes.h"
 #include "trainer/tp/strategy.h"
 
 namespace mtb::pipeline {
@@ -487,6 +488,16 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   }
   record.set_param_gather_bytes_sent(communication.gather_bytes_sent);
   record.set_expected_param_gather_bytes(communication.expected_gather_bytes);
+  if (tp_group_ != nullptr) {
+    // The stage's tp group's bytes this step, next to the stage's closed
+    // form (trainer/tp/bytes.h).
+    const int64_t sent = tp_group_->log().Totals().bytes_sent;
+    record.set_tp_bytes_sent(sent - tp_bytes_taken_);
+    tp_bytes_taken_ = sent;
+    record.set_expected_tp_bytes(tp::ExpectedStageTensorParallelStepBytes(
+        config_, view_.end_block - view_.first_block, view_.embed, view_.head,
+        m));
+  }
   const double step_ms = step_watch.ElapsedMs();
   record.set_step_ms(step_ms);
   record.set_tokens_per_second(

@@ -170,6 +170,7 @@ class PipelineStage {
   // With tp > 1: the stage's tensor-parallel group and the split over it.
   std::unique_ptr<collective::Communicator> tp_group_;
   std::unique_ptr<tp::TensorParallelSplit> split_;
+  int64_t tp_bytes_taken_ = 0;  // the tp group's bytes sent at the last step
   int tp_ = 1;
   int dp_ = 1;
   int stage_ = 0;

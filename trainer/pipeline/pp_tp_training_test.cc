@@ -38,6 +38,9 @@ struct Trained {
   std::vector<DumpedParameter> manifest;
   // Ranks whose logical model or loss bits differ from rank 0's.
   std::vector<std::string> disagreeing;
+  // Steps whose tp bytes differ from the stage's closed form (or have
+  // none), on any rank.
+  std::vector<std::string> tp_bytes_mismatches;
 };
 
 // 4 layers (2 per stage), no dropout (refused with --tp > 1), clipping on
@@ -149,6 +152,16 @@ Trained TrainPipelined(const TrainConfig& base, const Layout& layout) {
     }
     if (!agrees) run.disagreeing.push_back(absl::StrCat("rank ", r));
   }
+  for (int r = 0; r < world; ++r) {
+    for (const StepRecord& step : records[r]) {
+      if (step.expected_tp_bytes() <= 0 ||
+          step.tp_bytes_sent() != step.expected_tp_bytes()) {
+        run.tp_bytes_mismatches.push_back(absl::StrCat(
+            "rank ", r, " step ", step.step(), ": ", step.tp_bytes_sent(),
+            " tp bytes sent, closed form ", step.expected_tp_bytes()));
+      }
+    }
+  }
   run.steps = records[0];
   run.parameters = flats[0];
   return run;
@@ -205,7 +218,10 @@ class PpTpTraining : public testing::Test {
 Trained* PpTpTraining::reference_ = nullptr;
 
 // pp 2 x tp 2 (dp 1) under both schedules, and with sequence parallelism
-// (the activations between stages are each rank's T/2 positions).
+// (the activations between stages are each rank's T/2 positions). Every
+// rank's tp bytes each step equal its stage's closed form
+// (tp::ExpectedStageTensorParallelStepBytes: the embedding's collectives on
+// stage 0, the head's and the loss's on the last, the blocks' on each).
 TEST_F(PpTpTraining, TwoStagesTimesTwoTpRanksEqualOneRank) {
   std::vector<Layout> layouts(3);
   layouts[0].schedule = "gpipe";
@@ -214,8 +230,11 @@ TEST_F(PpTpTraining, TwoStagesTimesTwoTpRanksEqualOneRank) {
   layouts[2].sequence_parallel = true;
   for (const Layout& layout : layouts) {
     SCOPED_TRACE(layout.Name());
-    const DdpComparison comparison =
-        CompareWithinTiers(TrainPipelined(PpTpConfig(), layout), *reference_);
+    const Trained pipelined = TrainPipelined(PpTpConfig(), layout);
+    EXPECT_TRUE(pipelined.tp_bytes_mismatches.empty())
+        << pipelined.tp_bytes_mismatches.size() << " mismatches, the first: "
+        << pipelined.tp_bytes_mismatches.front();
+    const DdpComparison comparison = CompareWithinTiers(pipelined, *reference_);
     EXPECT_TRUE(comparison.ok()) << comparison.Describe();
     std::cout << layout.Name() << " vs one rank:\n"
               << comparison.Describe() << "\n";

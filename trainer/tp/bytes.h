@@ -40,6 +40,16 @@ namespace mtb::tp {
 // 0 when --tp is 1.
 int64_t ExpectedTensorParallelStepBytes(const TrainConfig& config);
 
+// One pipeline stage's share under --pp x --tp (docs/pipeline.md): its
+// `blocks` blocks, the embedding's collectives when `embed` (the first
+// stage), the head's and the loss's when `head` (the last), for each of
+// `micro_batches` micro-batches of --batch_size / micro_batches samples.
+// No AR(8): the pipelined step sums the norm over the world, not the tp
+// group. 0 when --tp is 1.
+int64_t ExpectedStageTensorParallelStepBytes(const TrainConfig& config,
+                                             int64_t blocks, bool embed,
+                                             bool head, int micro_batches);
+
 }  // namespace mtb::tp
 
 #endif  // MTB_TRAINER_TP_BYTES_H_
