@@ -196,6 +196,33 @@ TEST(CommunicatorTimeout, SetTimeoutTightensLaterCollectives) {
   ASSERT_TRUE(run.ok()) << run;
 }
 
+// Send and recv wait on the gloo transport context, which took its timeout
+// when the group was built: SetTimeout reaches it too (before, a pipeline
+// stage's receive from a hung stage waited out the start-up timeout).
+TEST(CommunicatorTimeout, SetTimeoutTightensALaterRecv) {
+  ThreadRanksOptions options;
+  options.timeout = absl::Minutes(2);  // generous for the "first step"
+  absl::BlockingCounter waiting_ranks(1);
+  const absl::Status run = RunRanksAsThreads(
+      2,
+      [&](Communicator& comm) {
+        ASSERT_TRUE(comm.AllReduce(at::ones({4})).ok());
+        ASSERT_TRUE(comm.SetTimeout(kTimeout).ok());
+        if (comm.rank() == 1) {
+          waiting_ranks.Wait();  // never sends
+          return;
+        }
+        CountDownOnExit done(waiting_ranks);
+        const absl::Time start = absl::Now();
+        at::Tensor tensor = at::empty({3});
+        const absl::Status status = comm.Recv(tensor, 1, /*tag=*/3);
+        ExpectTimeoutThenRefusal(comm, status, absl::Now() - start,
+                                 "recv #1 (float32, 3 elements, from rank 1)");
+      },
+      options);
+  ASSERT_TRUE(run.ok()) << run;
+}
+
 TEST(CommunicatorTimeout, HungPeerInHalvingDoublingReduceScatter) {
   ThreadRanksOptions options;
   options.timeout = kTimeout;

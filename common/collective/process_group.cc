@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "gloo/context.h"
+#include "gloo/transport/context.h"
 #include "common/libtorch/torch_status.h"
 #include "torch/csrc/distributed/c10d/PrefixStore.hpp"
 
@@ -99,10 +101,28 @@ absl::StatusOr<GlooDevices> MakeGlooDevices(const GlooDeviceSpec& spec) {
   return result;
 }
 
+namespace {
+
+// gloo::Context keeps the transport context its send/recv buffers wait on
+// (an unset timeout there reads the transport context's) in a protected
+// member; a pointer to that member, taken in a derived class, reads it.
+struct TransportContextOf : ::gloo::Context {
+  static ::gloo::transport::Context* Of(::gloo::Context& context) {
+    return (context.*(&TransportContextOf::transportContext_)).get();
+  }
+};
+
+}  // namespace
+
 void GlooProcessGroup::SetTimeout(std::chrono::milliseconds timeout) {
   getOptions()->timeout = timeout;
   for (const std::shared_ptr<::gloo::Context>& context : contexts_) {
     context->setTimeout(timeout);
+    // Send and recv: the transport context's timeout, set from the context's
+    // when the group was built, is what their waits read.
+    if (::gloo::transport::Context* transport = TransportContextOf::Of(*context)) {
+      transport->setTimeout(timeout);
+    }
   }
 }
 

@@ -38,10 +38,12 @@ absl::StatusOr<GlooDevices> MakeGlooDevices(const GlooDeviceSpec& spec);
 // ProcessGroupGloo whose timeout can be changed after creation.
 //
 // c10d 1.13 copies Options::timeout into each gloo context when the group is
-// built, and every collective reads its timeout from the context (send/recv
-// too, through the unbound buffers' unset timeout). SetTimeout therefore sets
-// the contexts' timeouts (a protected member, hence the subclass) as well as
-// Options::timeout. Tested in communicator_timeout_test.cc.
+// built, and every collective reads its timeout from the context; send/recv
+// read it from the context's transport context (the unbound buffers' unset
+// timeout), which took the context's value when the group was built.
+// SetTimeout therefore sets the contexts' timeouts (a protected member, hence
+// the subclass), their transport contexts' and Options::timeout. Tested in
+// communicator_timeout_test.cc.
 class GlooProcessGroup : public c10d::ProcessGroupGloo {
  public:
   using ProcessGroupGloo::ProcessGroupGloo;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/match.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/base/flags.h"
@@ -34,6 +36,7 @@
 #include "trainer/run/strategy.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/checkpointer.h"
+#include "trainer/pipeline/run_events.h"
 #include "trainer/strategy/factory.h"
 #include "trainer/run/trainer.h"
 #include "trainer/tp/bytes.h"
@@ -91,7 +94,8 @@ class PipelineStage::CheckpointState final : public Strategy {
   HeldMemory Held() const override { return inner().Held(); }
   std::vector<StatePiece> CheckpointPieces(CheckpointUse use) override {
     std::vector<StatePiece> pieces = inner().CheckpointPieces(use);
-    if (use == CheckpointUse::kSave && stage_->stage_ != 0) {
+    if (stage_->stage_ != 0 &&
+        (use == CheckpointUse::kSave || stage_->testonly_resume_without_step_)) {
       pieces.erase(std::remove_if(pieces.begin(), pieces.end(),
                                   [](const StatePiece& piece) {
                                     return piece.name == "optimizer/step";
@@ -271,6 +275,12 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
   record.set_step(static_cast<int32_t>(step));
   record.set_lr(LearningRateAt(schedule_, step));
   record.set_timed(step > config_.timing_warmup_steps());
+  // The phases as a step's (set_phase_hook): each at its first micro-batch.
+  bool poisoned = false;
+  auto phase = [&](const char* name) {
+    if (phase_hook_) poisoned = phase_hook_(step, name) || poisoned;
+  };
+  phase("data");
   traffic_ = {};
   strategy_->ZeroGradients();
 
@@ -312,6 +322,7 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
     const std::map<std::string, std::string> span_args = {
         {"stage", absl::StrCat(stage_)}, {"micro_batch", absl::StrCat(j)}};
     if (action.phase == Phase::kForward) {
+      if (j == 0) phase("forward");
       Stopwatch watch;
       // DDP's layout: data-parallel rank d holds samples [d B, (d+1) B).
       const Batch batch = data.Get(
@@ -351,6 +362,7 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
       record.set_forward_ms(record.forward_ms() + watch.ElapsedMs());
       continue;
     }
+    if (backwards == 0) phase("backward");
     Stopwatch watch;
     // The strategy's micro-batch pieces are this stage's backwards in order.
     RETURN_IF_ERROR(
@@ -423,6 +435,8 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
       at::zeros({1 + count + options_.stages + 1}, at::kDouble);
   double* values = scalars.data_ptr<double>();
   if (stop_notice_ && stop_notice_()) values[1 + count + options_.stages] = 1;
+  // A nan fault on any stage: the summed loss is NaN on every rank.
+  if (poisoned) values[0] = std::numeric_limits<double>::quiet_NaN();
   if (stage_ == last && tp_rank_ == 0) {
     double mean = 0;
     for (double loss : losses) mean += loss / static_cast<double>(m);
@@ -458,6 +472,7 @@ absl::StatusOr<StepRecord> PipelineStage::Step(int64_t step,
         ") is not finite; every stage stops before the update")));
   }
 
+  phase("optimizer");
   const Stopwatch optimizer_watch;
   double gradient_scale = 1;
   const double max_norm = config_.max_grad_norm();
@@ -539,11 +554,29 @@ absl::StatusOr<std::vector<NamedParameter>> PipelineStage::GlobalParameters() {
   return split_->GlobalParameters(model_->parameters());
 }
 
+namespace {
+
+// A non-finite stop's message with the nan faults that caused it (payloads
+// kept: the exit code reads them).
+absl::Status WithNonFiniteNote(const absl::Status& status,
+                               const PipelineRunEvents& events, int64_t step) {
+  const std::string note = events.NonFiniteNote(step);
+  if (status.code() != absl::StatusCode::kAborted || note.empty()) return status;
+  absl::Status noted(status.code(), absl::StrCat(status.message(), note));
+  status.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) {
+        noted.SetPayload(url, payload);
+      });
+  return noted;
+}
+
+}  // namespace
+
 absl::StatusOr<TrainResult> RunPipelineTraining(
     const TrainConfig& config, const RankInfo& rank,
     collective::Communicator* communicator, const DataSource& data,
     const RunHooks& hooks, const SyncTestFault& sync_fault,
-    tp::TestFault tp_fault) {
+    tp::TestFault tp_fault, bool testonly_resume_without_step) {
   TrainResult result;
   result.set_schema_version(kTrainResultSchemaVersion);
   *result.mutable_config() = config;
@@ -553,6 +586,13 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
                      return PipelineStage::Create(config, communicator,
                                                   sync_fault, tp_fault);
                    }));
+  // --fault=, the flight recorder's position and the restart history
+  // (run_events.h), as RunTraining's components.
+  PipelineRunEvents events(hooks, rank.rank);
+  stage->set_testonly_resume_without_step(testonly_resume_without_step);
+  stage->set_phase_hook([&events](int64_t step, const char* phase) {
+    return events.Phase(step, phase);
+  });
   const GptModel& model = stage->model();
   // pp x tp ranks per data-parallel replica.
   const int model_parallel = config.pp() * stage->tp_size();
@@ -618,17 +658,19 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
     const checkpoint::RankState progress =
         ProgressState(config, progress_rank, step);
     std::vector<CheckpointSave> finished;
-    if (checkpointer->plan().options.async_save) {
+    const bool async_save = checkpointer->plan().options.async_save;
+    if (async_save) {
       ASSIGN_OR_RETURN(finished, checkpointer->SaveAsync(
                                      step, stage->checkpoint_state(), progress,
-                                     nullptr, [](const char*) {}));
+                                     nullptr, events.SavePhases(step, true)));
     } else {
       ASSIGN_OR_RETURN(CheckpointSave save,
                        checkpointer->Save(step, stage->checkpoint_state(),
                                           progress, nullptr,
-                                          [](const char*) {}));
+                                          events.SavePhases(step, false)));
       finished.push_back(std::move(save));
     }
+    RETURN_IF_ERROR(events.AfterSave(step, *checkpointer, &finished));
     for (CheckpointSave& save : finished) {
       *result.mutable_checkpoint()->add_saves() = std::move(save);
     }
@@ -652,6 +694,8 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
   if (checkpointer != nullptr && hooks.stop_notice) {
     stage->set_stop_notice(hooks.stop_notice);
   }
+  RETURN_IF_ERROR(events.Started(
+      resumed ? checkpointer->plan().resume_dir : std::string(), start_step));
   // A resume that trains nothing and saves at once: an offline reshard.
   if (start_step == config.steps() && start_step > 0) {
     RETURN_IF_ERROR(save_after(start_step, false));
@@ -666,9 +710,10 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
     if (hooks.trace != nullptr) hooks.trace->set_enabled(traced);
     stage->set_trace(traced ? hooks.trace : nullptr);
     const absl::Time step_begin = absl::Now();
-    ASSIGN_OR_RETURN(StepRecord record,
-                     CallGuarded(absl::StrCat("step ", step),
-                                 [&] { return stage->Step(step, data); }));
+    absl::StatusOr<StepRecord> stepped = CallGuarded(
+        absl::StrCat("step ", step), [&] { return stage->Step(step, data); });
+    if (!stepped.ok()) return WithNonFiniteNote(stepped.status(), events, step);
+    StepRecord record = *std::move(stepped);
     if (job_peak > 0) {
       record.set_mfu(record.tokens_per_second() * info->flops_per_token() /
                      job_peak);
@@ -692,6 +737,7 @@ absl::StatusOr<TrainResult> RunPipelineTraining(
     if (hooks.metrics_stream != nullptr) {
       RETURN_IF_ERROR(hooks.metrics_stream->Append(run->steps(run->steps_size() - 1), 0));
     }
+    RETURN_IF_ERROR(events.StepDone(step));
     // A preemption notice on any rank: this step saved, then every rank
     // stops (the caller exits kExitPreempted), as RunTraining does.
     const bool preempted = checkpointer != nullptr && stage->stop_agreed();

@@ -131,6 +131,19 @@ class PipelineStage {
     stop_notice_ = std::move(notice);
   }
   bool stop_agreed() const { return stop_agreed_; }
+  // Tests only: checkpoint_state() leaves "optimizer/step" out of the pieces
+  // a stage after the first loads (a negative case for exact resumes).
+  void set_testonly_resume_without_step(bool on) {
+    testonly_resume_without_step_ = on;
+  }
+  // Told (step, phase) at the start of a step's "data", and of its
+  // "forward", "backward" and "optimizer" at the first micro-batch of each
+  // (--fault=, the flight recorder's position: run_events.h). True: this
+  // rank's contribution to the step's loss becomes NaN (a nan fault), so
+  // every rank stops as for any non-finite loss.
+  void set_phase_hook(std::function<bool(int64_t, const char*)> hook) {
+    phase_hook_ = std::move(hook);
+  }
 
   // The stage's checkpoint state as the Checkpointer (trainer/checkpoint/
   // checkpointer.h) reads it: the global tensors of the parameters this
@@ -191,6 +204,8 @@ class PipelineStage {
   trace::TraceRecorder* trace_ = nullptr;
   std::function<bool()> stop_notice_;
   bool stop_agreed_ = false;
+  std::function<bool(int64_t, const char*)> phase_hook_;
+  bool testonly_resume_without_step_ = false;
 };
 
 // The pipelined counterpart of RunTraining (trainer/run/trainer.h) for one rank:
@@ -198,13 +213,19 @@ class PipelineStage {
 // `hooks` it honours `trace` (with its step window: a ProfilerStep#N span per
 // step and the stage's spans), `after_first_step` and `after_last_run`, called after
 // GatherFullParameters with the full model (with --tp > 1 a whole model
-// holding the logical global tensors); main.cc refuses the flags behind
-// the others. Returns the result (steps, losses, norms) without run_context.
+// holding the logical global tensors); `checkpointer`, `stop_notice`,
+// `init_parameters` and `metrics_stream`; and through PipelineRunEvents
+// (run_events.h) `faults`, `phase_observer`, `on_start` and `after_step`.
+// Returns the result (steps, losses, norms) without run_context.
+// `testonly_resume_without_step` (tests only): a resume leaves AdamW's step
+// count unloaded on the stages after the first, a pipeline checkpoint bug the
+// restart tests must catch.
 absl::StatusOr<TrainResult> RunPipelineTraining(
     const TrainConfig& config, const RankInfo& rank,
     collective::Communicator* communicator, const DataSource& data,
     const RunHooks& hooks, const SyncTestFault& sync_fault = {},
-    tp::TestFault tp_fault = tp::TestFault::kNone);
+    tp::TestFault tp_fault = tp::TestFault::kNone,
+    bool testonly_resume_without_step = false);
 
 }  // namespace pipeline
 }  // namespace mtb

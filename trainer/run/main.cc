@@ -67,6 +67,10 @@ ABSL_FLAG(std::string, testonly_tp_fault, "",
           "testing only: break a tensor-parallel piece on purpose to prove "
           "that tests catch it: row_parallel_unreduced, layernorm_unsynced "
           "(--sequence_parallel), norm_double_counted (docs/tp.md)");
+ABSL_FLAG(bool, testonly_pp_resume_without_step, false,
+          "testing only, with --pp > 1: a resume leaves AdamW's step count "
+          "unloaded on the stages after the first (the checkpoint holds it "
+          "once, from stage 0), to prove that restart tests catch it");
 ABSL_FLAG(std::string, device, "cpu",
           "cpu (LibTorch, this binary) or cuda: hand the run to trainer_cuda "
           "(one NVIDIA GPU, fp32; it refuses the flags it does not implement; "
@@ -157,18 +161,6 @@ int main(int argc, char** argv) {
                                                     world->world_size)}) {
     if (!status.ok()) return mtb::ReportAndExitCode(kProgram, status);
   }
-  // A pipelined run has checkpoints, --init_from and --metrics_jsonl but
-  // not yet fault injection and restarts (docs/pipeline.md, "Not yet").
-  if (config.pp() > 1) {
-    for (const char* flag : {"fault", "max_restarts"}) {
-      if (mtb::FlagWasSet(flag)) {
-        return mtb::ReportAndExitCode(
-            kProgram, absl::InvalidArgumentError(absl::StrCat(
-                          "--", flag, " is not supported with --pp=",
-                          config.pp(), " yet (docs/pipeline.md)")));
-      }
-    }
-  }
   if (absl::GetFlag(FLAGS_estimate_memory)) {
     // Each strategy resolves --grad_sync=auto its own way (zero2: every).
     mtb::TrainConfig unresolved_sync = config;
@@ -230,6 +222,11 @@ int main(int argc, char** argv) {
     return mtb::ReportAndExitCode(
         kProgram, absl::InvalidArgumentError(
                       "--testonly_tp_fault needs --tp > 1"));
+  }
+  if (absl::GetFlag(FLAGS_testonly_pp_resume_without_step) && config.pp() < 2) {
+    return mtb::ReportAndExitCode(
+        kProgram, absl::InvalidArgumentError(
+                      "--testonly_pp_resume_without_step needs --pp > 1"));
   }
   absl::StatusOr<std::vector<mtb::Fault>> faults =
       mtb::ParseFaults(absl::GetFlag(FLAGS_fault), mtb::TrainerFaultGrammar());
@@ -358,6 +355,8 @@ int main(int argc, char** argv) {
   options.trace_last_step = trace_window->last;
   options.sync_fault = *sync_fault;
   options.tp_fault = *tp_fault;
+  options.pp_resume_without_step =
+      absl::GetFlag(FLAGS_testonly_pp_resume_without_step);
   options.timeouts = timeouts;
   options.kill_grace = mtb::LaunchOptionsFromFlags(launch_defaults).kill_grace;
   options.transport = absl::GetFlag(FLAGS_transport);

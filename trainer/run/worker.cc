@@ -361,7 +361,8 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
           ? pipeline::RunPipelineTraining(config,
                                           RankInfo{env.rank, env.world_size},
                                           communicator.get(), **data, hooks,
-                                          options.sync_fault, options.tp_fault)
+                                          options.sync_fault, options.tp_fault,
+                                          options.pp_resume_without_step)
           : RunTraining(config,
                         RankInfo{env.rank, env.world_size,
                                  tp::TensorParallelSize(config)},

@@ -47,6 +47,9 @@ struct WorkerOptions {
   SyncTestFault sync_fault;
   // Test aid (--testonly_tp_fault): a broken tensor-parallel piece.
   tp::TestFault tp_fault = tp::TestFault::kNone;
+  // Test aid (--testonly_pp_resume_without_step): a pipelined resume that
+  // leaves AdamW's step count unloaded on the stages after the first.
+  bool pp_resume_without_step = false;
   // --connect_timeout, --first_step_timeout, --collective_timeout (set once
   // the first step has completed), --wait_progress_every.
   TimeoutOptions timeouts;

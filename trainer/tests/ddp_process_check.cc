@@ -58,6 +58,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <sys/wait.h>
 
 #include "ATen/ATen.h"
@@ -186,6 +187,20 @@ TrainerLaunch RunTrainer(const std::string& name, int nproc,
         ReadFloats(absl::StrCat(dir, "/parameters/rank_", rank, ".f32")));
   }
   return launch;
+}
+
+void ExpectRefusedBeforeRanks(const std::string& name, int nproc,
+                              std::vector<std::string> flags,
+                              const std::string& line) {
+  SCOPED_TRACE(absl::StrCat("refusal '", name, "'"));
+  const TrainerLaunch launch =
+      RunTrainer(name, nproc, std::move(flags), /*dump_parameters=*/false);
+  EXPECT_EQ(launch.exit_code, 2) << launch.output;
+  EXPECT_NE(launch.output.find(absl::StrCat("trainer: ", line)),
+            std::string::npos)
+      << launch.output;
+  EXPECT_EQ(launch.output.find("joined a group"), std::string::npos)
+      << launch.output;
 }
 
 bool DdpComparison::FailedParameter(const std::string& parameter) const {

@@ -63,6 +63,13 @@ TrainerLaunch RunTrainer(const std::string& name, int nproc,
                          std::vector<std::string> flags,
                          bool dump_parameters = true);
 
+// Launches like RunTrainer (no dump) and expects the launcher to refuse the
+// run before any rank starts: exit 2, `line` in the output after
+// "trainer: ", and no rank's "joined a group" line.
+void ExpectRefusedBeforeRanks(const std::string& name, int nproc,
+                              std::vector<std::string> flags,
+                              const std::string& line);
+
 enum class DdpCheck {
   kLoss,        // a step's loss
   kGradNorm,    // a step's gradient norm (before clipping)

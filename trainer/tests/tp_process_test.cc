@@ -265,14 +265,7 @@ TEST(TpProcess, ATpThatDoesNotDivideTheHeadsIsRefusedBeforeRanksStart) {
   std::vector<std::string> flags = TinyTpFlags();
   flags.push_back("--batch_size=4");
   flags.push_back("--tp=3");
-  const TrainerLaunch refused = RunTrainer("tp3", 3, flags,
-                                           /*dump_parameters=*/false);
-  EXPECT_EQ(refused.exit_code, 2) << refused.output;
-  EXPECT_NE(refused.output.find("--tp=3 must divide --n_heads (4)"),
-            std::string::npos)
-      << refused.output;
-  EXPECT_EQ(refused.output.find("joined a group"), std::string::npos)
-      << refused.output;
+  ExpectRefusedBeforeRanks("tp3", 3, flags, "--tp=3 must divide --n_heads (4)");
 }
 
 }  // namespace
