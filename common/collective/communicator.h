@@ -144,9 +144,11 @@ struct CommunicatorOptions {
   // This rank's host identity; empty: HostIdentity() (shm_transport.h). Tests
   // set it to put thread ranks on different "hosts".
   std::string host_id;
-  // Shared memory: data bytes of one slot of one rank (two slots per rank;
-  // larger messages are streamed through them). >= 4 KiB.
+  // Shared memory: data bytes of one slot of one rank and slots per rank
+  // (larger messages are streamed through them; all-reduce and broadcast
+  // copy the next chunk in while this one is finished). >= 4 KiB; >= 2 slots.
   int64_t shm_slot_bytes = int64_t{1} << 20;
+  int shm_slots = 2;
   // Test only: the shared-memory algorithms assign slices and blocks to the
   // wrong rank on this rank, to show that the tests catch it.
   bool testonly_shm_misassign_slices = false;
