@@ -7,6 +7,7 @@
 // step count).
 #include "common/collective/shm_transport.h"
 
+#include "common/collective/communicator.h"
 #include "common/collective/shared_region.h"
 
 #include <fcntl.h>
@@ -23,6 +24,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -77,6 +79,12 @@ void FutexWakeAll(const std::atomic<uint64_t>& counter) {
   syscall(SYS_futex, FutexWord(counter), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 constexpr int64_t kMinSlotBytes = 4096;
+
+std::atomic<ShmSetupHook> setup_hook{nullptr};
+
+void AtSetupStage(const char* stage) {
+  if (ShmSetupHook hook = setup_hook.load()) hook(stage);
+}
 
 std::string ReadFirstLine(const std::string& path) {
   std::ifstream in(path);
@@ -144,9 +152,12 @@ absl::StatusOr<int> ReceiveFd(int socket_fd) {
   message.msg_iovlen = 1;
   message.msg_control = control;
   message.msg_controllen = sizeof(control);
-  if (recvmsg(socket_fd, &message, MSG_CMSG_CLOEXEC) != 1) {
-    return absl::UnavailableError(ErrnoText("shm: recvmsg(SCM_RIGHTS)"));
+  const ssize_t received = recvmsg(socket_fd, &message, MSG_CMSG_CLOEXEC);
+  if (received == 0) {
+    return absl::UnavailableError(
+        "shm: Connection closed before the segment came (its creator exited or gave up)");
   }
+  if (received != 1) return absl::UnavailableError(ErrnoText("shm: recvmsg(SCM_RIGHTS)"));
   cmsghdr* header = CMSG_FIRSTHDR(&message);
   if (header == nullptr || header->cmsg_type != SCM_RIGHTS) {
     return absl::UnavailableError("shm: the segment's creator sent no descriptor");
@@ -174,16 +185,33 @@ std::string RandomToken() {
   return absl::StrFormat("%08x%08x%08x%08x", device(), device(), device(), device());
 }
 
+int GlobalRank(const ShmGroupOptions& options, int local_rank) {
+  return local_rank < static_cast<int>(options.global_ranks.size())
+             ? options.global_ranks[local_rank]
+             : local_rank;
+}
+
 // Local rank 0: creates the segment and hands it to every peer that
-// connects (peers of another user are refused).
+// connects (peers of another user are refused); each peer first says which
+// rank it is, so that a failure names it. With `pid_offset` >= 0 this
+// process's pid is written there before any peer sees the segment, so a peer
+// that maps it sees the creator's death while it waits (PeerGone), even if
+// the creator dies before mapping it itself.
 absl::StatusOr<int> CreateAndShare(Store store, const ShmGroupOptions& options,
-                                   int64_t segment_bytes) {
+                                   int64_t segment_bytes, int64_t pid_offset = -1) {
   Fd memory(memfd_create("mtb-collective-shm", MFD_CLOEXEC));
   if (memory.get() < 0) return absl::InternalError(ErrnoText("shm: memfd_create"));
   if (ftruncate(memory.get(), segment_bytes) != 0) {
     return absl::ResourceExhaustedError(
         ErrnoText(absl::StrCat("shm: ftruncate to ", segment_bytes, " bytes")));
   }
+  if (pid_offset >= 0) {
+    const int64_t pid = getpid();
+    if (pwrite(memory.get(), &pid, sizeof(pid), pid_offset) != sizeof(pid)) {
+      return absl::InternalError(ErrnoText("shm: writing the creator's pid"));
+    }
+  }
+  AtSetupStage("created");
   if (options.local_size > 1) {
     const std::string name = absl::StrCat("mtb-shm-", getpid(), "-", RandomToken());
     Fd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -213,13 +241,37 @@ absl::StatusOr<int> CreateAndShare(Store store, const ShmGroupOptions& options,
         --served;
         continue;
       }
-      if (absl::Status sent = SendFd(peer.get(), memory.get()); !sent.ok()) return sent;
+      int32_t rank = -1;
+      if (!PollReadable(peer.get(), deadline) ||
+          recv(peer.get(), &rank, sizeof(rank), MSG_WAITALL) != sizeof(rank)) {
+        return absl::UnavailableError(absl::StrCat(
+            "shm: Connection closed: a rank of this host (pid ", credentials.pid,
+            ") connected for the segment and went away before saying which rank it is"));
+      }
+      if (absl::Status sent = SendFd(peer.get(), memory.get()); !sent.ok()) {
+        return absl::UnavailableError(absl::StrCat("shm: handing the segment to rank ", rank,
+                                                   " (pid ", credentials.pid,
+                                                   "): ", sent.message()));
+      }
+      if (served == 1 && options.local_size > 2) AtSetupStage("served");
     }
   }
   return dup(memory.get());
 }
 
+absl::StatusOr<int> ReceiveSharedFrom(Store store, const ShmGroupOptions& options);
+
+// A peer: the segment from local rank 0; a failure names that rank.
 absl::StatusOr<int> ReceiveShared(Store store, const ShmGroupOptions& options) {
+  absl::StatusOr<int> fd = ReceiveSharedFrom(std::move(store), options);
+  if (fd.ok()) return fd;
+  return absl::Status(fd.status().code(),
+                      absl::StrCat("shm: waiting for rank ", GlobalRank(options, 0),
+                                   " (local rank 0, which creates this host's segment): ",
+                                   fd.status().message()));
+}
+
+absl::StatusOr<int> ReceiveSharedFrom(Store store, const ShmGroupOptions& options) {
   absl::StatusOr<std::string> name = store.Get("shm_socket", options.connect_timeout);
   if (!name.ok()) return name.status();
   Fd connection(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -231,6 +283,11 @@ absl::StatusOr<int> ReceiveShared(Store store, const ShmGroupOptions& options) {
         absl::StrCat("shm: connect to local rank 0's socket '", *name,
                      "' (ranks that share a host identity must share a network namespace)")));
   }
+  const int32_t rank = GlobalRank(options, options.local_rank);
+  if (send(connection.get(), &rank, sizeof(rank), MSG_NOSIGNAL) != sizeof(rank)) {
+    return absl::UnavailableError(ErrnoText("shm: Connection closed: saying which rank this is"));
+  }
+  AtSetupStage("connected");
   if (!PollReadable(connection.get(), absl::Now() + options.connect_timeout)) {
     return absl::DeadlineExceededError("shm: timed out waiting for the segment");
   }
@@ -238,6 +295,8 @@ absl::StatusOr<int> ReceiveShared(Store store, const ShmGroupOptions& options) {
 }
 
 }  // namespace
+
+void SetShmSetupHookForTesting(ShmSetupHook hook) { setup_hook.store(hook); }
 
 std::string HostIdentity() {
   char hostname[256] = {};
@@ -261,8 +320,10 @@ absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(const Store& store,
   const int64_t control_bytes = resolved.local_size * static_cast<int64_t>(sizeof(Control));
   const int64_t slot_stride = kSlotHeaderBytes + resolved.slot_bytes;
   const int64_t segment_bytes = control_bytes + resolved.local_size * resolved.slots * slot_stride;
-  absl::StatusOr<int> fd = resolved.local_rank == 0 ? CreateAndShare(store, resolved, segment_bytes)
-                                                    : ReceiveShared(store, resolved);
+  absl::StatusOr<int> fd =
+      resolved.local_rank == 0
+          ? CreateAndShare(store, resolved, segment_bytes, offsetof(Control, pid))
+          : ReceiveShared(store, resolved);
   if (!fd.ok()) return fd.status();
   Fd memory(*fd);
   struct stat info {};
