@@ -310,17 +310,59 @@ void SetCeiling(double ceiling_gbps, const std::string& shape, CommBenchRow* row
   row->set_ceiling_invalid(row->busbw_gbps() > kCeilingSlack * ceiling_gbps);
 }
 
+double CeilingSamples::Best() const {
+  return gbps.empty() ? 0.0 : *std::max_element(gbps.begin(), gbps.end());
+}
+
+double CeilingSamples::Slowest() const {
+  return gbps.empty() ? 0.0 : *std::min_element(gbps.begin(), gbps.end());
+}
+
+absl::StatusOr<CeilingSamples> AlternateCeilingAndRows(
+    int measurements, int rows, const std::function<absl::StatusOr<double>()>& measure,
+    const std::function<absl::Status(int row)>& run_row) {
+  CeilingSamples samples;
+  int rows_run = 0;
+  while (static_cast<int>(samples.gbps.size()) < measurements || rows_run < rows) {
+    if (static_cast<int>(samples.gbps.size()) < measurements) {
+      absl::StatusOr<double> gbps = measure();
+      if (!gbps.ok()) return gbps.status();
+      samples.gbps.push_back(*gbps);
+    }
+    if (rows_run < rows) {
+      if (absl::Status ran = run_row(rows_run); !ran.ok()) return ran;
+      ++rows_run;
+    }
+  }
+  return samples;
+}
+
+void SetBestCeiling(const CeilingSamples& samples, const std::string& shape, CommBenchRow* row) {
+  if (samples.gbps.empty() || samples.Best() <= 0) return;
+  SetCeiling(samples.Best(), shape, row);
+  row->set_ceiling_measurements(static_cast<int>(samples.gbps.size()));
+  row->set_ceiling_min_gbps(samples.Slowest());
+}
+
 std::string CeilingReport(const CommBenchResult& result, bool* invalid, int* rows_with_ceiling) {
-  std::string text = absl::StrFormat("# %-14s %10s %-12s %10s %10s %8s  %s\n", "op", "size (B)",
-                                     "placement", "busbw GB/s", "ceiling", "% of it", "shape");
+  std::string text =
+      absl::StrFormat("# %-14s %10s %-12s %10s %10s %8s %18s  %s\n", "op", "size (B)",
+                      "placement", "busbw GB/s", "ceiling", "% of it", "best of k: min", "shape");
   std::vector<std::string> beaten;
   *rows_with_ceiling = 0;
   for (const CommBenchRow& row : result.rows()) {
     if (row.ceiling_gbps() <= 0) continue;
     ++*rows_with_ceiling;
-    absl::StrAppendFormat(&text, "  %-14s %10d %-12s %10.2f %10.2f %7.0f%%  %s%s\n", row.op(),
-                          row.bytes(), row.placement(), row.busbw_gbps(), row.ceiling_gbps(),
-                          100 * row.busbw_fraction_of_ceiling(), row.ceiling_shape(),
+    // How many times the ceiling was measured and its slowest measurement
+    // (the spread up to ceiling_gbps, the best); "-" when measured once.
+    const std::string spread =
+        row.ceiling_measurements() > 0
+            ? absl::StrFormat("%d: %.2f", row.ceiling_measurements(), row.ceiling_min_gbps())
+            : "-";
+    absl::StrAppendFormat(&text, "  %-14s %10d %-12s %10.2f %10.2f %7.0f%% %18s  %s%s\n",
+                          row.op(), row.bytes(), row.placement(), row.busbw_gbps(),
+                          row.ceiling_gbps(), 100 * row.busbw_fraction_of_ceiling(), spread,
+                          row.ceiling_shape(),
                           row.ceiling_invalid() ? "  <- beats its ceiling by >10%" : "");
     if (row.ceiling_invalid()) {
       beaten.push_back(absl::StrCat(row.op(), " ", row.bytes(), " B ", row.placement(), " (",

@@ -7,8 +7,11 @@
 #define MTB_COMM_BENCH_CEILING_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm_bench/comm_bench.pb.h"
 
@@ -60,6 +63,28 @@ void SetMatchingCeiling(const CommBenchCeiling& ceiling, int world_size,
 // Sets the row's ceiling, its shape and busbw / ceiling; a busbw above 1.1 x
 // the ceiling sets ceiling_invalid (the ceiling does not bound).
 void SetCeiling(double ceiling_gbps, const std::string& shape, CommBenchRow* row);
+
+// A point's shared-memory ceiling measured several times (GB/s, in the
+// order measured).
+struct CeilingSamples {
+  std::vector<double> gbps;
+  double Best() const;     // the fastest: what bounds
+  double Slowest() const;  // with Best(), the spread
+};
+
+// Runs a point's `rows` rows (`run_row(0..rows-1)`) and `measurements`
+// ceiling measurements (`measure()`) alternated: a measurement before the
+// first row and after each row while any are left, the rest after the last
+// row (3 and 2 rows: m r m r m). One slow measurement (the copies fell out
+// of cache, a neighbour took the core) cannot pull the ceiling down: the
+// best of them is used (SetBestCeiling). An error of either stops it.
+absl::StatusOr<CeilingSamples> AlternateCeilingAndRows(
+    int measurements, int rows, const std::function<absl::StatusOr<double>()>& measure,
+    const std::function<absl::Status(int row)>& run_row);
+
+// SetCeiling with the best of `samples`, and how many there were and the
+// slowest (ceiling_measurements, ceiling_min_gbps). Nothing without samples.
+void SetBestCeiling(const CeilingSamples& samples, const std::string& shape, CommBenchRow* row);
 
 // //comm_bench:ceiling's report of a comm_bench result: one line per row
 // with a ceiling (op, size, placement, busbw, ceiling, % of ceiling, shape),

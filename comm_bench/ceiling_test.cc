@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "comm_bench/report_files.h"
 #include "comm_bench/shm_ceiling.h"
 #include "gmock/gmock.h"
@@ -156,6 +159,119 @@ TEST(CeilingReport, NoRowWithACeilingIsInvalid) {
   EXPECT_THAT(CeilingReport(result, &invalid, &rows), HasSubstr("no row has a ceiling"));
   EXPECT_TRUE(invalid);
   EXPECT_EQ(rows, 0);
+}
+
+// A point's ceiling measured k times from a stub source, alternated with
+// its rows: the order, and the best of k used.
+TEST(AlternateCeilingAndRows, MeasuresBeforeBetweenAndAfterTheRowsAndKeepsEveryMeasurement) {
+  std::string order;
+  const std::vector<double> source = {30, 8, 31};
+  int next = 0;
+  absl::StatusOr<CeilingSamples> samples = AlternateCeilingAndRows(
+      3, 2,
+      [&]() -> absl::StatusOr<double> {
+        order += "m";
+        return source[next++];
+      },
+      [&](int row) {
+        absl::StrAppend(&order, "r", row);
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  EXPECT_EQ(order, "mr0mr1m");
+  EXPECT_EQ(samples->gbps, source);
+  EXPECT_EQ(samples->Best(), 31);
+  EXPECT_EQ(samples->Slowest(), 8);
+
+  // More measurements than gaps: the rest after the last row; fewer: rows
+  // still all run.
+  order.clear();
+  next = 0;
+  ASSERT_TRUE(AlternateCeilingAndRows(
+                  3, 1, [&]() -> absl::StatusOr<double> { order += "m"; return source[next++]; },
+                  [&](int row) { absl::StrAppend(&order, "r", row); return absl::OkStatus(); })
+                  .ok());
+  EXPECT_EQ(order, "mr0mm");
+  order.clear();
+  next = 0;
+  ASSERT_TRUE(AlternateCeilingAndRows(
+                  1, 2, [&]() -> absl::StatusOr<double> { order += "m"; return source[next++]; },
+                  [&](int row) { absl::StrAppend(&order, "r", row); return absl::OkStatus(); })
+                  .ok());
+  EXPECT_EQ(order, "mr0r1");
+}
+
+TEST(AlternateCeilingAndRows, AnErrorOfAMeasurementOrARowStopsIt) {
+  int rows_run = 0;
+  absl::StatusOr<CeilingSamples> failed = AlternateCeilingAndRows(
+      3, 2, []() -> absl::StatusOr<double> { return absl::InternalError("peer gone"); },
+      [&](int) { ++rows_run; return absl::OkStatus(); });
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(rows_run, 0);
+  int measured = 0;
+  failed = AlternateCeilingAndRows(
+      3, 2, [&]() -> absl::StatusOr<double> { return ++measured; },
+      [](int) { return absl::DeadlineExceededError("row timed out"); });
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(measured, 1);
+}
+
+// One slow measurement (8 GB/s among 30 and 31) cannot make the ceiling
+// invalid: the row at 32 GB/s is within 110% of the best, 31. Measured once,
+// that slow reading alone would have flagged it (the failure this guards).
+TEST(SetBestCeiling, OneSlowOutlierCannotMakeTheCeilingInvalid) {
+  CeilingSamples samples;
+  samples.gbps = {30, 8, 31};
+  CommBenchRow row = Row("broadcast", 32);
+  SetBestCeiling(samples, "shm broadcast in this sweep", &row);
+  EXPECT_EQ(row.ceiling_gbps(), 31);
+  EXPECT_EQ(row.ceiling_measurements(), 3);
+  EXPECT_EQ(row.ceiling_min_gbps(), 8);
+  EXPECT_NEAR(row.busbw_fraction_of_ceiling(), 32.0 / 31.0, 1e-12);
+  EXPECT_FALSE(row.ceiling_invalid());
+
+  CommBenchRow once = Row("broadcast", 32);
+  SetCeiling(8, "shm broadcast in this sweep", &once);
+  EXPECT_TRUE(once.ceiling_invalid());
+
+  // The report shows the count and the slowest measurement.
+  CommBenchResult result;
+  row.set_bytes(1 << 20);
+  row.set_placement("in_place");
+  *result.add_rows() = row;
+  bool invalid = true;
+  int rows = 0;
+  const std::string report = CeilingReport(result, &invalid, &rows);
+  EXPECT_FALSE(invalid);
+  EXPECT_THAT(report, HasSubstr("3: 8.00"));
+  EXPECT_THAT(report, HasSubstr("verdict: ceiling bounds every row"));
+}
+
+// Negative case: an op faster than every one of the k measurements by more
+// than 10% still makes the ceiling invalid (taking the best does not hide a
+// ceiling that does not bound).
+TEST(SetBestCeiling, AnOpBeatingEveryMeasurementByMoreThan10PercentIsStillInvalid) {
+  CeilingSamples samples;
+  samples.gbps = {20, 21, 22};
+  CommBenchRow row = Row("all_gather", 24.3);  // 110.5% of the best, 22
+  SetBestCeiling(samples, "shm all_gather in this sweep", &row);
+  EXPECT_EQ(row.ceiling_gbps(), 22);
+  EXPECT_TRUE(row.ceiling_invalid());
+  CommBenchResult result;
+  row.set_bytes(16 << 20);
+  row.set_placement("out_of_place");
+  *result.add_rows() = row;
+  bool invalid = false;
+  int rows = 0;
+  EXPECT_THAT(CeilingReport(result, &invalid, &rows),
+              HasSubstr("CEILING INVALID: all_gather 16777216 B out_of_place (110%)"));
+  EXPECT_TRUE(invalid);
+
+  // No samples: no ceiling at all (not a ceiling of 0).
+  CommBenchRow none = Row("all_gather", 24.3);
+  SetBestCeiling(CeilingSamples{}, "shm all_gather in this sweep", &none);
+  EXPECT_EQ(none.ceiling_gbps(), 0);
+  EXPECT_FALSE(none.ceiling_invalid());
 }
 
 // The ceiling's work skips what a rank keeps to itself: rank 0 of 2 never

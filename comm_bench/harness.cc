@@ -70,11 +70,8 @@ absl::Status CopyIn(Backend& backend, void* destination, const HostArray& host) 
 class RowRunner {
  public:
   RowRunner(Backend& backend, const Collective& op, const SweepOptions& options,
-            const CallContext& context, const CallShape& shape,
-            double shm_ceiling_gbps = 0, std::string shm_ceiling_shape = "")
-      : backend_(backend), op_(op), options_(options), context_(context),
-        shape_(shape), shm_ceiling_gbps_(shm_ceiling_gbps),
-        shm_ceiling_shape_(std::move(shm_ceiling_shape)) {}
+            const CallContext& context, const CallShape& shape)
+      : backend_(backend), op_(op), options_(options), context_(context), shape_(shape) {}
 
   absl::StatusOr<CommBenchRow> Run(bool in_place, int seed, DeviceBuffer& send,
                                    DeviceBuffer& recv) {
@@ -212,8 +209,9 @@ class RowRunner {
     row.set_busbw_factor(op_.BusBandwidthFactor(n));
     row.set_algbw_gbps(algbw);
     row.set_busbw_gbps(algbw * op_.BusBandwidthFactor(n));
+    // The shared-memory ceiling is set by the sweep once all of its
+    // measurements around the point's rows are in (SetBestCeiling).
     if (options_.has_ceiling) SetMatchingCeiling(options_.ceiling, n, &row, options_.transport);
-    SetCeiling(shm_ceiling_gbps_, shm_ceiling_shape_, &row);
     row.set_checked(options_.check);
     row.set_wrong(wrong);
     for (int64_t bytes : shape_.send_bytes_per_rank) row.add_send_bytes_per_rank(bytes);
@@ -228,8 +226,6 @@ class RowRunner {
   const SweepOptions& options_;
   const CallContext context_;
   const CallShape& shape_;
-  const double shm_ceiling_gbps_;
-  const std::string shm_ceiling_shape_;
 };
 
 // The shared-memory ceiling of one point (shm_ceiling.h): a warm-up, then
@@ -427,25 +423,44 @@ absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,
     for (const CallShape& shape : shapes) {
       ++point;
       if (hooks.before_point) hooks.before_point(point, name);
-      double ceiling_gbps = 0;
-      std::string ceiling_shape;
-      if (shared != nullptr) {
-        ASSIGN_OR_RETURN(ceiling_gbps,
-                         MeasureShmCeiling(backend, *shared, options, context, *op, shape, *send,
-                                           *recv, &ceiling_step));
-        ceiling_shape = absl::StrCat("shm ", ShmCeilingShapeOf(name), " in this sweep: ",
-                                     ShmCeilingShapeText(name), "; ", context.world_size,
-                                     " processes, each rank's best of ", options.iters);
-      }
-      RowRunner runner(backend, *op, options, context, shape, ceiling_gbps, ceiling_shape);
+      RowRunner runner(backend, *op, options, context, shape);
+      std::vector<bool> placements = {false};
+      if (op->supports_in_place()) placements.push_back(true);
       std::vector<CommBenchRow> rows;
-      for (bool in_place : {false, true}) {
-        if (in_place && !op->supports_in_place()) continue;
-        ASSIGN_OR_RETURN(CommBenchRow row, runner.Run(in_place, seed++, *send, *recv));
+      const auto run_row = [&](int index) -> absl::Status {
+        ASSIGN_OR_RETURN(CommBenchRow row, runner.Run(placements[index], seed++, *send, *recv));
         if (!first_point_done && hooks.after_first_point) {
           RETURN_IF_ERROR(hooks.after_first_point());
         }
         first_point_done = true;
+        rows.push_back(std::move(row));
+        return absl::OkStatus();
+      };
+      // The shared-memory ceiling, measured several times around the rows
+      // (one measurement can read slow: the best of them bounds).
+      CeilingSamples ceiling;
+      std::string ceiling_shape;
+      if (shared != nullptr && !ShmCeilingShapeOf(name).empty()) {
+        ASSIGN_OR_RETURN(
+            ceiling,
+            AlternateCeilingAndRows(
+                options.shm_ceiling_measurements, static_cast<int>(placements.size()),
+                [&]() {
+                  return MeasureShmCeiling(backend, *shared, options, context, *op, shape,
+                                           *send, *recv, &ceiling_step);
+                },
+                run_row));
+        ceiling_shape = absl::StrCat("shm ", ShmCeilingShapeOf(name), " in this sweep: ",
+                                     ShmCeilingShapeText(name), "; ", context.world_size,
+                                     " processes, each rank's best of ", options.iters);
+      } else {
+        for (int index = 0; index < static_cast<int>(placements.size()); ++index) {
+          RETURN_IF_ERROR(run_row(index));
+        }
+      }
+      for (CommBenchRow& row : rows) {
+        SetBestCeiling(ceiling, ceiling_shape, &row);
+        const bool in_place = row.placement() == "in_place";
         row.set_emulated(support.emulated);
         summary.set_rows(summary.rows() + 1);
         summary.set_wrong(summary.wrong() + row.wrong());
@@ -458,7 +473,6 @@ absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,
               " beats its ceiling ", FormatSignificant(row.ceiling_gbps()), " GB/s (",
               row.ceiling_shape(), ") by more than 10%"));
         }
-        rows.push_back(row);
         *result.add_rows() = row;
       }
       if (listener != nullptr) listener->SizeFinished(*op, rows);

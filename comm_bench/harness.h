@@ -46,12 +46,15 @@ struct SweepOptions {
   // ceiling's shape.
   std::string transport = "tcp";
   // With transport "shm" and a backend that can share memory
-  // (Backend::AllocateShared): before each point's rows, the shared-memory
-  // ceiling of its op and size (shm_ceiling.h), measured over `iters` runs
-  // per rank; every row is compared with it (and a row beating it by >10%
-  // fails the verdict, "ceiling invalid"). It replaces --ceiling's TCP
-  // figures, which do not bound shared memory.
+  // (Backend::AllocateShared): the shared-memory ceiling of each point's op
+  // and size (shm_ceiling.h), each measurement over `iters` runs per rank,
+  // measured `shm_ceiling_measurements` times alternated with the point's
+  // rows (AlternateCeilingAndRows: before, between and after them) and the
+  // best of them used; every row is compared with it (and a row beating it
+  // by >10% fails the verdict, "ceiling invalid"). It replaces --ceiling's
+  // TCP figures, which do not bound shared memory.
   bool shm_ceiling = true;
+  int shm_ceiling_measurements = 3;
   // The ceiling's chunk: the transport's slot (shm_slot_bytes).
   int64_t shm_ceiling_chunk_bytes = int64_t{1} << 20;
 

@@ -248,6 +248,10 @@ TEST(RunSweep, ShmTransportComparesEveryRowWithTheCeilingMeasuredInTheSweep) {
     EXPECT_GT(row.ceiling_gbps(), 0) << row.op() << " " << row.bytes();
     EXPECT_THAT(row.ceiling_shape(), HasSubstr("in this sweep")) << row.op();
     EXPECT_DOUBLE_EQ(row.busbw_fraction_of_ceiling(), row.busbw_gbps() / row.ceiling_gbps());
+    // Measured 3 times around the point's rows; the best is the ceiling.
+    EXPECT_EQ(row.ceiling_measurements(), 3) << row.op();
+    EXPECT_GT(row.ceiling_min_gbps(), 0) << row.op();
+    EXPECT_LE(row.ceiling_min_gbps(), row.ceiling_gbps()) << row.op();
   }
   options.transport = "tcp";
   const std::vector<CommBenchResult> tcp = Sweep(2, options);

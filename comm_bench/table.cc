@@ -103,6 +103,11 @@ void TablePrinter::SizeFinished(const Collective& op,
     line += absl::StrFormat(" |%5s %5s of %s %.2f", percent(out_of_place),
                             percent(in_place), first.ceiling_shape(),
                             first.ceiling_gbps());
+    if (first.ceiling_measurements() > 0) {
+      // The best of k measurements; the slowest of them shows the spread.
+      line += absl::StrFormat(" (best of %d measurements, slowest %.2f)",
+                              first.ceiling_measurements(), first.ceiling_min_gbps());
+    }
     if ((out_of_place != nullptr && out_of_place->ceiling_invalid()) ||
         (in_place != nullptr && in_place->ceiling_invalid())) {
       line += "  CEILING INVALID (beaten by >10%)";

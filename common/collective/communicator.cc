@@ -153,6 +153,7 @@ absl::StatusOr<ShmSetup> MaybeCreateShm(const Store& store, const CommunicatorOp
   shm_options.local_size = static_cast<int>(setup.local_ranks.size());
   shm_options.global_ranks = setup.local_ranks;
   shm_options.slot_bytes = options.shm_slot_bytes;
+  shm_options.slots = options.shm_slots;
   shm_options.connect_timeout = options.timeout;
   ASSIGN_OR_RETURN(setup.shm, ShmGroup::Create(store.WithPrefix(absl::StrCat("shm_", host_index)),
                                                shm_options));
@@ -420,6 +421,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   if (options.shm_slot_bytes < 4096) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Communicator: shm_slot_bytes must be at least 4096, got ", options.shm_slot_bytes));
+  }
+  if (options.shm_slots < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Communicator: shm_slots must be at least 2, got ", options.shm_slots));
   }
   if (options.reduce_scatter_depth <= 0) {
     return absl::InvalidArgumentError(

@@ -144,9 +144,11 @@ struct CommunicatorOptions {
   // This rank's host identity; empty: HostIdentity() (shm_transport.h). Tests
   // set it to put thread ranks on different "hosts".
   std::string host_id;
-  // Shared memory: data bytes of one slot of one rank (two slots per rank;
-  // larger messages are streamed through them). >= 4 KiB.
+  // Shared memory: data bytes of one slot of one rank and slots per rank
+  // (larger messages are streamed through them; all-reduce and broadcast
+  // copy the next chunk in while this one is finished). >= 4 KiB; >= 2 slots.
   int64_t shm_slot_bytes = int64_t{1} << 20;
+  int shm_slots = 2;
   // Test only: the shared-memory algorithms assign slices and blocks to the
   // wrong rank on this rank, to show that the tests catch it.
   bool testonly_shm_misassign_slices = false;
@@ -186,6 +188,16 @@ class CollectiveHandle {
   std::shared_ptr<PendingCollective> pending_;
 };
 
+// Test only: called at moments of the shared-memory segment's setup
+// (shm_transport.cc), in the process that reaches them, for tests that
+// SIGKILL a rank there. Stages: "created" (local rank 0: the memfd exists,
+// its socket not yet published), "served" (local rank 0: the segment handed
+// to its first peer, others still waiting; only with 3 or more local ranks),
+// "connected" (a peer: connected to local rank 0 and said which rank it is,
+// the segment not yet received). nullptr: none.
+using ShmSetupHook = void (*)(const char* stage);
+void SetShmSetupHookForTesting(ShmSetupHook hook);
+
 // One rank's membership in a group of world_size ranks, over Gloo.
 //
 // Ordering contract (c10d's): every rank must call the same collectives, with
@@ -203,6 +215,7 @@ class CollectiveHandle {
 // all-reduces from autograd hooks), issue order is the order calls acquire an
 // internal lock; a caller that needs a particular order must issue from one
 // thread. Handles may be waited on from any thread.
+
 class Communicator {
  public:
   // Builds the Gloo process group over `store` (collective: all world_size

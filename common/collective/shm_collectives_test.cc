@@ -157,6 +157,122 @@ INSTANTIATE_TEST_SUITE_P(RanksAndDtypes, ShmEveryOp,
                                                std::string(c10::toString(info.param.dtype)));
                          });
 
+// Streaming at chunk boundaries: sizes one element below, at and above a
+// slot (or sub-slot) and several slots, in place and out of place, with the
+// fewest slots the pipelined loop allows (2, the default: the next chunk's
+// copy-in uses the other slot) and 8 (a broadcast's root runs further
+// ahead). All-reduce and broadcast are pipelined, the other ops are not: one
+// rank's sequence mixes both, so their steps must stay numbered alike.
+struct StreamCase {
+  int world_size;
+  int slots;
+};
+
+class ShmStreaming : public ::testing::TestWithParam<StreamCase> {};
+
+TEST_P(ShmStreaming, IsExactAcrossChunkBoundaries) {
+  const int n = GetParam().world_size;
+  ThreadRanksOptions options = ShmOptions();
+  options.shm_slots = GetParam().slots;
+  constexpr int64_t kSlotFloats = kSlotBytes / 4;
+  ASSERT_TRUE(
+      RunRanksAsThreads(
+          n,
+          [&](Communicator& comm) {
+            const int r = comm.rank();
+            // All-reduce: naive (<= 256 KiB) over 1, 2 and 3 chunks; sliced
+            // over 64 chunks and one element more.
+            for (int64_t numel : {kSlotFloats - 1, kSlotFloats, kSlotFloats + 1,
+                                  3 * kSlotFloats - 1, int64_t{65536} + 1,
+                                  int64_t{65536} + kSlotFloats + 3}) {
+              at::Tensor tensor = Pattern(numel, r, at::kFloat);
+              ASSERT_TRUE(comm.AllReduce(tensor).ok());
+              ExpectEqual(tensor, PatternSum(numel, n, at::kFloat));
+            }
+            // Reduce-scatter: blocks of one sub-slot (slot / n) and around
+            // it, out of place and in place (the output is the input's own
+            // block).
+            const int64_t sub = kSlotFloats / n;
+            for (int64_t k : {sub - 1, sub, sub + 1, 5 * sub + 7}) {
+              at::Tensor input = Pattern(n * k, r, at::kFloat);
+              at::Tensor out = at::empty({k});
+              ASSERT_TRUE(comm.ReduceScatter(input, out).ok());
+              ExpectEqual(out, PatternSum(n * k, n, at::kFloat).narrow(0, r * k, k));
+              at::Tensor in_place = Pattern(n * k, r, at::kFloat);
+              at::Tensor own = in_place.narrow(0, r * k, k);
+              ASSERT_TRUE(comm.ReduceScatter(in_place, own).ok());
+              ExpectEqual(own, PatternSum(n * k, n, at::kFloat).narrow(0, r * k, k));
+            }
+            // All-gather: blocks of a slot and around it, out of place and
+            // in place (the input is this rank's block of the output).
+            for (int64_t k : {kSlotFloats - 1, kSlotFloats, kSlotFloats + 1, 3 * kSlotFloats + 5}) {
+              at::Tensor out = at::empty({n * k});
+              ASSERT_TRUE(comm.AllGather(Pattern(k, r, at::kFloat), out).ok());
+              at::Tensor in_place = at::full({n * k}, -1.0f);
+              in_place.narrow(0, r * k, k).copy_(Pattern(k, r, at::kFloat));
+              ASSERT_TRUE(comm.AllGather(in_place.narrow(0, r * k, k), in_place).ok());
+              for (int p = 0; p < n; ++p) {
+                ExpectEqual(out.narrow(0, p * k, k), Pattern(k, p, at::kFloat));
+                ExpectEqual(in_place.narrow(0, p * k, k), Pattern(k, p, at::kFloat));
+              }
+            }
+            // Broadcast: bytes around a slot and many slots, not a multiple
+            // of 4 or 64, from every root.
+            for (int64_t bytes : {kSlotBytes - 1, kSlotBytes, kSlotBytes + 1, 9 * kSlotBytes + 13}) {
+              for (int root = 0; root < n; ++root) {
+                at::Tensor tensor = Pattern(bytes, r, at::kByte);
+                ASSERT_TRUE(comm.Broadcast(tensor, root).ok());
+                ExpectEqual(tensor, Pattern(bytes, root, at::kByte));
+              }
+            }
+            // All-to-all-v: blocks around a sub-slot (slot / n, 64-byte
+            // aligned) in bytes; rank 0's block to itself is the largest
+            // (it streams beside the others), and only the last rank sends
+            // many sub-slots, so the others learn the step count from it.
+            const int64_t a2a_sub = kSlotBytes / n / 64 * 64;
+            const auto bytes_from_to = [&](int s, int d) -> int64_t {
+              if (s == 0 && d == 0) return 7 * a2a_sub + 3;
+              if (s == n - 1 && d != s) return 4 * a2a_sub + 1;
+              return a2a_sub + (s + d) % 3 - 1;
+            };
+            std::vector<int64_t> send_counts, recv_counts;
+            std::vector<at::Tensor> blocks;
+            for (int p = 0; p < n; ++p) {
+              send_counts.push_back(bytes_from_to(r, p));
+              recv_counts.push_back(bytes_from_to(p, r));
+              blocks.push_back(Pattern(send_counts.back(), r * 4 + p, at::kByte));
+            }
+            int64_t recv_total = 0;
+            for (int64_t c : recv_counts) recv_total += c;
+            at::Tensor out = at::empty({recv_total}, at::kByte);
+            ASSERT_TRUE(comm.AllToAllV(at::cat(blocks), out, send_counts, recv_counts).ok());
+            int64_t at_byte = 0;
+            for (int p = 0; p < n; ++p) {
+              ExpectEqual(out.narrow(0, at_byte, recv_counts[p]),
+                          Pattern(recv_counts[p], p * 4 + r, at::kByte));
+              at_byte += recv_counts[p];
+            }
+          },
+          options)
+          .ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksAndSlots, ShmStreaming,
+                         ::testing::Values(StreamCase{2, 2}, StreamCase{2, 8}, StreamCase{4, 2},
+                                           StreamCase{4, 8}),
+                         [](const ::testing::TestParamInfo<StreamCase>& info) {
+                           return absl::StrCat(info.param.world_size, "Ranks", info.param.slots,
+                                               "Slots");
+                         });
+
+TEST(ShmCollectives, FewerThanTwoSlotsIsRefused) {
+  ThreadRanksOptions options = ShmOptions();
+  options.shm_slots = 1;
+  const absl::Status status = RunRanksAsThreads(1, [](Communicator&) {}, options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "shm_slots must be at least 2")) << status;
+}
+
 TEST(ShmCollectives, AsyncCollectivesCompleteInIssueOrderWithCorrectResults) {
   ASSERT_TRUE(RunRanksAsThreads(
                   3,

@@ -7,6 +7,7 @@
 // step count).
 #include "common/collective/shm_transport.h"
 
+#include "common/collective/communicator.h"
 #include "common/collective/shared_region.h"
 
 #include <fcntl.h>
@@ -23,6 +24,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -55,6 +57,10 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 namespace {
 
 constexpr int64_t kSlotHeaderBytes = 64;
+// Broadcast's piece progress: bytes 8-15 of the root's slot header (all-to-all
+// uses bytes 0-7); 16 pieces per slot (64 KiB of a 1 MiB slot).
+constexpr int64_t kBroadcastProgressOffset = 8;
+constexpr int64_t kBroadcastPieces = 16;
 
 // The futex word of a counter: its low 32 bits (little-endian x86-64).
 uint32_t* FutexWord(const std::atomic<uint64_t>& counter) {
@@ -73,6 +79,12 @@ void FutexWakeAll(const std::atomic<uint64_t>& counter) {
   syscall(SYS_futex, FutexWord(counter), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 constexpr int64_t kMinSlotBytes = 4096;
+
+std::atomic<ShmSetupHook> setup_hook{nullptr};
+
+void AtSetupStage(const char* stage) {
+  if (ShmSetupHook hook = setup_hook.load()) hook(stage);
+}
 
 std::string ReadFirstLine(const std::string& path) {
   std::ifstream in(path);
@@ -140,9 +152,12 @@ absl::StatusOr<int> ReceiveFd(int socket_fd) {
   message.msg_iovlen = 1;
   message.msg_control = control;
   message.msg_controllen = sizeof(control);
-  if (recvmsg(socket_fd, &message, MSG_CMSG_CLOEXEC) != 1) {
-    return absl::UnavailableError(ErrnoText("shm: recvmsg(SCM_RIGHTS)"));
+  const ssize_t received = recvmsg(socket_fd, &message, MSG_CMSG_CLOEXEC);
+  if (received == 0) {
+    return absl::UnavailableError(
+        "shm: Connection closed before the segment came (its creator exited or gave up)");
   }
+  if (received != 1) return absl::UnavailableError(ErrnoText("shm: recvmsg(SCM_RIGHTS)"));
   cmsghdr* header = CMSG_FIRSTHDR(&message);
   if (header == nullptr || header->cmsg_type != SCM_RIGHTS) {
     return absl::UnavailableError("shm: the segment's creator sent no descriptor");
@@ -170,16 +185,33 @@ std::string RandomToken() {
   return absl::StrFormat("%08x%08x%08x%08x", device(), device(), device(), device());
 }
 
+int GlobalRank(const ShmGroupOptions& options, int local_rank) {
+  return local_rank < static_cast<int>(options.global_ranks.size())
+             ? options.global_ranks[local_rank]
+             : local_rank;
+}
+
 // Local rank 0: creates the segment and hands it to every peer that
-// connects (peers of another user are refused).
+// connects (peers of another user are refused); each peer first says which
+// rank it is, so that a failure names it. With `pid_offset` >= 0 this
+// process's pid is written there before any peer sees the segment, so a peer
+// that maps it sees the creator's death while it waits (PeerGone), even if
+// the creator dies before mapping it itself.
 absl::StatusOr<int> CreateAndShare(Store store, const ShmGroupOptions& options,
-                                   int64_t segment_bytes) {
+                                   int64_t segment_bytes, int64_t pid_offset = -1) {
   Fd memory(memfd_create("mtb-collective-shm", MFD_CLOEXEC));
   if (memory.get() < 0) return absl::InternalError(ErrnoText("shm: memfd_create"));
   if (ftruncate(memory.get(), segment_bytes) != 0) {
     return absl::ResourceExhaustedError(
         ErrnoText(absl::StrCat("shm: ftruncate to ", segment_bytes, " bytes")));
   }
+  if (pid_offset >= 0) {
+    const int64_t pid = getpid();
+    if (pwrite(memory.get(), &pid, sizeof(pid), pid_offset) != sizeof(pid)) {
+      return absl::InternalError(ErrnoText("shm: writing the creator's pid"));
+    }
+  }
+  AtSetupStage("created");
   if (options.local_size > 1) {
     const std::string name = absl::StrCat("mtb-shm-", getpid(), "-", RandomToken());
     Fd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -209,13 +241,37 @@ absl::StatusOr<int> CreateAndShare(Store store, const ShmGroupOptions& options,
         --served;
         continue;
       }
-      if (absl::Status sent = SendFd(peer.get(), memory.get()); !sent.ok()) return sent;
+      int32_t rank = -1;
+      if (!PollReadable(peer.get(), deadline) ||
+          recv(peer.get(), &rank, sizeof(rank), MSG_WAITALL) != sizeof(rank)) {
+        return absl::UnavailableError(absl::StrCat(
+            "shm: Connection closed: a rank of this host (pid ", credentials.pid,
+            ") connected for the segment and went away before saying which rank it is"));
+      }
+      if (absl::Status sent = SendFd(peer.get(), memory.get()); !sent.ok()) {
+        return absl::UnavailableError(absl::StrCat("shm: handing the segment to rank ", rank,
+                                                   " (pid ", credentials.pid,
+                                                   "): ", sent.message()));
+      }
+      if (served == 1 && options.local_size > 2) AtSetupStage("served");
     }
   }
   return dup(memory.get());
 }
 
+absl::StatusOr<int> ReceiveSharedFrom(Store store, const ShmGroupOptions& options);
+
+// A peer: the segment from local rank 0; a failure names that rank.
 absl::StatusOr<int> ReceiveShared(Store store, const ShmGroupOptions& options) {
+  absl::StatusOr<int> fd = ReceiveSharedFrom(std::move(store), options);
+  if (fd.ok()) return fd;
+  return absl::Status(fd.status().code(),
+                      absl::StrCat("shm: waiting for rank ", GlobalRank(options, 0),
+                                   " (local rank 0, which creates this host's segment): ",
+                                   fd.status().message()));
+}
+
+absl::StatusOr<int> ReceiveSharedFrom(Store store, const ShmGroupOptions& options) {
   absl::StatusOr<std::string> name = store.Get("shm_socket", options.connect_timeout);
   if (!name.ok()) return name.status();
   Fd connection(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -227,6 +283,11 @@ absl::StatusOr<int> ReceiveShared(Store store, const ShmGroupOptions& options) {
         absl::StrCat("shm: connect to local rank 0's socket '", *name,
                      "' (ranks that share a host identity must share a network namespace)")));
   }
+  const int32_t rank = GlobalRank(options, options.local_rank);
+  if (send(connection.get(), &rank, sizeof(rank), MSG_NOSIGNAL) != sizeof(rank)) {
+    return absl::UnavailableError(ErrnoText("shm: Connection closed: saying which rank this is"));
+  }
+  AtSetupStage("connected");
   if (!PollReadable(connection.get(), absl::Now() + options.connect_timeout)) {
     return absl::DeadlineExceededError("shm: timed out waiting for the segment");
   }
@@ -234,6 +295,8 @@ absl::StatusOr<int> ReceiveShared(Store store, const ShmGroupOptions& options) {
 }
 
 }  // namespace
+
+void SetShmSetupHookForTesting(ShmSetupHook hook) { setup_hook.store(hook); }
 
 std::string HostIdentity() {
   char hostname[256] = {};
@@ -248,14 +311,19 @@ absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(const Store& store,
                                                            const ShmGroupOptions& options) {
   ShmGroupOptions resolved = options;
   resolved.slot_bytes = std::max<int64_t>(kMinSlotBytes, options.slot_bytes / 64 * 64);
+  // The pipelined loop's next chunk is copied into the other slot
+  // (RunPipelined), which needs a second one.
+  resolved.slots = std::max(2, options.slots);
   if (resolved.global_ranks.empty()) {
     for (int l = 0; l < options.local_size; ++l) resolved.global_ranks.push_back(l);
   }
   const int64_t control_bytes = resolved.local_size * static_cast<int64_t>(sizeof(Control));
   const int64_t slot_stride = kSlotHeaderBytes + resolved.slot_bytes;
   const int64_t segment_bytes = control_bytes + resolved.local_size * resolved.slots * slot_stride;
-  absl::StatusOr<int> fd = resolved.local_rank == 0 ? CreateAndShare(store, resolved, segment_bytes)
-                                                    : ReceiveShared(store, resolved);
+  absl::StatusOr<int> fd =
+      resolved.local_rank == 0
+          ? CreateAndShare(store, resolved, segment_bytes, offsetof(Control, pid))
+          : ReceiveShared(store, resolved);
   if (!fd.ok()) return fd.status();
   Fd memory(*fd);
   struct stat info {};
@@ -441,6 +509,25 @@ int64_t Clamp(int64_t total, int64_t offset, int64_t chunk) {
 
 }  // namespace
 
+template <typename Produce, typename Consume>
+void ShmGroup::RunPipelined(int64_t* chunks, absl::Time deadline, Produce produce,
+                            Consume consume) {
+  const uint64_t first = step_ + 1;
+  int64_t produced = 0;
+  for (int64_t index = 0; index < std::max<int64_t>(*chunks, 1); ++index) {
+    // BeginStep(t) waits for the peers' done(t - slots); a rank has
+    // published done up to t - 2 here and slots >= 2, so no rank waits for a
+    // step that waits for it.
+    while (produced < std::min<int64_t>(index + 2, std::max<int64_t>(*chunks, 1))) {
+      const uint64_t step = BeginStep(deadline);
+      DCHECK_EQ(step, first + produced);
+      produce(produced, step);
+      ++produced;
+    }
+    consume(index, first + index);
+  }
+}
+
 void ShmGroup::AllReduce(void* data, int64_t count, ShmDtype dtype, ShmReduceOp op,
                          absl::Time deadline) {
   const int n = options_.local_size;
@@ -450,33 +537,44 @@ void ShmGroup::AllReduce(void* data, int64_t count, ShmDtype dtype, ShmReduceOp 
   char* bytes = static_cast<char*>(data);
   const bool naive = NaiveAllReduce(count * element);
   std::vector<const void*> inputs(n);
-  for (int64_t offset = 0; offset < count; offset += chunk_elements) {
-    const int64_t chunk = std::min(chunk_elements, count - offset);
-    const uint64_t step = BeginStep(deadline);
+  int64_t chunks = (count + chunk_elements - 1) / chunk_elements;
+  if (chunks == 0) return;
+  const auto chunk_of = [&](int64_t index) {
+    return std::min(chunk_elements, count - index * chunk_elements);
+  };
+  const auto produce = [&](int64_t index, uint64_t step) {
+    const int64_t chunk = chunk_of(index);
     char* mine = slot(me, step);
-    char* here = bytes + offset * element;  // this chunk of the caller's tensor
+    char* here = bytes + index * chunk_elements * element;
     if (naive) {
-      // Naive: every rank reduces every input, straight into its output.
       std::memcpy(mine, here, chunk * element);
-      Publish(Phase::kCopied, step);
-      WaitPeers(Phase::kCopied, step, deadline);
-      int inputs_used = n;
-      if (fault_ == ShmTestOnlyFault::kMisassignSlices && n > 1) inputs_used = n - 1;
-      for (int p = 0; p < inputs_used; ++p) inputs[p] = slot(p, step);
-      ShmReduce(here, inputs.data(), inputs_used, chunk, dtype, op);
     } else {
-      // Sliced: copy in only the slices the peers reduce; reduce this rank's
-      // slice (its own part read from the caller's tensor) into its slot;
-      // then read every reduced slice from its owner's slot.
-      const int owned = fault_ == ShmTestOnlyFault::kMisassignSlices ? (me + 1) % n : me;
+      // Only the slices the peers reduce.
       for (int p = 0; p < n; ++p) {
         if (p == me) continue;
         const auto [part_begin, part_length] = Split(chunk, n, p);
         std::memcpy(mine + part_begin * element, here + part_begin * element,
                     part_length * element);
       }
-      Publish(Phase::kCopied, step);
-      WaitPeers(Phase::kCopied, step, deadline);
+    }
+    Publish(Phase::kCopied, step);
+  };
+  const auto consume = [&](int64_t index, uint64_t step) {
+    const int64_t chunk = chunk_of(index);
+    char* mine = slot(me, step);
+    char* here = bytes + index * chunk_elements * element;  // this chunk of the caller's tensor
+    WaitPeers(Phase::kCopied, step, deadline);
+    if (naive) {
+      // Naive: every rank reduces every input, straight into its output.
+      int inputs_used = n;
+      if (fault_ == ShmTestOnlyFault::kMisassignSlices && n > 1) inputs_used = n - 1;
+      for (int p = 0; p < inputs_used; ++p) inputs[p] = slot(p, step);
+      ShmReduce(here, inputs.data(), inputs_used, chunk, dtype, op);
+    } else {
+      // Sliced: reduce this rank's slice (its own part read from the
+      // caller's tensor) into its slot; then read every reduced slice from
+      // its owner's slot.
+      const int owned = fault_ == ShmTestOnlyFault::kMisassignSlices ? (me + 1) % n : me;
       const auto [begin, length] = Split(chunk, n, owned);
       for (int p = 0; p < n; ++p) {
         inputs[p] = p == me && owned == me ? here + begin * element : slot(p, step) + begin * element;
@@ -491,7 +589,8 @@ void ShmGroup::AllReduce(void* data, int64_t count, ShmDtype dtype, ShmReduceOp 
       }
     }
     Publish(Phase::kDone, step);
-  }
+  };
+  RunPipelined(&chunks, deadline, produce, consume);
 }
 
 void ShmGroup::ReduceScatter(const std::vector<const void*>& inputs,
@@ -558,19 +657,61 @@ void ShmGroup::Broadcast(void* data, int64_t bytes, int root, absl::Time deadlin
   const int me = options_.local_rank;
   const int64_t chunk = options_.slot_bytes;
   char* buffer = static_cast<char*>(data);
-  for (int64_t offset = 0; offset < bytes; offset += chunk) {
+  int64_t chunks = (bytes + chunk - 1) / chunk;
+  if (chunks == 0) return;
+  // Within a chunk the root copies in pieces and after each stores
+  // (step << 24) | pieces done in its slot header; a reader copies piece k
+  // out as soon as it is there, so the readers copy chunk k's pieces while
+  // the root copies the next ones (one copy in, one copy out, overlapped even
+  // for a one-chunk message). A reader that spins too long waits for the
+  // whole chunk (`copied`, futex) instead.
+  const int64_t piece = std::max<int64_t>(64, chunk / kBroadcastPieces / 64 * 64);
+  const auto progress = [&](uint64_t step) {
+    return reinterpret_cast<std::atomic<uint64_t>*>(slot(root, step) - kSlotHeaderBytes +
+                                                    kBroadcastProgressOffset);
+  };
+  // The root only produces: it is done with a chunk once it is in its slot,
+  // and runs up to `slots` chunks ahead of the slowest reader.
+  const auto produce = [&](int64_t index, uint64_t step) {
+    if (me != root) return;
+    const int64_t offset = index * chunk;
     const int64_t length = std::min(chunk, bytes - offset);
-    const uint64_t step = BeginStep(deadline);
-    if (me == root) std::memcpy(slot(me, step), buffer + offset, length);
+    uint64_t done = 0;
+    for (int64_t at = 0; at < length; at += piece) {
+      std::memcpy(slot(me, step) + at, buffer + offset + at, std::min(piece, length - at));
+      progress(step)->store((step << 24) | ++done, std::memory_order_release);
+    }
     Publish(Phase::kCopied, step);
-    WaitPeers(Phase::kCopied, step, deadline, root);
-    if (me != root) {
+    Publish(Phase::kDone, step);
+  };
+  const auto consume = [&](int64_t index, uint64_t step) {
+    if (me == root) return;
+    const int64_t offset = index * chunk;
+    const int64_t length = std::min(chunk, bytes - offset);
+    bool whole = false;
+    uint64_t done = 0;
+    for (int64_t at = 0; at < length; at += piece) {
+      const uint64_t needed = (step << 24) | ++done;
+      for (int spin = 0; !whole && progress(step)->load(std::memory_order_acquire) < needed;
+           ++spin) {
+        if (spin >= 4000) {
+          WaitPeers(Phase::kCopied, step, deadline, root);
+          whole = true;
+        }
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+      // The planted fault: each chunk's first piece read one byte off (in
+      // this piece path, so the tests see the path that runs).
       const int64_t shift =
-          fault_ == ShmTestOnlyFault::kMisassignSlices ? std::min<int64_t>(1, length) : 0;
-      std::memcpy(buffer + offset, slot(root, step) + shift, length - shift);
+          fault_ == ShmTestOnlyFault::kMisassignSlices && at == 0 ? std::min<int64_t>(1, length) : 0;
+      std::memcpy(buffer + offset + at, slot(root, step) + at + shift,
+                  std::min(piece, length - at) - shift);
     }
     Publish(Phase::kDone, step);
-  }
+  };
+  RunPipelined(&chunks, deadline, produce, consume);
 }
 
 void ShmGroup::AllToAll(const std::vector<const void*>& inputs,

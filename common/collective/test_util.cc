@@ -46,6 +46,7 @@ absl::Status RunRanksAsThreads(int world_size,
       communicator_options.testonly_shm_misassign_slices =
           options.testonly_shm_misassign_slices;
       communicator_options.shm_slot_bytes = options.shm_slot_bytes;
+      communicator_options.shm_slots = options.shm_slots;
       absl::StatusOr<std::unique_ptr<Communicator>> communicator =
           Communicator::Create(store, communicator_options);
       if (!communicator.ok()) {

@@ -39,6 +39,7 @@ struct ThreadRanksOptions {
   std::function<std::string(int)> host_id;
   bool testonly_shm_misassign_slices = false;
   int64_t shm_slot_bytes = CommunicatorOptions().shm_slot_bytes;
+  int shm_slots = CommunicatorOptions().shm_slots;
 };
 
 // Runs body(communicator) on world_size threads, one per rank, and returns
