@@ -66,7 +66,9 @@ ABSL_FLAG(std::string, metrics_jsonl, "",
 ABSL_FLAG(std::string, testonly_tp_fault, "",
           "testing only: break a tensor-parallel piece on purpose to prove "
           "that tests catch it: row_parallel_unreduced, layernorm_unsynced "
-          "(--sequence_parallel), norm_double_counted (docs/tp.md)");
+          "(--sequence_parallel), norm_double_counted, "
+          "replicated_dropout_per_rank, sharded_dropout_shared (--dropout > 0; "
+          "docs/tp.md)");
 ABSL_FLAG(std::string, device, "cpu",
           "cpu (LibTorch, this binary) or cuda: hand the run to trainer_cuda "
           "(one NVIDIA GPU, fp32; it refuses the flags it does not implement; "
