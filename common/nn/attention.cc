@@ -13,7 +13,18 @@ namespace nn {
 at::Tensor CausalSelfAttention(const AttentionParams& params,
                                const at::Tensor& x, int64_t n_heads,
                                const CounterDropout& dropout, int64_t layer) {
+  CHECK(!dropout.enabled() || params.qkv_weight.size(0) == 3 * x.size(2))
+      << "attention dropout on a head shard needs its first head";
+  return CausalSelfAttention(params, x, n_heads, dropout, layer,
+                             /*first_head=*/0);
+}
+
+at::Tensor CausalSelfAttention(const AttentionParams& params,
+                               const at::Tensor& x, int64_t n_heads,
+                               const CounterDropout& dropout, int64_t layer,
+                               int64_t first_head) {
   CHECK_EQ(x.dim(), 3);
+  CHECK_GE(first_head, 0);
   const int64_t batch = x.size(0);
   const int64_t seq_len = x.size(1);
   // The width of this call's heads: D, or a rank's share of D when heads are
@@ -22,8 +33,6 @@ at::Tensor CausalSelfAttention(const AttentionParams& params,
   const int64_t width = params.qkv_weight.size(0) / 3;
   CHECK_EQ(width % n_heads, 0);
   const int64_t head_dim = width / n_heads;
-  CHECK(!dropout.enabled() || width == x.size(2))
-      << "attention dropout on a head shard needs the whole sample's mask";
 
   const at::Tensor qkv =
       gemm::Linear(x, params.qkv_weight, params.qkv_bias);  // (B, T, 3W)
@@ -43,8 +52,11 @@ at::Tensor CausalSelfAttention(const AttentionParams& params,
           .triu(1);  // (T, T): true where key position > query position
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   at::Tensor probabilities = at::softmax(scores, -1);
-  probabilities =
-      dropout.Apply(probabilities, layer, DropoutSite::kAttentionProbabilities);
+  // This call's heads are [first_head, first_head + n_heads) of the whole
+  // sample's (heads, T, T): its mask is that part of the whole one.
+  probabilities = dropout.ApplyToPart(
+      probabilities, first_head * seq_len * seq_len, layer,
+      DropoutSite::kAttentionProbabilities);
 
   const at::Tensor context = gemm::Matmul(probabilities, v)  // (B, H, T, Dh)
                                  .transpose(1, 2)

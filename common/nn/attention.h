@@ -32,11 +32,20 @@ struct AttentionParams {
 // matching columns of the output projection, (D, n_heads * Dh), without its
 // bias; the result is that rank's partial sum of the projection, to be
 // all-reduced. The local width n_heads * Dh is qkv_weight.size(0) / 3, which is
-// D when nothing is split. Dropout needs the whole sample's mask and is
-// refused (CHECK) for a head shard.
+// D when nothing is split. With dropout, a head shard must say which heads
+// it holds (the overload below; this one CHECKs that it holds them all).
 at::Tensor CausalSelfAttention(const AttentionParams& params,
                                const at::Tensor& x, int64_t n_heads,
                                const CounterDropout& dropout, int64_t layer);
+
+// A head shard: heads [first_head, first_head + n_heads) of the whole
+// attention. Its probabilities (B, n_heads, T, T) are dropped with that part
+// of the whole sample's mask (CounterDropout::ApplyToPart), so the shards of
+// a tp group draw distinct masks, together the unsplit attention's.
+at::Tensor CausalSelfAttention(const AttentionParams& params,
+                               const at::Tensor& x, int64_t n_heads,
+                               const CounterDropout& dropout, int64_t layer,
+                               int64_t first_head);
 
 }  // namespace nn
 }  // namespace mtb

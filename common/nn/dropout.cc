@@ -11,8 +11,10 @@ namespace nn {
 at::Tensor DropoutKeepMask(at::IntArrayRef shape,
                            const std::vector<int64_t>& sample_indices,
                            uint64_t seed, int64_t step, int64_t layer,
-                           DropoutSite site, double p) {
+                           DropoutSite site, double p,
+                           int64_t first_element) {
   CHECK_GE(shape.size(), 1u);
+  CHECK_GE(first_element, 0);
   CHECK_EQ(shape[0], static_cast<int64_t>(sample_indices.size()));
   at::Tensor keep = at::empty(shape, at::TensorOptions().dtype(at::kBool));
   const int64_t batch = shape[0];
@@ -28,7 +30,9 @@ at::Tensor DropoutKeepMask(at::IntArrayRef shape,
            static_cast<uint64_t>(layer), static_cast<uint64_t>(site)});
       bool* out = data + row * per_sample;
       for (int64_t element = 0; element < per_sample; ++element) {
-        out[element] = CounterDraw(key, element) >= threshold;
+        out[element] = CounterDraw(key, static_cast<uint64_t>(
+                                            first_element + element)) >=
+                       threshold;
       }
     }
   });
@@ -43,6 +47,18 @@ at::Tensor CounterDropout::Apply(const at::Tensor& x, int64_t layer,
   return ApplyDropoutMask(
       x, DropoutKeepMask(x.sizes(), sample_indices, seed, step, layer, site, p),
       p);
+}
+
+at::Tensor CounterDropout::ApplyToPart(const at::Tensor& x,
+                                       int64_t first_element, int64_t layer,
+                                       DropoutSite site) const {
+  if (!enabled()) return x;
+  CHECK_EQ(x.size(0), static_cast<int64_t>(sample_indices.size()))
+      << "dropout: batch rows vs sample indices";
+  return ApplyDropoutMask(x,
+                          DropoutKeepMask(x.sizes(), sample_indices, seed, step,
+                                          layer, site, p, first_element),
+                          p);
 }
 
 at::Tensor ApplyDropoutMask(const at::Tensor& x, const at::Tensor& keep,

@@ -9,8 +9,12 @@
 // is split across ranks, and when a block is recomputed in backward. Kept
 // elements are scaled by 1 / (1 - p) (inverted dropout, as torch.nn.Dropout).
 //
-// Callers that hold part of a sample (tensor parallelism, heads split across
-// ranks) build the mask of the whole sample with DropoutKeepMask and slice it.
+// Callers that hold a part of a sample that is contiguous in its flattened
+// elements (tensor parallelism: heads [h0, h1) of the (B, H, T, T) attention
+// probabilities, or positions [t0, t1) of a (B, T, D) sequence shard) draw
+// that part of the whole sample's mask (first_element h0*T*T, t0*D): ranks
+// holding different parts draw distinct masks, and the parts together are
+// the one-rank mask (docs/tp.md "Dropout").
 #ifndef MTB_COMMON_NN_DROPOUT_H_
 #define MTB_COMMON_NN_DROPOUT_H_
 
@@ -44,14 +48,23 @@ struct CounterDropout {
   // x: (batch, ...) with batch == sample_indices.size(). Returns x * mask /
   // (1 - p), differentiable in x; x itself when disabled.
   at::Tensor Apply(const at::Tensor& x, int64_t layer, DropoutSite site) const;
+
+  // x: (batch, ...), each row elements [first_element, first_element +
+  // x[0].numel()) of its sample's flattened whole (see the file comment).
+  // Apply with that part of the whole sample's mask; x itself when disabled.
+  at::Tensor ApplyToPart(const at::Tensor& x, int64_t first_element,
+                         int64_t layer, DropoutSite site) const;
 };
 
 // The keep mask (kBool, shape `shape`, whose first dimension is the batch) for
-// the given key words; see the file comment. p in [0, 1).
+// the given key words; see the file comment. p in [0, 1). Element e of row b
+// is element first_element + e of sample b's whole mask (0: the whole
+// sample, or its first part).
 at::Tensor DropoutKeepMask(at::IntArrayRef shape,
                            const std::vector<int64_t>& sample_indices,
                            uint64_t seed, int64_t step, int64_t layer,
-                           DropoutSite site, double p);
+                           DropoutSite site, double p,
+                           int64_t first_element = 0);
 
 // x * keep / (1 - p): inverted dropout with a given keep mask (kBool, x's
 // shape), differentiable in x. Apply uses it on DropoutKeepMask's mask; code

@@ -76,6 +76,43 @@ TEST(CounterDropout, ApplyIsApplyDropoutMaskOfTheSampleMask) {
                                          keep.narrow(1, 1, 2), 0.4)));
 }
 
+// Tensor parallelism holds contiguous parts of a sample: a part's mask is
+// that slice of the whole sample's mask, so the parts of a group are distinct
+// draws that together make the one-rank mask.
+TEST(CounterDropout, PartsOfASampleDrawTheirSliceOfItsMask) {
+  const std::vector<int64_t> samples = {4, 11};
+  // (B, H, T, T) attention probabilities, 4 heads in two shards of 2.
+  const at::Tensor whole = DropoutKeepMask(
+      {2, 4, 6, 6}, samples, 3, 2, 1, DropoutSite::kAttentionProbabilities,
+      0.5);
+  std::vector<at::Tensor> shards;
+  for (int64_t shard = 0; shard < 2; ++shard) {
+    shards.push_back(DropoutKeepMask(
+        {2, 2, 6, 6}, samples, 3, 2, 1, DropoutSite::kAttentionProbabilities,
+        0.5, /*first_element=*/shard * 2 * 6 * 6));
+    EXPECT_TRUE(at::equal(shards.back(), whole.narrow(1, shard * 2, 2)));
+  }
+  EXPECT_FALSE(at::equal(shards[0], shards[1]))
+      << "the two head shards drew the same mask";
+  // A (B, T, D) sequence shard: positions [3, 6) of 6.
+  const CounterDropout dropout{0.4, 9, 2, samples};
+  const at::Tensor x = at::arange(2 * 6 * 5, at::kFloat).view({2, 6, 5}) + 1;
+  const at::Tensor second_half =
+      dropout.ApplyToPart(x.narrow(1, 3, 3).contiguous(), 3 * 5, 0,
+                          DropoutSite::kMlpOutput);
+  const at::Tensor applied = dropout.Apply(x, 0, DropoutSite::kMlpOutput);
+  EXPECT_TRUE(at::equal(second_half, applied.narrow(1, 3, 3)));
+  EXPECT_FALSE(at::equal(
+      dropout.ApplyToPart(x.narrow(1, 0, 3).contiguous(), 0, 0,
+                          DropoutSite::kMlpOutput) != 0,
+      second_half != 0))
+      << "the two sequence shards drew the same mask";
+  // Disabled: the identity, as Apply.
+  const at::Tensor y = at::randn({2, 3});
+  EXPECT_TRUE(CounterDropout{}.ApplyToPart(y, 7, 0, DropoutSite::kMlpOutput)
+                  .is_same(y));
+}
+
 }  // namespace
 }  // namespace nn
 }  // namespace mtb

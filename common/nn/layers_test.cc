@@ -1,7 +1,9 @@
 #include "common/nn/layers.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <vector>
 
 #include "ATen/ATen.h"
 #include "common/libtorch/allclose.h"
@@ -112,13 +114,17 @@ TEST(CausalSelfAttention, LaterTokensLeaveEarlierOutputsBitIdentical) {
   EXPECT_FALSE(at::equal(before.slice(1, 5, 8), after.slice(1, 5, 8)));
 }
 
-TEST(CausalSelfAttention, HeadShardsSumToTheWholeLayer) {
-  at::Generator generator = at::detail::createCPUGenerator(6);
-  const int64_t d_model = 8, n_heads = 4, shards = 2;
-  const int64_t width = d_model / shards;  // 2 heads of 2 per shard
-  const AttentionParams params = RandomAttention(d_model, generator);
-  const at::Tensor x = Randn({2, 5, d_model}, generator);
-  at::Tensor sum = params.proj_bias.expand({2, 5, d_model}).clone();
+// The whole layer's output as the sum of `shards` head shards' partial sums
+// (Megatron's split: shard s holds heads [s*H/shards, (s+1)*H/shards) of each
+// of Q, K and V and those columns of the output projection), plus the bias.
+// Shard s says its first head is first_head(s).
+at::Tensor SumOfHeadShards(const AttentionParams& params, const at::Tensor& x,
+                           int64_t n_heads, int64_t shards,
+                           const CounterDropout& dropout,
+                           const std::function<int64_t(int64_t)>& first_head) {
+  const int64_t d_model = x.size(2);
+  const int64_t width = d_model / shards;
+  at::Tensor sum = params.proj_bias.expand(x.sizes()).clone();
   for (int64_t s = 0; s < shards; ++s) {
     AttentionParams shard;
     std::vector<at::Tensor> rows, biases;
@@ -131,11 +137,49 @@ TEST(CausalSelfAttention, HeadShardsSumToTheWholeLayer) {
     shard.qkv_weight = at::cat(rows);
     shard.qkv_bias = at::cat(biases);
     shard.proj_weight = params.proj_weight.slice(1, s * width, (s + 1) * width);
-    sum += CausalSelfAttention(shard, x, n_heads / shards, CounterDropout{}, 0);
+    sum += CausalSelfAttention(shard, x, n_heads / shards, dropout, 0,
+                               first_head(s));
   }
+  return sum;
+}
+
+TEST(CausalSelfAttention, HeadShardsSumToTheWholeLayer) {
+  at::Generator generator = at::detail::createCPUGenerator(6);
+  const int64_t d_model = 8, n_heads = 4, shards = 2;  // 2 heads of 2 per shard
+  const AttentionParams params = RandomAttention(d_model, generator);
+  const at::Tensor x = Randn({2, 5, d_model}, generator);
+  const at::Tensor sum = SumOfHeadShards(
+      params, x, n_heads, shards, CounterDropout{},
+      [&](int64_t s) { return s * n_heads / shards; });
   const AllCloseResult result =
       AllClose(sum, CausalSelfAttention(params, x, n_heads, CounterDropout{}, 0));
   EXPECT_TRUE(result.ok) << result.message;
+}
+
+// Dropout on head shards (tensor parallelism): each shard drops its heads'
+// probabilities with its part of the whole sample's mask, so the shards draw
+// distinct masks and sum to the whole layer with dropout. Shards that all
+// drew the first heads' mask (one stream shared across the group) do not.
+TEST(CausalSelfAttention, HeadShardsWithDropoutSumToTheWholeLayer) {
+  at::Generator generator = at::detail::createCPUGenerator(7);
+  const int64_t d_model = 16, n_heads = 4, shards = 2, seq_len = 6;
+  const AttentionParams params = RandomAttention(d_model, generator);
+  const at::Tensor x = Randn({2, seq_len, d_model}, generator);
+  const CounterDropout dropout{0.3, 4, 2, {3, 8}};
+  const at::Tensor whole = CausalSelfAttention(params, x, n_heads, dropout, 0);
+  ASSERT_FALSE(AllClose(whole, CausalSelfAttention(params, x, n_heads,
+                                                   CounterDropout{}, 0))
+                   .ok);  // the dropout bites
+  const AllCloseResult own_parts =
+      AllClose(SumOfHeadShards(params, x, n_heads, shards, dropout,
+                               [&](int64_t s) { return s * n_heads / shards; }),
+               whole);
+  EXPECT_TRUE(own_parts.ok) << own_parts.message;
+  EXPECT_FALSE(AllClose(SumOfHeadShards(params, x, n_heads, shards, dropout,
+                                        [](int64_t) { return int64_t{0}; }),
+                        whole)
+                   .ok)
+      << "shards sharing one mask stream matched the whole layer";
 }
 
 }  // namespace

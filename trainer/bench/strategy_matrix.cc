@@ -43,7 +43,7 @@ const std::vector<MatrixVariant>& MatrixVariants() {
         {StrategyKind::kDdp, "pytorch_ddp"},
         {StrategyKind::kZero1, "pytorch_zero1"}};
     auto* variants = new std::vector<MatrixVariant>;
-    std::vector<MatrixVariant> exact;
+    std::vector<MatrixVariant> exact, tp, tp_sp;
     for (const StrategyEntry& entry : AllStrategyEntries()) {
       if (entry.max_world_size == 1) continue;  // the one-rank reference
       const std::string strategy = absl::StrCat("--strategy=", entry.name);
@@ -59,6 +59,19 @@ const std::vector<MatrixVariant>& MatrixVariants() {
                         absl::StrCat("--exact_chunk=", kMatrixExactChunk)},
                        entry.name,
                        true});
+      // Tensor parallelism over kMatrixTp ranks (docs/tp.md), the strategy
+      // over the dp group, against the strategy alone on the same ranks.
+      const std::string tp_flag = absl::StrCat("--tp=", kMatrixTp);
+      tp.push_back({absl::StrCat(kTpPrefix, entry.name),
+                    {strategy, tp_flag},
+                    entry.name,
+                    true,
+                    kMatrixTp});
+      tp_sp.push_back({absl::StrCat(kTpSpPrefix, entry.name),
+                       {strategy, tp_flag, "--sequence_parallel"},
+                       entry.name,
+                       true,
+                       kMatrixTp});
     }
     // fsdp's switches.
     const std::string fsdp =
@@ -66,7 +79,9 @@ const std::vector<MatrixVariant>& MatrixVariants() {
     variants->push_back(
         {"fsdp_no_reshard", {fsdp, "--reshard_after_forward=false"}, "", false});
     variants->push_back({"fsdp_prefetch", {fsdp, "--fsdp_prefetch"}, "", false});
-    variants->insert(variants->end(), exact.begin(), exact.end());
+    for (const std::vector<MatrixVariant>* more : {&tp, &tp_sp, &exact}) {
+      variants->insert(variants->end(), more->begin(), more->end());
+    }
     return variants;
   }();
   return *kVariants;
@@ -77,6 +92,21 @@ const MatrixVariant* FindMatrixVariant(const std::string& name) {
     if (variant.name == name) return &variant;
   }
   return nullptr;
+}
+
+bool MatrixVariantRunsAt(const MatrixVariant& variant, int world_size) {
+  return world_size % variant.tp == 0;
+}
+
+std::vector<std::string> MatrixStrategiesAt(
+    const std::vector<std::string>& strategies, int world_size) {
+  std::vector<std::string> at;
+  for (const std::string& name : strategies) {
+    const MatrixVariant* variant = FindMatrixVariant(name);
+    CHECK(variant != nullptr) << name;
+    if (MatrixVariantRunsAt(*variant, world_size)) at.push_back(name);
+  }
+  return at;
 }
 
 std::vector<std::string> MatrixStrategies() {
@@ -90,9 +120,10 @@ std::vector<std::string> MatrixStrategies() {
 namespace {
 
 // What both sides take with the same names: the model, the schedule's length
-// and the per-rank batch.
+// and the batch per data-parallel replica.
 std::vector<std::string> ModelFlags(const StrategyMatrixModel& model,
-                                    const std::string& precision) {
+                                    const std::string& precision,
+                                    int batch_size) {
   return {absl::StrCat("--vocab_size=", model.vocab_size),
           absl::StrCat("--d_model=", model.d_model),
           absl::StrCat("--n_layers=", model.n_layers),
@@ -100,7 +131,7 @@ std::vector<std::string> ModelFlags(const StrategyMatrixModel& model,
           absl::StrCat("--seq_len=", model.seq_len),
           absl::StrCat("--steps=", model.steps),
           absl::StrCat("--timing_warmup_steps=", model.timing_warmup_steps),
-          absl::StrCat("--batch_size=", kStrategyMatrixBatch),
+          absl::StrCat("--batch_size=", batch_size),
           absl::StrCat("--precision=", precision)};
 }
 
@@ -135,7 +166,12 @@ std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
                                             int world_size,
                                             const std::string& strategy,
                                             const std::string& gemm) {
-  std::vector<std::string> flags = ModelFlags(model, precision);
+  const MatrixVariant* variant = FindMatrixVariant(strategy);
+  CHECK(variant != nullptr) << strategy;
+  // A tp group is one data-parallel replica: kStrategyMatrixBatch per rank
+  // of it keeps the global batch of the other rows on the same ranks.
+  std::vector<std::string> flags =
+      ModelFlags(model, precision, kStrategyMatrixBatch * variant->tp);
   flags.push_back(absl::StrCat("--gemm=", gemm));
   for (std::string flag :
        {absl::StrCat("--nproc=", world_size), std::string("--data=synthetic"),
@@ -143,8 +179,6 @@ std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
         std::string("--log_every=100000"), std::string("--nomarkdown")}) {
     flags.push_back(std::move(flag));
   }
-  const MatrixVariant* variant = FindMatrixVariant(strategy);
-  CHECK(variant != nullptr) << strategy;
   flags.insert(flags.end(), variant->flags.begin(), variant->flags.end());
   return flags;
 }
@@ -153,7 +187,8 @@ std::vector<std::string> MatrixPeerArgs(const StrategyMatrixModel& model,
                                         const std::string& precision,
                                         int world_size,
                                         const std::string& peer) {
-  std::vector<std::string> args = ModelFlags(model, precision);
+  std::vector<std::string> args =
+      ModelFlags(model, precision, kStrategyMatrixBatch);
   args.push_back(absl::StrCat("--world_size=", world_size));
   args.push_back(peer == "pytorch_zero1" ? "--strategy=zero1"
                                          : "--strategy=ddp");
@@ -180,12 +215,17 @@ MatrixRun MatrixRunFromResult(const TrainResult& result) {
                                               step.param_gather_bytes_sent());
     run.expected_bytes_per_step += static_cast<double>(
         step.expected_grad_bytes() + step.expected_param_gather_bytes());
+    run.tp_bytes_per_step += static_cast<double>(step.tp_bytes_sent());
+    run.expected_tp_bytes_per_step +=
+        static_cast<double>(step.expected_tp_bytes());
     run.cpu_ms += step.cpu_ms();
     ++steps;
   }
   if (steps > 0) {
     run.bytes_per_step /= steps;
     run.expected_bytes_per_step /= steps;
+    run.tp_bytes_per_step /= steps;
+    run.expected_tp_bytes_per_step /= steps;
     run.cpu_ms /= steps;
   }
   return run;
@@ -238,6 +278,8 @@ StrategyMatrixRow MatrixRow(const std::string& model,
   row.set_memory_estimate_bytes(runs[0].memory_estimate_bytes);
   row.set_bytes_per_step(runs[0].bytes_per_step);
   row.set_expected_bytes_per_step(runs[0].expected_bytes_per_step);
+  row.set_tp_bytes_per_step(runs[0].tp_bytes_per_step);
+  row.set_expected_tp_bytes_per_step(runs[0].expected_tp_bytes_per_step);
   if (!peer.empty() && peer_tokens_per_second.size() == runs.size()) {
     std::vector<double> ratios;
     for (size_t i = 0; i < runs.size(); ++i) {
@@ -283,6 +325,7 @@ std::vector<StrategyMatrixRow> MatrixCellRows(
           MatrixRow(model, precision, world_size, strategy, ours->second,
                     peer_tokens.empty() ? "" : variant->peer, peer_tokens);
       row.set_gemm(gemm);
+      row.set_tp(variant->tp);
       rows.push_back(std::move(row));
     }
   }
@@ -320,10 +363,11 @@ std::string RenderStrategyMatrixMarkdown(const StrategyMatrixResult& result) {
                      "gather ms hidden / in flight",
                      "peak MiB/rank (formula)",
                      "MiB sent/step (closed form)",
+                     "tp MiB sent/step (closed form)",
                      "vs PyTorch peer"};
     table.align = {Align::kLeft};
     table.align.push_back(Align::kLeft);
-    for (int i = 2; i < 11; ++i) table.align.push_back(Align::kRight);
+    for (int i = 2; i < 12; ++i) table.align.push_back(Align::kRight);
     int64_t parameters = 0;
     for (const StrategyMatrixRow& row : result.rows()) {
       if (row.model() != model || row.precision() != precision) continue;
@@ -353,6 +397,10 @@ std::string RenderStrategyMatrixMarkdown(const StrategyMatrixResult& result) {
            peer ? "-"
                 : absl::StrCat(mib(row.bytes_per_step()), " (",
                                mib(row.expected_bytes_per_step()), ")"),
+           row.tp() > 1
+               ? absl::StrCat(mib(row.tp_bytes_per_step()), " (",
+                              mib(row.expected_tp_bytes_per_step()), ")")
+               : std::string("-"),
            row.peer().empty()
                ? "-"
                : absl::StrFormat("%.2fx %s (%.2f–%.2f)", row.peer_ratio(),

@@ -33,22 +33,40 @@ struct StrategyMatrixModel {
 const std::vector<StrategyMatrixModel>& StrategyMatrixModels();
 inline constexpr int kStrategyMatrixBatch = 8;
 
-// Ours, in the order every cell runs them: ddp, zero1, zero2, fsdp,
-// fsdp_no_reshard (--strategies' default), fsdp_prefetch, and each of ddp,
-// zero1, zero2, fsdp with --reduction=exact ("<strategy>_exact", chunks of
-// kMatrixExactChunk samples), whose peer is the same strategy in float mode.
+// Ours: ddp, zero1, zero2, fsdp, fsdp_no_reshard, fsdp_prefetch; each of
+// ddp, zero1, zero2, fsdp under tensor parallelism over kMatrixTp ranks
+// ("tp2_<strategy>", --tp=2), whose peer is the same strategy without tp on
+// the same ranks, and the same with --sequence_parallel
+// ("tp2_sp_<strategy>"); each of ddp, zero1, zero2, fsdp with
+// --reduction=exact ("<strategy>_exact", chunks of kMatrixExactChunk
+// samples), whose peer is the same strategy in float mode.
 // One column of the matrix: the trainer under a strategy with the variant's
-// flags, compared against `peer`: PyTorch's counterpart, or for an exact
-// variant (peer_is_ours) the same strategy in float mode of the same rounds.
-// Built from the strategy registry (trainer/strategy/registry.h): every
-// strategy, fsdp's switches and every strategy in exact mode.
+// flags, compared against `peer`: PyTorch's counterpart, or (peer_is_ours)
+// the same strategy without the variant's switch (float mode for an exact
+// variant, data parallelism alone over the same ranks for a tp variant) of
+// the same rounds. Built from the strategy registry
+// (trainer/strategy/registry.h): every strategy, fsdp's switches, every
+// strategy under tp (with and without SP) and every strategy in exact mode.
 struct MatrixVariant {
   std::string name;
   std::vector<std::string> flags;
   std::string peer;  // "" when there is none
   bool peer_is_ours = false;
+  // Ranks per tensor-parallel group (--tp; 1: none). A tp variant runs on
+  // the world sizes it divides: tp x dp with dp = world / tp, on the same
+  // global batch as the other variants (MatrixTrainerFlags).
+  int tp = 1;
 };
 const std::vector<MatrixVariant>& MatrixVariants();
+inline constexpr int kMatrixTp = 2;
+inline constexpr char kTpPrefix[] = "tp2_";
+inline constexpr char kTpSpPrefix[] = "tp2_sp_";
+// Whether `variant` runs on `world_size` ranks (its tp divides it).
+bool MatrixVariantRunsAt(const MatrixVariant& variant, int world_size);
+// The names of `strategies` (variants) that run on `world_size` ranks, in
+// their order.
+std::vector<std::string> MatrixStrategiesAt(
+    const std::vector<std::string>& strategies, int world_size);
 // nullptr when `name` is not a variant.
 const MatrixVariant* FindMatrixVariant(const std::string& name);
 // The variants' names, in order.
@@ -64,7 +82,9 @@ absl::StatusOr<std::vector<std::string>> ParseMatrixGemms(
     const std::string& text);
 
 // The trainer's flags for one run (without --out): the model, synthetic
-// data, batch 8, one intra-op thread, dropout 0, the strategy and its
+// data, batch 8 per data-parallel replica (a tp variant's tp group is one
+// replica: --batch_size=8 x tp, the global batch of the other rows on the
+// same ranks), one intra-op thread, dropout 0, the strategy and its
 // switches, the GEMM backend.
 std::vector<std::string> MatrixTrainerFlags(const StrategyMatrixModel& model,
                                             const std::string& precision,
@@ -88,6 +108,8 @@ struct MatrixRun {
   int64_t memory_estimate_bytes = 0;
   double bytes_per_step = 0;  // gradient + gather, mean over timed steps
   double expected_bytes_per_step = 0;
+  double tp_bytes_per_step = 0;  // on the tp group (tp variants), mean
+  double expected_tp_bytes_per_step = 0;
   int64_t parameters = 0;
   double gather_in_flight_ms = 0;  // fsdp, summary means
   double gather_hidden_ms = 0;

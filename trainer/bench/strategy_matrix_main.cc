@@ -1,13 +1,14 @@
 // strategy_matrix: every strategy (ddp, zero1, zero2, fsdp, fsdp without
-// reshard) x GEMM backend (onednn, blas) x world sizes x the benchmark
-// models, with PyTorch 1.13's DDP and
+// reshard, and each of the four under --tp=2 on the world sizes 2 divides:
+// tp 2 x dp 1 at 2 ranks, tp 2 x dp 2 at 4) x GEMM backend (onednn, blas) x
+// world sizes x the benchmark models, with PyTorch 1.13's DDP and
 // ZeroRedundancyOptimizer as peers (its FSDP cannot be imported under
 // Debian's Python 3.11). For each (model, precision, world size) every
 // strategy and peer runs once per round, in alternation, --rounds times; then
 // the medians. Correctness first: every run of ours must exit 0, send the
-// bytes its closed form says, and end at the same loss as ddp (1e-5
-// relative: the strategies differ only in summation order), or the matrix
-// stops, exit 1. Writes JSON (--out), Markdown and one SVG per (model,
+// bytes its closed forms say (over the dp group and, under tp, the tp
+// group), and end at the same loss as ddp (1e-5 relative: the strategies
+// and tp differ only in summation order), or the matrix stops, exit 1. Writes JSON (--out), Markdown and one SVG per (model,
 // precision) of peak memory per rank against the world size.
 //
 //   bazel run --config=bench //trainer/bench:strategy_matrix -- --rounds=3
@@ -45,8 +46,13 @@
 ABSL_FLAG(std::string, cells, "tiny:fp32,small:fp32,small:bf16",
           "model:precision pairs (models: tiny, small)");
 ABSL_FLAG(std::string, worlds, "1,2,4", "world sizes");
-ABSL_FLAG(std::string, strategies, "ddp,zero1,zero2,fsdp,fsdp_no_reshard",
-          "ours to run (also: fsdp_prefetch; ddp_exact, zero1_exact, "
+ABSL_FLAG(std::string, strategies,
+          "ddp,zero1,zero2,fsdp,fsdp_no_reshard,tp2_ddp,tp2_zero1,tp2_zero2,"
+          "tp2_fsdp",
+          "ours to run (tp2_<strategy>: --tp=2 on the world sizes 2 divides, "
+          "compared with the strategy alone on the same ranks when it runs "
+          "too; also: fsdp_prefetch; tp2_sp_ddp, tp2_sp_zero1, tp2_sp_zero2, "
+          "tp2_sp_fsdp: --tp=2 --sequence_parallel; ddp_exact, zero1_exact, "
           "zero2_exact, fsdp_exact: --reduction=exact, compared with the same "
           "strategy in float mode when it runs too)");
 ABSL_FLAG(std::string, gemms, "onednn,blas",
@@ -144,12 +150,15 @@ absl::Status Check(const std::map<std::string, TrainResult>& results,
       if (std::abs(static_cast<double>(step.grad_bytes_sent() -
                                        step.expected_grad_bytes())) > slack ||
           step.param_gather_bytes_sent() !=
-              step.expected_param_gather_bytes()) {
+              step.expected_param_gather_bytes() ||
+          step.tp_bytes_sent() != step.expected_tp_bytes()) {
         return absl::InternalError(absl::StrCat(
             cell, ": ", strategy, " step ", step.step(), " sent ",
             step.grad_bytes_sent(), " + ", step.param_gather_bytes_sent(),
-            " bytes, the closed forms say ", step.expected_grad_bytes(), " + ",
-            step.expected_param_gather_bytes()));
+            " + ", step.tp_bytes_sent(), " (tp) bytes, the closed forms say ",
+            step.expected_grad_bytes(), " + ",
+            step.expected_param_gather_bytes(), " + ",
+            step.expected_tp_bytes()));
       }
     }
   }
@@ -225,22 +234,29 @@ int Main(int argc, char** argv) {
   result.mutable_run_context()->set_world_size(
       *std::max_element(worlds.begin(), worlds.end()));
   result.mutable_run_context()->set_backend("gloo");
-  const int total =
-      static_cast<int>(cells.size() * worlds.size()) * rounds *
-      static_cast<int>(strategies.size() * gemms->size() + peers.size());
+  int total = 0;
+  for (int world : worlds) {
+    total += static_cast<int>(cells.size()) * rounds *
+             static_cast<int>(MatrixStrategiesAt(strategies, world).size() *
+                                  gemms->size() +
+                              peers.size());
+  }
   int done = 0;
   const absl::Time start = absl::Now();
   for (const auto& [model, precision] : cells) {
     for (int world : worlds) {
       const std::string cell =
           absl::StrCat(model.name, " ", precision, " ", world, " rank(s)");
+      // The tp variants run where their tp divides the world.
+      const std::vector<std::string> strategies_here =
+          MatrixStrategiesAt(strategies, world);
       MatrixCellRuns runs;
       for (int round = 0; round < rounds; ++round) {
         for (const std::string& gemm : *gemms) {
           // The strategies agree within a backend; the backends sum in
           // different orders.
           std::map<std::string, TrainResult> results;
-          for (const std::string& strategy : strategies) {
+          for (const std::string& strategy : strategies_here) {
             absl::StatusOr<TrainResult> run =
                 RunOurs(model, precision, world, strategy, gemm, dir);
             if (!run.ok()) return ReportAndExitCode(kProgram, run.status());
@@ -278,8 +294,8 @@ int Main(int argc, char** argv) {
                   << std::endl;
       }
       for (StrategyMatrixRow& row :
-           MatrixCellRows(model.name, precision, world, strategies, *gemms,
-                          peers, runs)) {
+           MatrixCellRows(model.name, precision, world, strategies_here,
+                          *gemms, peers, runs)) {
         *result.add_rows() = std::move(row);
       }
     }
@@ -304,8 +320,14 @@ int Main(int argc, char** argv) {
       "(pytorch_ddp) and DDP + ZeroRedundancyOptimizer (pytorch_zero1); "
       "<strategy>_exact rows: --reduction=exact --exact_chunk=",
       kMatrixExactChunk,
-      ", against the same strategy in float mode of the same rounds; its "
-      "FSDP cannot be a peer (`import torch.distributed.fsdp` fails under "
+      ", against the same strategy in float mode of the same rounds; "
+      "tp2_<strategy> rows: --tp=2 (tp2_sp_: with --sequence_parallel; "
+      "docs/tp.md) over world / 2 data-parallel replicas of batch ",
+      kStrategyMatrixBatch * kMatrixTp,
+      " (the same global batch as the other rows), against the same "
+      "strategy without tp on the same ranks of the same rounds; tp bytes: "
+      "rank 0's on its tp group per step, counted, next to "
+      "trainer/tp/bytes.h. PyTorch's FSDP cannot be a peer (`import torch.distributed.fsdp` fails under "
       "Debian's Python 3.11). This machine is shared and noisy: read the "
       "ranges."));
   FinishRunContext(result.mutable_run_context());

@@ -8,6 +8,7 @@
 
 #include "common/report/svg_inspect.h"
 #include "absl/strings/str_cat.h"
+#include "trainer/strategy/registry.h"
 #include "gtest/gtest.h"
 
 namespace mtb {
@@ -66,6 +67,71 @@ TEST(StrategyMatrix, ExactVariantsRunTheStrategyWithTheExactReduction) {
             0);
 }
 
+bool Has(const std::vector<std::string>& flags, const std::string& flag) {
+  return std::find(flags.begin(), flags.end(), flag) != flags.end();
+}
+
+// Every strategy that runs on several ranks gets a tp row with and without
+// SP, from the registry: --tp=2 over the dp group, on the global batch of
+// the other rows, against the strategy alone; it runs where 2 divides the
+// world (tp 2 x dp 1 at 2 ranks, tp 2 x dp 2 at 4).
+TEST(StrategyMatrix, TpVariantsComeFromTheRegistryAndRunWhereTwoDividesTheWorld) {
+  const StrategyMatrixModel& tiny = StrategyMatrixModels()[0];
+  int multi_rank = 0;
+  for (const StrategyEntry& entry : AllStrategyEntries()) {
+    if (entry.max_world_size == 1) {
+      EXPECT_EQ(FindMatrixVariant(absl::StrCat(kTpPrefix, entry.name)), nullptr);
+      continue;
+    }
+    ++multi_rank;
+    for (const std::string prefix : {kTpPrefix, kTpSpPrefix}) {
+      const std::string name = absl::StrCat(prefix, entry.name);
+      SCOPED_TRACE(name);
+      const MatrixVariant* variant = FindMatrixVariant(name);
+      ASSERT_NE(variant, nullptr);
+      EXPECT_EQ(variant->tp, 2);
+      EXPECT_EQ(variant->peer, entry.name);
+      EXPECT_TRUE(variant->peer_is_ours);
+      const std::vector<std::string> flags =
+          MatrixTrainerFlags(tiny, "fp32", 4, name, "onednn");
+      EXPECT_TRUE(Has(flags, absl::StrCat("--strategy=", entry.name)));
+      EXPECT_TRUE(Has(flags, "--tp=2"));
+      EXPECT_TRUE(Has(flags, "--nproc=4"));
+      EXPECT_EQ(Has(flags, "--sequence_parallel"), prefix == kTpSpPrefix);
+      // One replica of 2 ranks: 2 x 8 samples, as two ranks of dp.
+      EXPECT_TRUE(Has(flags, absl::StrCat("--batch_size=",
+                                          2 * kStrategyMatrixBatch)));
+      EXPECT_EQ(std::count_if(flags.begin(), flags.end(),
+                              [](const std::string& f) {
+                                return f.rfind("--batch_size=", 0) == 0;
+                              }),
+                1);
+      EXPECT_FALSE(MatrixVariantRunsAt(*variant, 1));
+      EXPECT_TRUE(MatrixVariantRunsAt(*variant, 2));
+      EXPECT_FALSE(MatrixVariantRunsAt(*variant, 3));
+      EXPECT_TRUE(MatrixVariantRunsAt(*variant, 4));
+    }
+  }
+  EXPECT_EQ(multi_rank, 4);
+  // The rows without tp: batch 8, no --tp, every world.
+  const std::vector<std::string> ddp =
+      MatrixTrainerFlags(tiny, "fp32", 2, "ddp", "onednn");
+  EXPECT_TRUE(Has(ddp, absl::StrCat("--batch_size=", kStrategyMatrixBatch)));
+  EXPECT_EQ(std::count_if(ddp.begin(), ddp.end(),
+                          [](const std::string& f) {
+                            return f.rfind("--tp", 0) == 0;
+                          }),
+            0);
+  EXPECT_TRUE(MatrixVariantRunsAt(*FindMatrixVariant("ddp"), 1));
+  EXPECT_TRUE(MatrixVariantRunsAt(*FindMatrixVariant("ddp"), 3));
+  // A cell keeps the order it was given, less what does not fit.
+  const std::vector<std::string> given = {"ddp", "tp2_ddp", "fsdp",
+                                          "tp2_sp_fsdp"};
+  EXPECT_EQ(MatrixStrategiesAt(given, 1),
+            (std::vector<std::string>{"ddp", "fsdp"}));
+  EXPECT_EQ(MatrixStrategiesAt(given, 4), given);
+}
+
 TEST(StrategyMatrix, GemmsParseInTheirOrderAndABadOneNamesTheFlag) {
   EXPECT_EQ(*ParseMatrixGemms("onednn,blas"),
             (std::vector<std::string>{"onednn", "blas"}));
@@ -113,6 +179,49 @@ TEST(StrategyMatrix, ACellHasARowPerStrategyAndBackendEachAgainstItsOwnPeer) {
   EXPECT_EQ(rows[1].cpu_ms_per_step(), 32);
   EXPECT_EQ(rows[4].cpu_ms_per_step(), 42);
   EXPECT_EQ(rows[4].peer(), "");
+}
+
+// A tp row against the strategy alone on the same ranks and rounds, with
+// its tp bytes beside their closed form in the table.
+TEST(StrategyMatrix, ATpRowIsComparedWithItsStrategyAloneAndShowsItsTpBytes) {
+  MatrixCellRuns runs;
+  runs.ours[{"fsdp", "onednn"}] = {RunWith(400, 8 << 20), RunWith(200, 8 << 20)};
+  MatrixRun tp = RunWith(100, 6 << 20);
+  tp.tp_bytes_per_step = 3 << 20;
+  tp.expected_tp_bytes_per_step = 3 << 20;
+  runs.ours[{"tp2_fsdp", "onednn"}] = {tp, tp};
+  runs.ours[{"tp2_fsdp", "onednn"}][1].tokens_per_second = 150;
+  const std::vector<StrategyMatrixRow> rows = MatrixCellRows(
+      "tiny", "fp32", 4, {"fsdp", "tp2_fsdp"}, {"onednn"}, {}, runs);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].tp(), 1);
+  EXPECT_EQ(rows[1].strategy(), "tp2_fsdp");
+  EXPECT_EQ(rows[1].tp(), 2);
+  EXPECT_EQ(rows[1].peer(), "fsdp");
+  // Per round: 100 / 400 and 150 / 200.
+  EXPECT_EQ(rows[1].peer_ratio_min(), 0.25);
+  EXPECT_EQ(rows[1].peer_ratio_max(), 0.75);
+  EXPECT_EQ(rows[1].tp_bytes_per_step(), 3 << 20);
+  StrategyMatrixResult result;
+  for (const StrategyMatrixRow& row : rows) *result.add_rows() = row;
+  const std::string markdown = RenderStrategyMatrixMarkdown(result);
+  EXPECT_NE(markdown.find("| 6.00 (2.00) | 1.00 (1.00) | 3.00 (3.00) | 0.50x fsdp"),
+            std::string::npos)
+      << markdown;
+  EXPECT_NE(markdown.find("| 8.00 (2.00) | 1.00 (1.00) | - | -"),
+            std::string::npos)
+      << markdown;
+  // From a result: the tp group's bytes, mean over the timed steps.
+  TrainResult result_of_run;
+  TrainRun* train_run = result_of_run.add_runs();
+  for (int64_t bytes : {int64_t{100}, int64_t{300}}) {
+    StepRecord* step = train_run->add_steps();
+    step->set_timed(true);
+    step->set_tp_bytes_sent(bytes);
+    step->set_expected_tp_bytes(bytes + 1);
+  }
+  EXPECT_EQ(MatrixRunFromResult(result_of_run).tp_bytes_per_step, 200);
+  EXPECT_EQ(MatrixRunFromResult(result_of_run).expected_tp_bytes_per_step, 201);
 }
 
 TEST(StrategyMatrix, ARunsCpuTimeIsTheMeanOverTimedStepsOnBothSides) {

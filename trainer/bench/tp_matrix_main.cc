@@ -11,6 +11,11 @@
 // fails.
 //
 //   bazel run -c opt //trainer/bench:tp_matrix [-- --only=tp4]
+//   bazel run -c opt //trainer/bench:tp_matrix -- --dropout=0.1
+//
+// --dropout runs the reference and every row with that dropout: the tp
+// ranks draw one rank's masks (docs/tp.md "Dropout"), so the same bound
+// holds.
 //
 // 36 launches (and the reference) of up to 8 ranks of the tiny model (TinyTpFlags): minutes on
 // a quiet machine with 8 cores. Not a timing benchmark: no figure here
@@ -30,6 +35,9 @@
 
 ABSL_FLAG(std::string, only, "",
           "run only the rows whose name contains this (e.g. tp4, zero2, _sp)");
+ABSL_FLAG(double, dropout, 0.0,
+          "dropout of the reference and every row, in [0, 1) (docs/tp.md "
+          "\"Dropout\": the same bound holds)");
 
 namespace mtb {
 namespace {
@@ -63,7 +71,23 @@ std::vector<Row> Rows() {
   return rows;
 }
 
+// TinyTpFlags with --dropout's value.
+std::vector<std::string> MatrixFlags(double dropout) {
+  std::vector<std::string> flags = TinyTpFlags();
+  for (std::string& flag : flags) {
+    if (absl::StartsWith(flag, "--dropout=")) {
+      flag = absl::StrCat("--dropout=", dropout);
+    }
+  }
+  return flags;
+}
+
 int Main() {
+  const double dropout = absl::GetFlag(FLAGS_dropout);
+  if (!(dropout >= 0 && dropout < 1)) {
+    std::cerr << "tp_matrix: --dropout=" << dropout << " must be in [0, 1)\n";
+    return 2;
+  }
   if (std::getenv("TEST_TMPDIR") == nullptr) {
     char dir[] = "/tmp/tp_matrix_XXXXXX";
     if (mkdtemp(dir) == nullptr) {
@@ -73,7 +97,8 @@ int Main() {
     setenv("TEST_TMPDIR", dir, 1);
   }
   std::cout << "launches under " << std::getenv("TEST_TMPDIR") << "\n";
-  std::vector<std::string> reference_flags = TinyTpFlags();
+  std::cout << "dropout " << dropout << "\n";
+  std::vector<std::string> reference_flags = MatrixFlags(dropout);
   reference_flags.push_back(absl::StrCat("--batch_size=", kGlobalBatch));
   const TrainerLaunch one = RunTrainer("one_rank", 1, reference_flags);
   if (one.exit_code != 0) {
@@ -85,7 +110,7 @@ int Main() {
   int ran = 0;
   for (const Row& row : Rows()) {
     if (!only.empty() && !absl::StrContains(row.Name(), only)) continue;
-    std::vector<std::string> flags = TinyTpFlags();
+    std::vector<std::string> flags = MatrixFlags(dropout);
     flags.push_back(absl::StrCat("--batch_size=", kGlobalBatch / row.dp));
     flags.push_back(absl::StrCat("--strategy=", row.strategy));
     if (row.tp > 1) flags.push_back(absl::StrCat("--tp=", row.tp));

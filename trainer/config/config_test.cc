@@ -116,6 +116,20 @@ TEST(TrainConfig, HeadsThatDoNotDivideTheWidthNameBothFlags) {
   ExpectInvalid(config, "--d_model=100 must be divisible by --n_heads=3");
 }
 
+// Tensor parallelism trains with dropout (docs/tp.md "Dropout"); it still
+// refuses exact mode, with its reason.
+TEST(TrainConfig, TensorParallelismTakesDropoutButNotExactMode) {
+  TrainConfig c = Defaults();
+  c.set_tp(2);
+  c.set_dropout(0.1);
+  EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
+  c.set_reduction(TrainConfig::exact);
+  EXPECT_NE(ValidateConfig(c).message().find(
+                "--reduction=exact does not extend to --tp=2"),
+            std::string::npos)
+      << ValidateConfig(c);
+}
+
 TEST(TrainConfig, EachRuleNamesItsFlag) {
   TrainConfig c = Defaults();
   c.set_dropout(1.0);

@@ -105,7 +105,9 @@ GptModel::GptModel(const ModelShape& shape, uint64_t seed,
 at::Tensor GptModel::Block(int64_t layer, const at::Tensor& x,
                            const nn::CounterDropout& dropout) const {
   const BlockParameters& block = blocks_[layer];
-  if (split_ != nullptr) return split_->Block(block, x, shape_.n_heads, layer);
+  if (split_ != nullptr) {
+    return split_->Block(block, x, shape_.n_heads, layer, dropout);
+  }
   const at::Tensor attention = nn::CausalSelfAttention(
       block.attention, nn::LayerNorm(x, block.ln1_weight, block.ln1_bias),
       shape_.n_heads, dropout, layer);  // (B, T, D)

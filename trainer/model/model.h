@@ -51,9 +51,12 @@ class ModelSplit {
   // tokens (B, T) -> the first block's input.
   virtual at::Tensor Embed(const at::Tensor& tokens, const at::Tensor& wte,
                            const at::Tensor& wpe) const = 0;
+  // One block; `dropout` as the unsplit block's (the split decides which
+  // part of each mask this rank draws: docs/tp.md "Dropout").
   virtual at::Tensor Block(const BlockParameters& block,
                            const at::Tensor& x, int64_t n_heads,
-                           int64_t layer) const = 0;
+                           int64_t layer,
+                           const nn::CounterDropout& dropout) const = 0;
   // The last block's output -> this rank's logits.
   virtual at::Tensor Head(const at::Tensor& x, const at::Tensor& ln_weight,
                           const at::Tensor& ln_bias,

@@ -66,7 +66,9 @@ ABSL_FLAG(std::string, metrics_jsonl, "",
 ABSL_FLAG(std::string, testonly_tp_fault, "",
           "testing only: break a tensor-parallel piece on purpose to prove "
           "that tests catch it: row_parallel_unreduced, layernorm_unsynced "
-          "(--sequence_parallel), norm_double_counted (docs/tp.md)");
+          "(--sequence_parallel), norm_double_counted, "
+          "replicated_dropout_per_rank, sharded_dropout_shared (--dropout > 0; "
+          "docs/tp.md)");
 ABSL_FLAG(bool, testonly_pp_resume_without_step, false,
           "testing only, with --pp > 1: a resume leaves AdamW's step count "
           "unloaded on the stages after the first (the checkpoint holds it "

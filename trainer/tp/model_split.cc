@@ -3,6 +3,7 @@
 #include "ATen/ATen.h"
 #include "common/gemm/ops.h"
 #include "common/nn/attention.h"
+#include "common/nn/dropout.h"
 #include "common/nn/layers.h"
 #include "common/nn/tensor_parallel.h"
 #include "glog/logging.h"
@@ -73,30 +74,62 @@ at::Tensor TensorParallelSplit::Embed(const at::Tensor& tokens,
              : x;
 }
 
+at::Tensor TensorParallelSplit::Residual(const at::Tensor& x,
+                                         const at::Tensor& branch,
+                                         const at::Tensor& bias,
+                                         const nn::CounterDropout& dropout,
+                                         int64_t layer,
+                                         nn::DropoutSite site) const {
+  // Without dropout: (x + branch) + bias, the split's order before dropout
+  // (--dropout=0 is unchanged bit for bit).
+  if (!dropout.enabled()) return x + branch + SequenceShared(bias);
+  const at::Tensor dropped_in = branch + SequenceShared(bias);  // (B, T', D)
+  if (sequence_parallel_) {
+    // Sharded: this rank's positions [r*T/n, (r+1)*T/n) of each sample.
+    const int64_t part = fault_ == TestFault::kShardedDropoutShared
+                             ? 0
+                             : tp_->rank() * dropped_in[0].numel();
+    return x + dropout.ApplyToPart(dropped_in, part, layer, site);
+  }
+  // Replicated: the whole mask, the same on every rank of the group.
+  nn::CounterDropout replicated = dropout;
+  if (fault_ == TestFault::kReplicatedDropoutPerRank) {
+    replicated.seed += static_cast<uint64_t>(tp_->rank());
+  }
+  return x + replicated.Apply(dropped_in, layer, site);
+}
+
 at::Tensor TensorParallelSplit::Block(const BlockParameters& block,
                                       const at::Tensor& x, int64_t n_heads,
-                                      int64_t layer) const {
+                                      int64_t layer,
+                                      const nn::CounterDropout& dropout) const {
   const int n = tp_->world_size();
   CHECK_EQ(n_heads % n, 0);
+  const int64_t local_heads = n_heads / n;
+  // This rank's heads [r*H/n, (r+1)*H/n) (layout.h): their part of the
+  // attention-probability mask.
+  const int64_t first_head =
+      fault_ == TestFault::kShardedDropoutShared ? 0 : tp_->rank() * local_heads;
   nn::AttentionParams attention = block.attention;
   attention.proj_bias = at::Tensor();  // added once, after the sum
   const at::Tensor ln1 =
       nn::LayerNorm(x, LayerNormParameter(block.ln1_weight),
                     LayerNormParameter(block.ln1_bias));
   const at::Tensor attention_partial = nn::CausalSelfAttention(
-      attention, Enter(ln1), n_heads / n, nn::CounterDropout(), layer);
-  const at::Tensor h =
-      x + Leave(attention_partial, /*unreduced=*/false) +
-      SequenceShared(block.attention.proj_bias);
+      attention, Enter(ln1), local_heads, dropout, layer, first_head);
+  const at::Tensor h = Residual(x, Leave(attention_partial, /*unreduced=*/false),
+                                block.attention.proj_bias, dropout, layer,
+                                nn::DropoutSite::kAttentionOutput);
   nn::MlpParams mlp = block.mlp;
   mlp.proj_bias = at::Tensor();
   const at::Tensor ln2 =
       nn::LayerNorm(h, LayerNormParameter(block.ln2_weight),
                     LayerNormParameter(block.ln2_bias));
   const at::Tensor mlp_partial = nn::Mlp(mlp, Enter(ln2));
-  return h +
-         Leave(mlp_partial, fault_ == TestFault::kRowParallelUnreduced) +
-         SequenceShared(block.mlp.proj_bias);
+  return Residual(h,
+                  Leave(mlp_partial, fault_ == TestFault::kRowParallelUnreduced),
+                  block.mlp.proj_bias, dropout, layer,
+                  nn::DropoutSite::kMlpOutput);
 }
 
 at::Tensor TensorParallelSplit::Head(const at::Tensor& x,

@@ -20,6 +20,16 @@
 // whole gradient, as without SP, so the data-parallel strategy that runs
 // over the dp group sees ordinary gradients.
 //
+// Dropout (docs/tp.md "Dropout"; Megatron's rule, identical masks where the
+// values are replicated across the group, distinct where they are sharded)
+// with the counter-based masks of common/nn/dropout.h: every rank of the
+// group trains the same samples, so a dropout on a replicated tensor (the
+// row-parallel outputs after g, without SP) draws the same whole mask on
+// every rank, and a dropout on a sharded tensor (this rank's heads'
+// attention probabilities; with SP the residual branches on this rank's
+// positions) draws this rank's part of the whole mask: distinct across the
+// group, and together the one-rank mask.
+//
 // Collectives go over the tp group's communicator, in the same order on
 // every rank (autograd runs one graph per rank in the same order).
 #ifndef MTB_TRAINER_TP_MODEL_SPLIT_H_
@@ -47,7 +57,8 @@ class TensorParallelSplit : public ModelSplit {
   at::Tensor Embed(const at::Tensor& tokens, const at::Tensor& wte,
                    const at::Tensor& wpe) const override;
   at::Tensor Block(const BlockParameters& block, const at::Tensor& x,
-                   int64_t n_heads, int64_t layer) const override;
+                   int64_t n_heads, int64_t layer,
+                   const nn::CounterDropout& dropout) const override;
   at::Tensor Head(const at::Tensor& x, const at::Tensor& ln_weight,
                   const at::Tensor& ln_bias,
                   const at::Tensor& wte) const override;
@@ -72,6 +83,14 @@ class TensorParallelSplit : public ModelSplit {
   // reduce-scatter along the sequence; `unreduced` (a test fault) skips the
   // sum.
   at::Tensor Leave(const at::Tensor& partial, bool unreduced) const;
+  // x + dropout(branch + bias): a residual add of a row-parallel layer's
+  // reduced output `branch` and its replicated `bias`, with the unsplit
+  // block's dropout at `site` (this rank's positions' part with SP, the
+  // whole mask without). Without dropout (x + branch) + bias, as before.
+  at::Tensor Residual(const at::Tensor& x, const at::Tensor& branch,
+                      const at::Tensor& bias,
+                      const nn::CounterDropout& dropout, int64_t layer,
+                      nn::DropoutSite site) const;
 
   collective::Communicator* tp_;
   bool sequence_parallel_;

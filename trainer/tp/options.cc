@@ -56,12 +56,6 @@ absl::Status ValidateTensorParallel(const TrainConfig& config) {
         ": the tensor-parallel all-reduces in forward and backward sum fp32 "
         "activations in an order-dependent way (docs/tp.md)"));
   }
-  if (config.dropout() > 0) {
-    return Invalid(absl::StrCat(
-        "--dropout=", config.dropout(), " is not supported with --tp=", tp,
-        ": the attention-probability mask needs every head of a sample "
-        "(docs/tp.md)"));
-  }
   return absl::OkStatus();
 }
 
@@ -81,10 +75,15 @@ absl::StatusOr<TestFault> ParseTestFault(absl::string_view text) {
   if (text == "row_parallel_unreduced") return TestFault::kRowParallelUnreduced;
   if (text == "layernorm_unsynced") return TestFault::kLayerNormUnsynced;
   if (text == "norm_double_counted") return TestFault::kNormDoubleCounted;
+  if (text == "replicated_dropout_per_rank") {
+    return TestFault::kReplicatedDropoutPerRank;
+  }
+  if (text == "sharded_dropout_shared") return TestFault::kShardedDropoutShared;
   return Invalid(absl::StrCat(
       "--testonly_tp_fault=", text,
       " is not one of row_parallel_unreduced, layernorm_unsynced, "
-      "norm_double_counted"));
+      "norm_double_counted, replicated_dropout_per_rank, "
+      "sharded_dropout_shared"));
 }
 
 }  // namespace mtb::tp

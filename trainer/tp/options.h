@@ -17,8 +17,7 @@ int TensorParallelSize(const TrainConfig& config);
 // The rules that need no world size: --tp >= 1 divides the heads, the
 // vocabulary and the MLP width (4 x --d_model); --sequence_parallel needs
 // --tp > 1 and a --seq_len it divides; --tp > 1 refuses --reduction=exact
-// and --dropout > 0 (docs/tp.md says why). kInvalidArgument, one line
-// naming the flag.
+// (docs/tp.md says why). kInvalidArgument, one line naming the flag.
 absl::Status ValidateTensorParallel(const TrainConfig& config);
 
 // --tp divides the world size (world = dp x tp).
@@ -39,8 +38,18 @@ enum class TestFault {
   // The gradient norm counts the replicated parameters on every rank of
   // the group.
   kNormDoubleCounted,
+  // Without --sequence_parallel, the dropouts on replicated tensors (the
+  // residual branches after g) draw a stream per tp rank (the seed offset by
+  // the rank) instead of the group's one: the replicas drift apart.
+  kReplicatedDropoutPerRank,
+  // The dropouts on sharded tensors (the attention probabilities of this
+  // rank's heads; with SP the residual branches on this rank's positions)
+  // draw the same stream on every tp rank (the first part's mask) instead
+  // of this rank's part.
+  kShardedDropoutShared,
 };
-// "", "row_parallel_unreduced", "layernorm_unsynced", "norm_double_counted".
+// "", "row_parallel_unreduced", "layernorm_unsynced", "norm_double_counted",
+// "replicated_dropout_per_rank", "sharded_dropout_shared".
 absl::StatusOr<TestFault> ParseTestFault(absl::string_view text);
 
 }  // namespace mtb::tp

@@ -13,11 +13,18 @@
 //   - The result's parameter digest is the logical model's (gathered over
 //     the tp group), so it compares across layouts: with lr = 0 the seeded
 //     tp run's digest is the one-rank model's, not rank 0's parts.
+//   - Dropout follows Megatron's stream rule (docs/tp.md "Dropout"): with
+//     --dropout > 0, tp=2 (and tp=2 x dp=2 fsdp with SP) trains as one rank
+//     does within the bound (the same masks), the replicated parameters
+//     stay bit-identical across the tp group; a replicated-region stream
+//     drawn per tp rank makes them differ, and a sharded-region stream
+//     shared by the tp ranks no longer equals one rank.
 //   - --init_from under tp: the parameters written through the tp
 //     strategy's checkpoint pieces are the file's logical tensors: with
 //     lr = 0 the digest is the file's, at tp=2 x dp=1 (ddp) and tp=2 x dp=2
 //     (fsdp, every part sharded again over the dp group), and differs from
 //     the seeded start's.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -27,6 +34,7 @@
 #include "ATen/ATen.h"
 #include "ATen/Parallel.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/base/status.h"
 #include "common/collective/mesh.h"
 #include "common/collective/test_util.h"
@@ -41,6 +49,7 @@
 #include "trainer/strategy/factory.h"
 #include "trainer/tests/test_config.h"
 #include "trainer/tp/bytes.h"
+#include "trainer/tp/layout.h"
 #include "trainer/tp/model_split.h"
 #include "trainer/tp/strategy.h"
 #include "trainer/run/trainer.h"
@@ -72,7 +81,8 @@ void Keep(const std::vector<NamedParameter>& global, RankOutcome* out) {
 // outcome. `init`: RunHooks::init_parameters (--init_from), or nullptr.
 std::vector<RankOutcome> TrainOnThreads(const TrainConfig& config,
                                         int world_size,
-                                        const hf::OurParameters* init = nullptr) {
+                                        const hf::OurParameters* init = nullptr,
+                                        TestFault fault = TestFault::kNone) {
   const int tp = TensorParallelSize(config);
   const auto data =
       MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
@@ -110,7 +120,7 @@ std::vector<RankOutcome> TrainOnThreads(const TrainConfig& config,
         TensorParallelStrategy strategy(*std::move(inner), mesh->get(),
                                         ExpectedTensorParallelStepBytes(config));
         const TensorParallelSplit split((*mesh)->tp(),
-                                        config.sequence_parallel());
+                                        config.sequence_parallel(), fault);
         RunHooks rank_hooks = hooks;
         rank_hooks.model_split = &split;
         rank_hooks.after_last_run = [&](const GptModel& model) -> absl::Status {
@@ -182,6 +192,18 @@ TrainerLaunch AsLaunch(const std::vector<RankOutcome>& ranks) {
   return launch;
 }
 
+constexpr int kGlobalBatch = 4;
+
+// `config` over `dp` replicas of the global batch, 3 clipped steps.
+TrainConfig Clipped(TrainConfig config, int dp) {
+  config.set_batch_size(kGlobalBatch / dp);
+  config.set_steps(3);
+  config.set_lr(3e-3);
+  config.set_weight_decay(0.1);
+  config.set_max_grad_norm(1.0);
+  return config;
+}
+
 // zero1 and zero2 over the dp group and four tp ranks, against one rank on
 // the same global batch, by the DDP process tests' comparison
 // (trainer/tests/ddp_process_check.h; the bound in docs/tp.md): every step's loss
@@ -189,16 +211,8 @@ TrainerLaunch AsLaunch(const std::vector<RankOutcome>& ranks) {
 // against one rank's per tensor. 3 clipped steps.
 TEST(TpTraining, Zero1Zero2AndFourTpRanksEqualOneRank) {
   at::set_num_threads(1);
-  constexpr int kGlobalBatch = 4;
-  auto clipped = [](TrainConfig config, int dp) {
-    config.set_batch_size(kGlobalBatch / dp);
-    config.set_steps(3);
-    config.set_lr(3e-3);
-    config.set_weight_decay(0.1);
-    config.set_max_grad_norm(1.0);
-    return config;
-  };
-  const TrainerLaunch one = AsLaunch(TrainOnThreads(clipped(TpConfig(1, "single"), 1), 1));
+  const TrainerLaunch one =
+      AsLaunch(TrainOnThreads(Clipped(TpConfig(1, "single"), 1), 1));
   ASSERT_EQ(one.exit_code, 0);
   struct Layout {
     int tp;
@@ -213,7 +227,7 @@ TEST(TpTraining, Zero1Zero2AndFourTpRanksEqualOneRank) {
         absl::StrCat("tp", layout.tp, "_dp", layout.dp, "_", layout.strategy,
                      layout.sequence_parallel ? "_sp" : "");
     SCOPED_TRACE(name);
-    TrainConfig config = clipped(TpConfig(layout.tp, layout.strategy), layout.dp);
+    TrainConfig config = Clipped(TpConfig(layout.tp, layout.strategy), layout.dp);
     config.set_sequence_parallel(layout.sequence_parallel);
     const TrainerLaunch many =
         AsLaunch(TrainOnThreads(config, layout.tp * layout.dp));
@@ -221,6 +235,110 @@ TEST(TpTraining, Zero1Zero2AndFourTpRanksEqualOneRank) {
     const DdpComparison comparison = CompareWithReference(many, one);
     EXPECT_TRUE(comparison.ok()) << comparison.Describe();
     std::cout << name << " vs one rank:\n" << comparison.Describe() << "\n";
+  }
+}
+
+// The replicated parameters (layout.h) of tp rank `other` that are not bit
+// for bit tp rank 0's, in the first tp group (world ranks 0 .. tp-1).
+std::vector<std::string> ReplicatedDiffering(
+    const std::vector<RankOutcome>& ranks, int other) {
+  std::vector<std::string> differing;
+  for (const DumpedParameter& p : ranks[0].manifest) {
+    if (SplitOf(p.name) != Split::kReplicated) continue;
+    if (!at::equal(ranks[0].parameters.narrow(0, p.offset, p.numel),
+                   ranks[other].parameters.narrow(0, p.offset, p.numel))) {
+      differing.push_back(p.name);
+    }
+  }
+  return differing;
+}
+
+// Dropout under tp (docs/tp.md "Dropout"). The masks are counter-based and
+// keyed by the global sample, and the tp ranks of a group train the same
+// samples: the replicated region (the residual branches after g, without
+// SP) draws the whole mask on every rank, the sharded region (this rank's
+// heads' attention probabilities; with SP the residual branches on this
+// rank's positions) its part of it. So the tp run draws one rank's masks
+// and trains as one rank within the dropout-free bound, its replicated
+// parameters bit-identical across the group. The negatives: a replicated
+// stream per tp rank (Megatron's "same seed across tp" broken) makes the
+// replicas differ; a sharded stream shared by the group (Megatron's
+// model-parallel fork missing) keeps the replicas equal but not one rank's.
+// 3 clipped steps at --dropout=0.1.
+TEST(TpTraining, DropoutFollowsTheStreamRule) {
+  at::set_num_threads(1);
+  auto with_dropout = [](TrainConfig config, int dp) {
+    config = Clipped(std::move(config), dp);
+    config.set_dropout(0.1);
+    return config;
+  };
+  const TrainerLaunch one =
+      AsLaunch(TrainOnThreads(with_dropout(TpConfig(1, "single"), 1), 1));
+  ASSERT_EQ(one.exit_code, 0);
+  {  // The dropout bites: without it the run differs from the first step.
+    const TrainerLaunch plain =
+        AsLaunch(TrainOnThreads(Clipped(TpConfig(1, "single"), 1), 1));
+    ASSERT_EQ(plain.exit_code, 0);
+    ASSERT_NE(plain.result.runs(0).steps(0).loss(),
+              one.result.runs(0).steps(0).loss());
+  }
+  struct Layout {
+    int dp;
+    std::string strategy;
+    bool sequence_parallel;
+    TestFault fault;
+  };
+  for (const Layout& layout :
+       {Layout{1, "ddp", false, TestFault::kNone},
+        Layout{2, "fsdp", true, TestFault::kNone},
+        Layout{1, "ddp", false, TestFault::kReplicatedDropoutPerRank},
+        Layout{1, "ddp", false, TestFault::kShardedDropoutShared},
+        Layout{1, "ddp", true, TestFault::kShardedDropoutShared}}) {
+    const std::string name = absl::StrCat(
+        "tp2_dp", layout.dp, "_", layout.strategy,
+        layout.sequence_parallel ? "_sp" : "",
+        layout.fault == TestFault::kReplicatedDropoutPerRank
+            ? " replicated_dropout_per_rank"
+            : layout.fault == TestFault::kShardedDropoutShared
+                  ? " sharded_dropout_shared"
+                  : "");
+    SCOPED_TRACE(name);
+    TrainConfig config = with_dropout(TpConfig(2, layout.strategy), layout.dp);
+    config.set_sequence_parallel(layout.sequence_parallel);
+    const std::vector<RankOutcome> ranks =
+        TrainOnThreads(config, 2 * layout.dp, nullptr, layout.fault);
+    const TrainerLaunch many = AsLaunch(ranks);
+    ASSERT_EQ(many.exit_code, 0);
+    const std::vector<std::string> differing = ReplicatedDiffering(ranks, 1);
+    const DdpComparison comparison = CompareWithReference(many, one);
+    std::cout << name << " vs one rank:\n" << comparison.Describe() << "\n";
+    switch (layout.fault) {
+      case TestFault::kNone:
+        EXPECT_TRUE(differing.empty())
+            << "replicated parameters differ across the tp group: "
+            << absl::StrJoin(differing, ", ");
+        EXPECT_TRUE(comparison.ok()) << comparison.Describe();
+        break;
+      case TestFault::kReplicatedDropoutPerRank:
+        // Every replicated tensor of the blocks and ln_f drifts.
+        EXPECT_NE(std::find(differing.begin(), differing.end(),
+                            "h.0.ln_1.weight"),
+                  differing.end())
+            << absl::StrJoin(differing, ", ");
+        EXPECT_NE(std::find(differing.begin(), differing.end(),
+                            "h.1.mlp.c_proj.bias"),
+                  differing.end())
+            << absl::StrJoin(differing, ", ");
+        EXPECT_TRUE(comparison.Failed(DdpCheck::kRanksEqual))
+            << comparison.Describe();
+        break;
+      default:
+        // The shared masks are the same on every rank, so the replicas
+        // agree, but they are not one rank's masks: step 1's loss differs.
+        EXPECT_TRUE(differing.empty()) << absl::StrJoin(differing, ", ");
+        EXPECT_TRUE(comparison.Failed(DdpCheck::kLoss)) << comparison.Describe();
+        break;
+    }
   }
 }
 
