@@ -79,6 +79,14 @@ class GptCuda {
                          int64_t step, double lr, double max_grad_norm) = 0;
   // The parameter buffer (total floats) back to the host.
   virtual void CopyParametersToHost(float* host) = 0;
+  // The whole training state (total floats each) to and from the host: the
+  // parameters and AdamW's first and second moments, a checkpoint's model/,
+  // optimizer/exp_avg/ and optimizer/exp_avg_sq/ tensors (layout.h's
+  // offsets). AdamW's update count is the caller's (Step's `step`).
+  virtual void CopyStateToHost(float* parameters, float* exp_avg,
+                               float* exp_avg_sq) = 0;
+  virtual void LoadState(const float* parameters, const float* exp_avg,
+                         const float* exp_avg_sq) = 0;
   // Every byte this model took from the CUDA allocator (all of it at
   // creation: nothing is allocated inside a step).
   virtual int64_t DeviceBytes() const = 0;

@@ -15,6 +15,7 @@
 #include "common/results/cuda_info.h"
 #include "common/results/output_path.h"
 #include "common/results/run_context.h"
+#include "trainer/checkpoint/plan.h"
 #include "trainer/config/config.h"
 #include "trainer/cuda/gpt_cuda.h"
 #include "trainer/cuda/run.h"
@@ -90,6 +91,26 @@ int main(int argc, char** argv) {
         mtb::cuda::CheckCudaConfig(config)}) {
     if (!status.ok()) return Refuse(status);
   }
+  // Checkpoints, planned before anything runs as the CPU trainer plans them
+  // (one rank): flags, the directory, the checkpoint a resume starts from.
+  const mtb::checkpoint::CheckpointOptions checkpoint_options =
+      mtb::CheckpointOptionsFromFlags();
+  if (absl::Status valid =
+          mtb::checkpoint::ValidateCheckpointOptions(checkpoint_options, config);
+      !valid.ok()) {
+    return Refuse(valid);
+  }
+  absl::StatusOr<mtb::checkpoint::CheckpointPlan> checkpoint_plan =
+      mtb::checkpoint::PlanCheckpoints(checkpoint_options, &config, /*world_size=*/1,
+                                       mtb::FlagWasSet);
+  if (!checkpoint_plan.ok()) return Refuse(checkpoint_plan.status());
+  // A resume may take the schedule from its checkpoint: checked again.
+  for (const absl::Status& status :
+       {mtb::ValidateConfig(config, mtb::ScopedFlagsOnCommandLine()),
+        mtb::cuda::CheckCudaConfig(config)}) {
+    if (!status.ok()) return Refuse(status);
+  }
+  notes.insert(notes.end(), checkpoint_plan->notes.begin(), checkpoint_plan->notes.end());
   std::string out = mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
   if (absl::Status writable = mtb::CheckOutputWritable("out", out); !writable.ok()) {
     return Refuse(writable);
@@ -115,7 +136,7 @@ int main(int argc, char** argv) {
   adamw.eps = config.eps();
   adamw.weight_decay = config.weight_decay();
   absl::StatusOr<mtb::TrainResult> result = mtb::cuda::RunCudaTraining(
-      config, **samples, device, DeviceFactory(adamw));
+      config, **samples, device, DeviceFactory(adamw), *checkpoint_plan);
   if (!result.ok()) return Refuse(result.status());
   mtb::RunContext* context = result->mutable_run_context();
   *context = mtb::NewRunContext(kProgram, argc, argv);

@@ -5,7 +5,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status.h"
+#include "common/results/run_context.h"
 #include "glog/logging.h"
+#include "trainer/checkpoint/protocol.h"
+#include "trainer/cuda/checkpoint_state.h"
 #include "trainer/config/config.h"
 #include "trainer/model/lr_schedule.h"
 #include "trainer/output/metrics.h"
@@ -50,7 +54,8 @@ absl::Status CheckCudaConfig(const TrainConfig& config) {
 absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
                                             const SampleSource& samples,
                                             const DeviceInfo& device,
-                                            const GptCudaFactory& factory) {
+                                            const GptCudaFactory& factory,
+                                            const checkpoint::CheckpointPlan& plan) {
   const ModelShape shape = ModelShapeOf(config);
   const ParameterLayout layout = ParameterLayout::ForGpt(shape);
   std::vector<float> parameters(layout.total());
@@ -86,6 +91,60 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
     result.mutable_peak_flops()->set_source("--peak_flops");
   }
 
+  // Checkpoints: the resumed state onto the device, the run's id.
+  HostState host(plan.enabled() ? layout.total() : 0);
+  int64_t start_step = 0;
+  int64_t hashed_bytes = 0;
+  double load_ms = 0;
+  const std::string run_id = plan.run_id.empty() ? NewRunId() : plan.run_id;
+  if (plan.resuming()) {
+    const Stopwatch load_clock;
+    start_step = plan.start_step;
+    RETURN_IF_ERROR(checkpoint::AgreedVerdict(
+        {std::string(checkpoint::ReadRankState(
+                         plan, /*rank=*/0, RequestsInto(layout, &host),
+                         checkpoint::ProgressStateOf(config, 0, 1, start_step), &hashed_bytes)
+                         .message())},
+        absl::StrCat("resuming from ", plan.resume_dir)));
+    if (host.step != start_step) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "resuming from ", plan.resume_dir, ": optimizer/step is ", host.step,
+          ", the checkpoint's step ", start_step));
+    }
+    model->LoadState(host.parameters.data(), host.exp_avg.data(), host.exp_avg_sq.data());
+    load_ms = load_clock.ElapsedMs();
+  }
+  checkpoint::SaveTarget target;
+  target.root = plan.options.dir;
+  target.keep_last = plan.options.keep_last;
+  target.run_id = run_id;
+  target.strategy = ConfigName(config.strategy());
+  target.config = config;
+  target.data = plan.data_identity;
+  auto save = [&](int64_t step) -> absl::Status {
+    const Stopwatch save_clock;
+    model->CopyStateToHost(host.parameters.data(), host.exp_avg.data(),
+                           host.exp_avg_sq.data());
+    host.step = step;
+    ASSIGN_OR_RETURN(
+        CheckpointSave saved,
+        checkpoint::WriteAndPublish(target, step, ShardsOf(layout, host),
+                                    checkpoint::ProgressStateOf(config, 0, 1, step),
+                                    checkpoint::SingleRankExchange(), /*trace=*/nullptr,
+                                    [](const char*) {}));
+    saved.set_blocking_ms(save_clock.ElapsedMs());
+    *result.mutable_checkpoint()->add_saves() = std::move(saved);
+    return absl::OkStatus();
+  };
+  if (plan.enabled()) {
+    *result.mutable_checkpoint() = checkpoint::CheckpointInfoOf(plan, run_id, hashed_bytes);
+    result.mutable_checkpoint()->set_load_ms(load_ms);
+  }
+  // A resume at the last step trains nothing; it saves the loaded state.
+  if (plan.trains_nothing(config.steps()) && plan.SavesAt(start_step, config.steps())) {
+    RETURN_IF_ERROR(save(start_step));
+  }
+
   const LrSchedule schedule = LrScheduleOf(config);
   const int64_t row = shape.seq_len + 1;
   std::vector<int64_t> tokens(config.batch_size() * row);
@@ -93,7 +152,7 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
   TrainRun* run = result.add_runs();
   run->set_index(0);
   const Stopwatch run_clock;
-  for (int64_t step = 0; step < config.steps(); ++step) {
+  for (int64_t step = start_step; step < config.steps(); ++step) {
     const Stopwatch step_clock;
     samples.Fill(step, 0, config.batch_size(), tokens.data());
     for (int64_t b = 0; b < config.batch_size(); ++b) {
@@ -119,7 +178,7 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
     record->set_optimizer_ms(stats.optimizer_ms);
     record->set_step_ms(step_clock.ElapsedMs());
     record->set_tokens_per_second(tokens_per_step / (record->step_ms() / 1e3));
-    record->set_timed(step >= config.timing_warmup_steps());
+    record->set_timed(step - start_step >= config.timing_warmup_steps());
     record->set_peak_memory_bytes(model->DeviceBytes());
     if (config.peak_flops() > 0) {
       record->set_mfu(record->tokens_per_second() * FlopsPerTokenOf(shape) /
@@ -135,6 +194,7 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
           *record, config.steps(),
           record->step_ms() / 1e3 * (config.steps() - step - 1));
     }
+    if (plan.SavesAt(step + 1, config.steps())) RETURN_IF_ERROR(save(step + 1));
   }
   run->set_wall_seconds(run_clock.ElapsedMs() / 1e3);
   FinishRun(run, tokens_per_step);

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "trainer/checkpoint/plan.h"
 #include "trainer/cuda/gpt_cuda.h"
 #include "trainer/cuda/layout.h"
 #include "trainer/data/samples.h"
@@ -34,13 +35,20 @@ using GptCudaFactory = std::function<std::unique_ptr<GptCuda>(
     const float* parameters, std::string* error)>;
 
 // Trains config.steps() steps from the seeded initialisation on `samples`.
-// `device` goes into the result's provenance. Errors: kResourceExhausted when
-// the model cannot be created (the factory's line), kFailedPrecondition
-// (deterministic) on a non-finite loss.
-absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
-                                            const SampleSource& samples,
-                                            const DeviceInfo& device,
-                                            const GptCudaFactory& factory);
+// `device` goes into the result's provenance. With `checkpoints` (the plan
+// PlanCheckpoints made for one rank; default: none) the run resumes from its
+// checkpoint (the parameters, AdamW's moments and count, its recorded state
+// checked against where this configuration is at that step) and saves after
+// the steps the plan names, in the CPU trainer's format (checkpoint_state.h)
+// through the same protocol (trainer/checkpoint/protocol.h); the result's
+// `checkpoint` says what it did. Errors: kResourceExhausted when the model
+// cannot be created (the factory's line), kFailedPrecondition
+// (deterministic) on a non-finite loss; a resume or save that fails, as the
+// CPU trainer words it.
+absl::StatusOr<TrainResult> RunCudaTraining(
+    const TrainConfig& config, const SampleSource& samples,
+    const DeviceInfo& device, const GptCudaFactory& factory,
+    const checkpoint::CheckpointPlan& checkpoints = checkpoint::CheckpointPlan());
 
 }  // namespace cuda
 }  // namespace mtb

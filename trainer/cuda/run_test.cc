@@ -68,6 +68,8 @@ class StandIn : public GptCuda {
     return stats;
   }
   void CopyParametersToHost(float*) override {}
+  void CopyStateToHost(float*, float*, float*) override {}
+  void LoadState(const float*, const float*, const float*) override {}
   int64_t DeviceBytes() const override { return 1234; }
 
  private:

@@ -35,8 +35,8 @@ expect 2 "--fault is not supported with --device=cuda" \
   --device=cuda "${cuda_tiny[@]}" --fault=nan:rank=0,step=2
 expect 2 "--intra_op_threads is not supported with --device=cuda" \
   --device=cuda "${cuda_tiny[@]}" --intra_op_threads=1
-expect 2 "--checkpoint_dir is not supported with --device=cuda" \
-  --device=cuda "${cuda_tiny[@]}" --checkpoint_dir "$out/ckpt"
+expect 2 "--async_checkpoint is not supported with --device=cuda" \
+  --device=cuda "${cuda_tiny[@]}" --checkpoint_dir "$out/ckpt" --save_every=1 --async_checkpoint
 [[ ! -e "$out/handed_args" ]] || fail "a refused run was handed off"
 expect 2 "--device=tpu is not one of cpu, cuda" "${cuda_tiny[@]}" --device=tpu
 export MTB_TRAINER_CUDA="$out/no_such_binary"
