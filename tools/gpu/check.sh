@@ -42,7 +42,8 @@
 #             GPU machine lacks), else by Python; tools/gpu/after_check.sh
 #             OUT_DIR then runs ckpt_tool verify/compare and the CPU trainer's
 #             resume of it on the build machine;
-#   nccl2     two ranks over NCCL (--nproc=2 --strategy=ddp) equal one rank
+#   nccl2     two ranks over NCCL (--nproc=2 --strategy=ddp --batch_size=2:
+#             the same global batch) equal one rank
 #             (the small run) within 1e-4, the small check's budget (the
 #             2-rank mean reassociates each gradient sum once); SKIP, not a
 #             failure, on a machine with one GPU (NCCL does not run two ranks
@@ -212,7 +213,7 @@ if [[ $gpus -lt 2 ]]; then
 else
   estimate nccl2 10 60
   code=0
-  timeout 60 "$bin" "${small[@]}" --nproc=2 --strategy=ddp --out="$out/nccl2.json" \
+  timeout 60 "$bin" "${small[@]}" --nproc=2 --strategy=ddp --batch_size=2 --out="$out/nccl2.json" \
     > "$out/nccl2.log" 2>&1 || code=$?
   if [[ $code != 0 ]]; then
     record FAIL nccl2 "trainer_cuda --nproc=2 exited $code (nccl2.log)"

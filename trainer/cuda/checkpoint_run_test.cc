@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <thread>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -54,25 +55,40 @@ TrainConfig TinyConfig(int64_t steps) {
 }
 
 // An AdamW-like update on the whole state from a gradient made of the step's
-// tokens and the parameters: each step's loss depends on the whole history.
+// tokens: each step's grad_norm depends on the whole history.
 class StatefulStandIn : public GptCuda {
  public:
-  StatefulStandIn(const float* initial, int64_t total, bool drop_loaded_state)
-      : parameters_(initial, initial + total), m_(total), v_(total),
+  StatefulStandIn(const float* initial, int64_t total, int64_t rows, bool drop_loaded_state)
+      : parameters_(initial, initial + total), m_(total), v_(total), g_(total), rows_(rows),
         drop_loaded_state_(drop_loaded_state) {}
-  StepStats Step(const int32_t* inputs, const int32_t*, int64_t step, double lr,
-                 double) override {
-    double loss = 0;
+  // The gradient and the loss: means over the rows of small integers made of
+  // their tokens (exact over a power-of-two row count, so the average of two
+  // ranks' halves equals one rank's whole batch bit for bit). The history is
+  // in the state: AdamW-like moments and parameters, and the grad_norm
+  // reported (the parameters' sum of squares plus the step).
+  StepStats ForwardBackward(const int32_t* inputs, const int32_t*) override {
+    const size_t rows = static_cast<size_t>(rows_);
     for (size_t i = 0; i < parameters_.size(); ++i) {
-      const float g = 0.01f * static_cast<float>(inputs[i % 24] % 7) + 0.1f * parameters_[i];
-      m_[i] = 0.9f * m_[i] + 0.1f * g;
-      v_[i] = 0.999f * v_[i] + 0.001f * g * g;
-      parameters_[i] -= static_cast<float>(lr) * m_[i] / (std::sqrt(v_[i]) + 1e-8f);
-      loss += parameters_[i] * parameters_[i];
+      float sum = 0;
+      for (size_t r = 0; r < rows; ++r) sum += static_cast<float>((inputs[r] + i) % 4);
+      g_[i] = sum / static_cast<float>(rows);
     }
     StepStats stats;
-    stats.loss = loss + static_cast<double>(step);
+    double loss = 0;
+    for (size_t r = 0; r < rows; ++r) loss += inputs[r] % 8;
+    stats.loss = loss / static_cast<double>(rows);
     return stats;
+  }
+  float* gradients() override { return g_.data(); }
+  void Update(int64_t step, double lr, double, StepStats* stats) override {
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      m_[i] = 0.9f * m_[i] + 0.1f * g_[i];
+      v_[i] = 0.999f * v_[i] + 0.001f * g_[i] * g_[i];
+      parameters_[i] -= static_cast<float>(lr) * m_[i] / (std::sqrt(v_[i]) + 1e-8f);
+    }
+    double norm = 0;
+    for (float p : parameters_) norm += p * p;
+    stats->grad_norm = norm + static_cast<double>(step);
   }
   void CopyParametersToHost(float* host) override {
     std::memcpy(host, parameters_.data(), parameters_.size() * sizeof(float));
@@ -93,9 +109,10 @@ class StatefulStandIn : public GptCuda {
   }
   int64_t DeviceBytes() const override { return 0; }
 
-  std::vector<float> parameters_, m_, v_;
+  std::vector<float> parameters_, m_, v_, g_;
 
  private:
+  int64_t rows_;
   bool drop_loaded_state_;
 };
 
@@ -108,18 +125,20 @@ absl::StatusOr<TrainResult> RunStandIn(const TrainConfig& config,
       MakeSyntheticSamples(config.seed(), config.vocab_size(), config.seq_len());
   return RunCudaTraining(
       config, *samples, DeviceInfo{"stand-in"},
-      [&](const GptDims&, const ParameterLayout& layout, const float* parameters,
+      [&](const GptDims& dims, const ParameterLayout& layout, const float* parameters,
           std::string*) {
-        auto model = std::make_unique<StatefulStandIn>(parameters, layout.total(),
-                                                       drop_loaded_state);
+        auto model = std::make_unique<StatefulStandIn>(
+            parameters, layout.total(), dims.batch_size * dims.seq_len, drop_loaded_state);
         struct Keep : GptCuda {
           std::unique_ptr<StatefulStandIn> inner;
           std::vector<float>* last;
-          StepStats Step(const int32_t* i, const int32_t* t, int64_t s, double lr,
-                         double c) override {
-            StepStats stats = inner->Step(i, t, s, lr, c);
+          StepStats ForwardBackward(const int32_t* i, const int32_t* t) override {
+            return inner->ForwardBackward(i, t);
+          }
+          float* gradients() override { return inner->gradients(); }
+          void Update(int64_t s, double lr, double c, StepStats* stats) override {
+            inner->Update(s, lr, c, stats);
             *last = inner->parameters_;
-            return stats;
           }
           void CopyParametersToHost(float* h) override { inner->CopyParametersToHost(h); }
           void CopyStateToHost(float* p, float* m, float* v) override {
@@ -156,6 +175,12 @@ std::vector<double> Losses(const TrainResult& result) {
   return losses;
 }
 
+std::vector<double> GradNorms(const TrainResult& result) {
+  std::vector<double> norms;
+  for (const StepRecord& step : result.runs(0).steps()) norms.push_back(step.grad_norm());
+  return norms;
+}
+
 class CudaCheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -167,6 +192,7 @@ class CudaCheckpointTest : public ::testing::Test {
         RunStandIn(whole, checkpoint::CheckpointPlan(), &whole_last_);
     ASSERT_TRUE(continuous.ok()) << continuous.status();
     whole_losses_ = Losses(*continuous);
+    whole_norms_ = GradNorms(*continuous);
     TrainConfig first = TinyConfig(3);
     absl::StatusOr<TrainResult> saved =
         RunStandIn(first, Plan(dir_, 3, "", &first), &first_last_);
@@ -176,7 +202,7 @@ class CudaCheckpointTest : public ::testing::Test {
   }
   std::string dir_;
   std::vector<float> whole_last_, first_last_;
-  std::vector<double> whole_losses_;
+  std::vector<double> whole_losses_, whole_norms_;
 };
 
 TEST_F(CudaCheckpointTest, SaveThenResumeEqualsTheContinuousRunBitForBit) {
@@ -193,6 +219,8 @@ TEST_F(CudaCheckpointTest, SaveThenResumeEqualsTheContinuousRunBitForBit) {
   EXPECT_EQ(resumed->runs(0).steps(0).step(), 4);
   const std::vector<double> tail(whole_losses_.begin() + 3, whole_losses_.end());
   EXPECT_EQ(Losses(*resumed), tail);
+  EXPECT_EQ(GradNorms(*resumed),
+            std::vector<double>(whole_norms_.begin() + 3, whole_norms_.end()));
   ASSERT_EQ(last.size(), whole_last_.size());
   EXPECT_EQ(std::memcmp(last.data(), whole_last_.data(), last.size() * sizeof(float)), 0);
 }
@@ -229,9 +257,89 @@ TEST_F(CudaCheckpointTest, ADeviceModelThatDropsTheLoadedStateDiffers) {
   absl::StatusOr<TrainResult> resumed =
       RunStandIn(rest, plan, &last, /*drop_loaded_state=*/true);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
-  const std::vector<double> tail(whole_losses_.begin() + 3, whole_losses_.end());
-  EXPECT_NE(Losses(*resumed), tail);
+  EXPECT_NE(GradNorms(*resumed),
+            std::vector<double>(whole_norms_.begin() + 3, whole_norms_.end()));
   EXPECT_NE(last, whole_last_);
+}
+
+// DDP's all-reduce on host buffers between rank threads (the NCCL one,
+// nccl_collectives.h, runs on device buffers).
+class ThreadCollectives : public SyncCollectives {
+ public:
+  ThreadCollectives(ThreadAverage* all, int rank) : all_(all), rank_(rank) {}
+  int rank() const override { return rank_; }
+  absl::Status AllReduceAverage(float* data, int64_t numel) override {
+    ++all_reduces;
+    all_->Average(rank_, data, numel);
+    return absl::OkStatus();
+  }
+  absl::Status ReduceScatterAverage(const float*, float*, const std::vector<int64_t>&) override {
+    return absl::UnimplementedError("ddp only");
+  }
+  absl::Status AllGatherInPlace(float*, const std::vector<int64_t>&) override {
+    return absl::UnimplementedError("ddp only");
+  }
+  int all_reduces = 0;
+
+ private:
+  ThreadAverage* all_;
+  int rank_;
+};
+
+// Two ranks (ddp, B = 2 each) with the gradient averaged between the phases
+// equal one rank with B = 4 bit for bit: the data split, the buckets' sync
+// and the loss average; without the sync (the negative case) they differ.
+TEST(CudaRanks, TwoRanksAveragingTheirGradientsEqualOneRankBitForBit) {
+  TrainConfig one = TinyConfig(4);
+  one.set_batch_size(4);
+  std::vector<float> one_last;
+  absl::StatusOr<TrainResult> single = RunStandIn(one, checkpoint::CheckpointPlan(), &one_last);
+  ASSERT_TRUE(single.ok()) << single.status();
+
+  for (const bool sync : {true, false}) {
+    TrainConfig two = one;
+    two.set_batch_size(2);
+    two.set_strategy(TrainConfig::ddp);
+    ThreadAverage gradients(2), losses(2), alone(1);
+    std::vector<absl::StatusOr<TrainResult>> results(2, absl::UnknownError("not run"));
+    std::vector<int> all_reduces(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        // Without the sync each rank averages with itself only.
+        ThreadCollectives mine(sync ? &gradients : &alone, sync ? r : 0);
+        CudaRanks ranks;
+        ranks.rank = r;
+        ranks.world_size = 2;
+        ranks.collectives = &mine;
+        ranks.average_loss = [&, r](double loss) { return losses.Average(r, loss); };
+        const auto samples =
+            MakeSyntheticSamples(two.seed(), two.vocab_size(), two.seq_len());
+        results[r] = RunCudaTraining(
+            two, *samples, DeviceInfo{"stand-in"},
+            [&](const GptDims& dims, const ParameterLayout& layout, const float* parameters,
+                std::string*) {
+              auto model = std::make_unique<StatefulStandIn>(
+                  parameters, layout.total(), dims.batch_size * dims.seq_len, false);
+              return std::unique_ptr<GptCuda>(std::move(model));
+            },
+            checkpoint::CheckpointPlan(), ranks);
+        all_reduces[r] = mine.all_reduces;
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (int r = 0; r < 2; ++r) ASSERT_TRUE(results[r].ok()) << results[r].status();
+    if (sync) {
+      EXPECT_GE(all_reduces[0], 4);  // a bucket or more a step
+      EXPECT_EQ(all_reduces[0], all_reduces[1]);
+      EXPECT_EQ(Losses(*results[0]), Losses(*single));
+      EXPECT_EQ(Losses(*results[1]), Losses(*single));
+      EXPECT_EQ(GradNorms(*results[0]), GradNorms(*single));
+      EXPECT_EQ(GradNorms(*results[1]), GradNorms(*single));
+    } else {
+      EXPECT_NE(GradNorms(*results[0]), GradNorms(*single));
+    }
+  }
 }
 
 }  // namespace

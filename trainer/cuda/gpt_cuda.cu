@@ -707,15 +707,14 @@ class GptCudaImpl : public GptCuda {
     return "";
   }
 
-  StepStats Step(const int32_t* inputs, const int32_t* targets, int64_t step,
-                 double lr, double max_grad_norm) override {
+  StepStats ForwardBackward(const int32_t* inputs, const int32_t* targets) override {
     const int64_t n = dims_.batch_size * dims_.seq_len;
     MTB_CUDA_CHECK(cudaMemcpyAsync(inputs_, inputs, n * sizeof(int32_t),
                                    cudaMemcpyHostToDevice, stream_));
     MTB_CUDA_CHECK(cudaMemcpyAsync(targets_, targets, n * sizeof(int32_t),
                                    cudaMemcpyHostToDevice, stream_));
-    // The previous step's copies from groups_ are done (Step synchronises
-    // before it returns).
+    // The previous step's copies from groups_ are done (this call
+    // synchronises before it returns).
     groups_.Group(inputs, n);
     MTB_CUDA_CHECK(cudaMemcpyAsync(group_order_, groups_.order.data(), n * sizeof(int32_t),
                                    cudaMemcpyHostToDevice, stream_));
@@ -731,24 +730,34 @@ class GptCudaImpl : public GptCuda {
     MTB_CUDA_CHECK(cudaEventRecord(events_[1], stream_));
     Backward();
     MTB_CUDA_CHECK(cudaEventRecord(events_[2], stream_));
-    StepStats stats;
     MTB_CUDA_CHECK(cudaMemcpyAsync(host_losses_.data(), losses_, n * sizeof(float),
                                    cudaMemcpyDeviceToHost, stream_));
-    OptimizerStep(stream_, params_, grads_, adam_m_, adam_v_, total_, tensors_, adamw_,
-                  norm_partials_, host_partials_.data(), step, lr, max_grad_norm, &stats);
+    MTB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    StepStats stats;
     double loss_sum = 0;
     for (float l : host_losses_) loss_sum += l;
     stats.loss = loss_sum / static_cast<double>(n);
-    MTB_CUDA_CHECK(cudaEventRecord(events_[3], stream_));
-    MTB_CUDA_CHECK(cudaEventSynchronize(events_[3]));
     float ms = 0;
     MTB_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[0], events_[1]));
     stats.forward_ms = ms;
     MTB_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[1], events_[2]));
     stats.backward_ms = ms;
-    MTB_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[2], events_[3]));
-    stats.optimizer_ms = ms;
     return stats;
+  }
+
+  float* gradients() override { return grads_; }
+
+  void Update(int64_t step, double lr, double max_grad_norm, StepStats* stats) override {
+    // The gradient may have been changed by another stream (a collective).
+    MTB_CUDA_CHECK(cudaDeviceSynchronize());
+    MTB_CUDA_CHECK(cudaEventRecord(events_[2], stream_));
+    OptimizerStep(stream_, params_, grads_, adam_m_, adam_v_, total_, tensors_, adamw_,
+                  norm_partials_, host_partials_.data(), step, lr, max_grad_norm, stats);
+    MTB_CUDA_CHECK(cudaEventRecord(events_[3], stream_));
+    MTB_CUDA_CHECK(cudaEventSynchronize(events_[3]));
+    float ms = 0;
+    MTB_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[2], events_[3]));
+    stats->optimizer_ms = ms;
   }
 
   void CopyParametersToHost(float* host) override {
@@ -1182,6 +1191,13 @@ std::string ProbeDevice(DeviceInfo* info) {
   info->runtime_version = version(runtime);
   info->total_memory_bytes = static_cast<int64_t>(properties.totalGlobalMem);
   return "";
+}
+
+std::string UseDevice(int device) {
+  const cudaError_t status = cudaSetDevice(device);
+  if (status == cudaSuccess) return "";
+  return std::string("cudaSetDevice(") + std::to_string(device) + "): " +
+         cudaGetErrorString(status);
 }
 
 std::unique_ptr<GptCuda> CreateGptCuda(const GptDims& dims,
