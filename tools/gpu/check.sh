@@ -177,7 +177,7 @@ estimate ckpt 2 30
 ckpt_dir="$out/ckpt_resume/step_00000010"
 ckpt_tool="${CKPT_TOOL:-}"
 if [[ ! -d "$ckpt_dir" ]]; then
-  record FAIL ckpt "no checkpoint at $ckpt_dir (resume.log)"
+  record FAIL ckpt "no checkpoint at $ckpt_dir (resume_half.log)"
 elif [[ -n "$ckpt_tool" ]] && timeout 30 "$ckpt_tool" verify "$ckpt_dir" > "$out/ckpt_verify.txt" 2>&1; then
   record PASS ckpt "ckpt_tool verify $ckpt_dir (ckpt_verify.txt)"
 elif [[ -n "$ckpt_tool" ]]; then
@@ -209,7 +209,7 @@ fi
 
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [[ $gpus -lt 2 ]]; then
-  record SKIP nccl2 "$gpus GPU(s) here: NCCL does not run two ranks on one GPU"
+  record SKIP nccl2 "$gpus GPU(s) here, two needed (NCCL does not run two ranks on one GPU)"
 else
   estimate nccl2 10 60
   code=0

@@ -119,7 +119,7 @@ expect_line() {  # expect_line NAME REGEX
 run good
 [[ $code == 0 ]] || fail "good: exit $code, want 0: $(cat "$tmp/good.log")"
 for check in kernels planted refusal small resume ckpt gpt2; do expect_line good "^PASS $check "; done
-expect_line good "^SKIP nccl2 1 GPU\(s\) here: NCCL does not run two ranks on one GPU"
+expect_line good "^SKIP nccl2 1 GPU\(s\) here, two needed \(NCCL does not run two ranks on one GPU\)"
 [[ $(wc -l < "$tmp/good/checks.txt") == 8 ]] || fail "good: want 8 checks: $(cat "$tmp/good/checks.txt")"
 for check in kernels refusal small resume ckpt gpt2; do
   grep -Eq "^check $check: estimate ~[0-9]+ s of GPU time \(at most [0-9]+ s\)" "$tmp/good.log" \
