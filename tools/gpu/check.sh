@@ -27,9 +27,33 @@
 #             2.4e-7 on these losses' scale (testdata/golden_losses_tiny*.txt),
 #             and the GPU sums in other orders (warp trees, atomics for the
 #             token embedding's gradient) over 20 AdamW steps;
+#   resume    checkpoints on the GPU: the small model (a fixed schedule)
+#             trained 20 steps saving at 10 and 20 (ckpt_cont), and 10 steps
+#             saving at 10 then resumed from `latest` to 20 (ckpt_resume):
+#             the resumed steps' losses equal the continuous run's bit for bit
+#             and so do the two step-20 shard files (their SHA-256 in the
+#             manifests). The GPU path has no atomics, so a run repeats bit
+#             for bit;
+#   ckpt      the GPU's step-10 checkpoint verifies: READY, every file's size
+#             and SHA-256 as its manifest says, and the tensors are the CPU
+#             trainer's (model/, optimizer/exp_avg/, optimizer/exp_avg_sq/ per
+#             parameter, optimizer/step), by `ckpt_tool verify` when a
+#             runnable one is given ($CKPT_TOOL; ours links LibTorch, which a
+#             GPU machine lacks), else by Python; tools/gpu/after_check.sh
+#             OUT_DIR then runs ckpt_tool verify/compare and the CPU trainer's
+#             resume of it on the build machine;
+#   nccl2     two ranks over NCCL (--nproc=2 --strategy=ddp --batch_size=2:
+#             the same global batch) equal one rank
+#             (the small run) within 1e-4, the small check's budget (the
+#             2-rank mean reassociates each gradient sum once); SKIP, not a
+#             failure, on a machine with one GPU (NCCL does not run two ranks
+#             on one GPU);
 #   gpt2      GPT-2 124M shapes (V 50304, D 768, 12 layers, 12 heads, T 1024,
 #             B 4), fp32, 12 steps: finishes with a finite, falling loss;
 #             its tokens/s are recorded, not judged.
+#
+# Each check prints its estimated GPU time first; the timeouts add up to
+# 8.5 minutes at worst, about 2 minutes expected.
 set -u
 if [[ $# -ne 1 ]]; then
   echo "usage: $0 OUT_DIR" >&2
@@ -43,9 +67,12 @@ mkdir -p "$out" || exit 2
 checks="$out/checks.txt"
 : > "$checks"
 failed=0
-record() {  # record PASS|FAIL name details...
+record() {  # record PASS|FAIL|SKIP name details...
   echo "$*" | tee -a "$checks"
-  [[ "$1" == PASS ]] || failed=$((failed + 1))
+  [[ "$1" == PASS || "$1" == SKIP ]] || failed=$((failed + 1))
+}
+estimate() {  # estimate NAME SECONDS WORST: before a check starts
+  echo "check $1: estimate ~$2 s of GPU time (at most $3 s)"
 }
 
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
@@ -56,6 +83,7 @@ refs="${KERNEL_REFS:-$here/refs}"
 if [[ ! -x "$kcheck" || ! -f "$refs/manifest.txt" ]]; then
   record FAIL kernels "no kernel_check at $kcheck or no references at $refs (see the header)"
 else
+  estimate kernels 10 60
   code=0
   timeout 30 "$kcheck" "$refs" > "$out/kernels.txt" 2>&1 || code=$?
   bad=$(grep -c '^FAIL' "$out/kernels.txt")
@@ -78,12 +106,14 @@ small=(--strategy=single --nproc=1 --data=synthetic --vocab_size=256 --d_model=6
        --n_layers=2 --n_heads=4 --seq_len=32 --batch_size=4 --steps=20
        --timing_warmup_steps=2 --lr=1e-3 --seed=1234 --nomarkdown)
 
+estimate refusal 1 30
 code=0
-timeout 60 "$bin" "${small[@]}" --fault=nan:rank=0,step=2 > "$out/refusal.log" 2>&1 || code=$?
+timeout 30 "$bin" "${small[@]}" --fault=nan:rank=0,step=2 > "$out/refusal.log" 2>&1 || code=$?
 if [[ $code == 2 ]]; then record PASS refusal "exit 2"; else record FAIL refusal "exit $code, want 2"; fi
 
+estimate small 5 90
 code=0
-timeout 120 "$bin" "${small[@]}" --out="$out/small.json" > "$out/small.log" 2>&1 || code=$?
+timeout 90 "$bin" "${small[@]}" --out="$out/small.json" > "$out/small.log" 2>&1 || code=$?
 if [[ $code != 0 ]]; then
   record FAIL small "trainer_cuda exited $code (small.log)"
 else
@@ -103,6 +133,105 @@ PY
   record $verdict
 fi
 
+# Checkpoints: a fixed schedule, so that a 10-step run and a 20-step run
+# train the same first 10 steps.
+estimate resume 15 120
+fixed=("${small[@]}" --lr_warmup_steps=2 --lr_decay_steps=20 --save_every=10)
+code=0
+for leg in "cont --steps=20 --checkpoint_dir=$out/ckpt_cont" \
+           "half --steps=10 --checkpoint_dir=$out/ckpt_resume" \
+           "rest --steps=20 --checkpoint_dir=$out/ckpt_resume --resume=latest"; do
+  read -r name flags <<< "$leg"
+  # shellcheck disable=SC2086
+  timeout 40 "$bin" "${fixed[@]}" $flags --out="$out/resume_$name.json" \
+    > "$out/resume_$name.log" 2>&1 || { code=$?; record FAIL resume "the $name run exited $code (resume_$name.log)"; break; }
+done
+if [[ $code == 0 ]]; then
+  record $(python3 - "$out" <<'PY'
+import hashlib, json, os, sys
+out = sys.argv[1]
+def losses(name):
+    steps = json.load(open(f"{out}/resume_{name}.json"))["runs"][0]["steps"]
+    return {s["step"]: s["loss"] for s in steps}
+def bin_sha(root):
+    manifest = json.load(open(f"{root}/step_00000020/manifest.json"))
+    return {f["name"]: f["sha256"] for f in manifest["files"]}["rank_00000.bin"]
+cont, rest = losses("cont"), losses("rest")
+tail = {s: cont[s] for s in range(11, 21)}
+if sorted(rest) != sorted(tail):
+    print("FAIL resume", f"the resumed run trained steps {sorted(rest)}, want 11..20"); sys.exit()
+diff = [s for s in tail if rest[s] != tail[s]]
+same_bits = bin_sha(f"{out}/ckpt_cont") == bin_sha(f"{out}/ckpt_resume")
+if diff or not same_bits:
+    worst = max((abs(rest[s] - tail[s]) for s in tail), default=0)
+    print("FAIL resume", f"{len(diff)} of 10 resumed losses differ (max {worst:.3g}),",
+          "step-20 shard files", "equal" if same_bits else "differ")
+else:
+    print("PASS resume", "steps 11..20 resumed equal the continuous run bit for bit,",
+          "step-20 shard files equal")
+PY
+)
+fi
+
+estimate ckpt 2 30
+ckpt_dir="$out/ckpt_resume/step_00000010"
+ckpt_tool="${CKPT_TOOL:-}"
+if [[ ! -d "$ckpt_dir" ]]; then
+  record FAIL ckpt "no checkpoint at $ckpt_dir (resume_half.log)"
+elif [[ -n "$ckpt_tool" ]] && timeout 30 "$ckpt_tool" verify "$ckpt_dir" > "$out/ckpt_verify.txt" 2>&1; then
+  record PASS ckpt "ckpt_tool verify $ckpt_dir (ckpt_verify.txt)"
+elif [[ -n "$ckpt_tool" ]]; then
+  record FAIL ckpt "ckpt_tool verify $ckpt_dir failed (ckpt_verify.txt)"
+else
+  record $(python3 - "$ckpt_dir" <<'PY'
+import hashlib, json, os, sys
+d = sys.argv[1]
+m = json.load(open(f"{d}/manifest.json"))
+bad = [] if os.path.exists(f"{d}/READY") else ["no READY"]
+for f in m["files"]:
+    data = open(f"{d}/{f['name']}", "rb").read()
+    if len(data) != int(f["size"]) or hashlib.sha256(data).hexdigest() != f["sha256"]:
+        bad.append(f"{f['name']} is not what the manifest says")
+names = {t["name"] for t in m["tensors"]}
+params = {n[len("model/"):] for n in names if n.startswith("model/")}
+want = {f"model/{p}" for p in params} | {f"optimizer/exp_avg/{p}" for p in params} \
+     | {f"optimizer/exp_avg_sq/{p}" for p in params} | {"optimizer/step"}
+if not params or names != want:
+    bad.append(f"tensors {sorted(names ^ want)[:4]} are not the CPU trainer's")
+if bad:
+    print("FAIL ckpt", "; ".join(bad))
+else:
+    print("PASS ckpt", f"{len(m['files'])} files as the manifest says, {len(names)} tensors",
+          "(Python; ckpt_tool verify, compare and the CPU resume: tools/gpu/after_check.sh)")
+PY
+)
+fi
+
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [[ $gpus -lt 2 ]]; then
+  record SKIP nccl2 "$gpus GPU(s) here, two needed (NCCL does not run two ranks on one GPU)"
+else
+  estimate nccl2 10 60
+  code=0
+  timeout 60 "$bin" "${small[@]}" --nproc=2 --strategy=ddp --batch_size=2 --out="$out/nccl2.json" \
+    > "$out/nccl2.log" 2>&1 || code=$?
+  if [[ $code != 0 ]]; then
+    record FAIL nccl2 "trainer_cuda --nproc=2 exited $code (nccl2.log)"
+  else
+    record $(python3 - "$out/nccl2.json" "$out/small.json" <<'PY'
+import json, sys
+two, one = ([s["loss"] for s in json.load(open(p))["runs"][0]["steps"]] for p in sys.argv[1:3])
+bound = 1e-4
+if len(two) != len(one):
+    print("FAIL nccl2", f"{len(two)} losses, want {len(one)}"); sys.exit()
+err = max(abs(a - b) for a, b in zip(two, one))
+print("PASS" if err <= bound else "FAIL", "nccl2", f"max|2 ranks - 1 rank|={err:.3g} bound {bound}")
+PY
+)
+  fi
+fi
+
+estimate gpt2 40 150
 code=0
 timeout 150 "$bin" --strategy=single --nproc=1 --data=synthetic --vocab_size=50304 \
   --d_model=768 --n_layers=12 --n_heads=12 --seq_len=1024 --batch_size=4 --steps=12 \

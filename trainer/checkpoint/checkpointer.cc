@@ -43,18 +43,14 @@
 #include "common/results/atomic_file.h"
 #include "common/results/json_io.h"
 #include "common/results/run_context.h"
-#include "google/protobuf/descriptor.h"
-#include "google/protobuf/text_format.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/data_identity.h"
+#include "trainer/checkpoint/protocol.h"
 #include "trainer/config/config.h"
 #include "trainer/strategy/scalars.h"
 
 namespace mtb::checkpoint {
 namespace {
-
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-              "shard files hold little-endian bytes: this host writes its own");
 
 constexpr char kWho[] = "checkpoint";
 
@@ -89,17 +85,6 @@ RangeRequest PlaceOf(const StatePiece& piece) {
   return place;
 }
 
-// Every rank's error ("" for none) -> one status naming the ranks.
-absl::Status AgreedVerdict(const std::vector<std::string>& errors,
-                           const std::string& what) {
-  std::vector<std::string> failed;
-  for (size_t r = 0; r < errors.size(); ++r) {
-    if (!errors[r].empty()) failed.push_back(absl::StrCat("rank ", r, ": ", errors[r]));
-  }
-  if (failed.empty()) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", absl::StrJoin(failed, "; ")));
-}
-
 double SecondsSince(absl::Time start) {
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
@@ -113,8 +98,6 @@ TensorShard ShardOf(const StatePiece& piece, const char* bytes) {
                      std::move(place.global_shape), place.offset, place.length,
                      absl::string_view(bytes, piece.values.nbytes())};
 }
-
-constexpr const char* kExchanges[] = {"staging", "reports", "outcome"};
 
 }  // namespace
 
@@ -169,60 +152,18 @@ absl::Status Checkpointer::Start() {
 }
 
 CheckpointInfo Checkpointer::Info() const {
-  CheckpointInfo info;
-  info.set_dir(plan_.options.dir);
-  info.set_save_every(plan_.options.save_every);
-  info.set_keep_last(plan_.options.keep_last);
-  info.set_run_id(run_id_);
-  info.set_resumed_from(plan_.resume_dir);
-  info.set_resumed_step(plan_.start_step);
-  for (const std::string& note : plan_.notes) info.add_notes(note);
-  if (plan_.resuming()) {
-    info.set_resume_exact(plan_.resume_exact);
-    info.set_resume_inexact_reason(plan_.inexact_reason);
-    for (const std::string& change : plan_.layout_changes) info.add_layout_changes(change);
-  }
-  info.set_async_save(plan_.options.async_save);
-  if (!plan_.data_identity.kind().empty()) info.set_data(DescribeData(plan_.data_identity));
-  for (const std::string& change : plan_.data_changes) info.add_data_changes(change);
-  info.set_load_hashed_bytes(load_hashed_bytes_);
-  return info;
+  return CheckpointInfoOf(plan_, run_id_, load_hashed_bytes_);
 }
 
 absl::Status Checkpointer::LoadOnce(Strategy& strategy, const RankState& expected,
                                     bool* content_failure) {
   const std::string& dir = plan_.resume_dir;
-  RankState recorded;
-  const absl::Status loaded = [&]() -> absl::Status {
-    const std::vector<StatePiece> pieces = strategy.CheckpointPiecesToLoad();
-    std::vector<RangeRequest> requests;
-    requests.reserve(pieces.size());
-    for (const StatePiece& piece : pieces) requests.push_back(PlaceOf(piece));
-    // The state file this rank checks its position against: its own, or
-    // rank 0's on another layout.
-    const std::string meta =
-        absl::StrFormat("rank_%05d.meta", plan_.resharding() ? 0 : rank_);
-    if (plan_.hash_on_load) {
-      // Verified for structure only: what this rank reads is hashed first.
-      ASSIGN_OR_RETURN(load_hashed_bytes_,
-                       HashCheckpointReads(dir, plan_.resume_manifest, requests, {meta}));
-    }
-    RETURN_IF_ERROR(ReadTensorRanges(dir, plan_.resume_manifest, requests));
-    if (!plan_.resharding()) {
-      RETURN_IF_ERROR(ReadJsonFile(absl::StrCat(dir, "/", meta), &recorded));
-      return CheckRankState(recorded, expected);
-    }
-    // Another layout: this rank may have had no counterpart. The position
-    // is global (data and dropout keys count global samples and steps), so
-    // rank 0's record must be where this run is at that step: the same step,
-    // global tokens, data position (the next global sample), seed, next
-    // keys and rate. Only the micro-step count is the checkpoint's layout's.
-    RETURN_IF_ERROR(ReadJsonFile(absl::StrCat(dir, "/", meta), &recorded));
-    RankState global = expected;
-    global.set_rank(0);
-    global.set_micro_step(plan_.start_step * plan_.saved_config.grad_accum());
-    return CheckRankState(recorded, global);
-  }();
+  std::vector<RangeRequest> requests;
+  for (const StatePiece& piece : strategy.CheckpointPiecesToLoad()) {
+    requests.push_back(PlaceOf(piece));
+  }
+  const absl::Status loaded =
+      ReadRankState(plan_, rank_, requests, expected, &load_hashed_bytes_);
   // Every rank fails together, before the collective that follows. A
   // failure travels as its kind ('c': content, 'o': other) and message.
   const bool content = absl::IsDataLoss(loaded) || absl::IsNotFound(loaded);
@@ -346,121 +287,27 @@ absl::StatusOr<CheckpointSave> Checkpointer::Save(int64_t step,
     return AllGatherBytesOverRanks(communicator_, bytes, kWho);
   };
   ASSIGN_OR_RETURN(CheckpointSave save,
-                   WriteAndPublish(step, strategy.name(), shards, state, over_communicator,
-                                   trace, fault_point));
+                   WriteAndPublish(Target(strategy.name()), step, shards.shards, state,
+                                   over_communicator, trace, fault_point, test_hooks_));
   save.set_blocking_ms(MsSince(start));
   return save;
 }
 
-absl::StatusOr<CheckpointSave> Checkpointer::WriteAndPublish(
-    int64_t step, const std::string& strategy_name, const Shards& shards,
-    const RankState& state, const Exchange& exchange, trace::TraceRecorder* trace,
-    const FaultPoint& fault_point) const {
-  const std::string& root = plan_.options.dir;
-  const std::string what = absl::StrCat("checkpoint of step ", step);
-  CheckpointSave save;
-  save.set_step(static_cast<int32_t>(step));
-  save.set_name(StepDirName(step));
-
-  SaveExchange mine;
-  {
-    const trace::ScopedSpan span(trace, "checkpoint write", "checkpoint");
-    // Nothing a crashed save of this step left may end up in this one.
-    std::string staging = absl::StrCat(root, "/", StagingDirName(step));
-    absl::Status prepared = absl::OkStatus();
-    if (rank_ == 0) prepared = PrepareStaging(root, step).status();
-    ASSIGN_OR_RETURN(const std::vector<std::string> verdicts,
-                     exchange(kExchanges[0], std::string(prepared.message())));
-    RETURN_IF_ERROR(AgreedVerdict({verdicts[0]}, what));
-    if (test_hooks_.hold_before_write) test_hooks_.hold_before_write(step);
-
-    const absl::Time write_start = absl::Now();
-    Hooks hooks;
-    hooks.mid_shard_write = [&] { fault_point("checkpoint_write"); };
-    absl::StatusOr<RankReport> report =
-        WriteRankFiles(staging, rank_, shards.shards, state, hooks);
-    if (report.ok()) {
-      *mine.mutable_report() = *std::move(report);
-      mine.set_write_seconds(SecondsSince(write_start));
-    } else {
-      mine.set_error(std::string(report.status().message()));
-    }
-    if (rank_ != 0) fault_point("checkpoint_before_ready");
-  }
-
-  const trace::ScopedSpan span(trace, "checkpoint publish", "checkpoint");
-  const absl::Time publish_start = absl::Now();
-  ASSIGN_OR_RETURN(const std::vector<std::string> exchanged,
-                   exchange(kExchanges[1], mine.SerializeAsString()));
-  std::vector<RankReport> reports;
-  std::vector<std::string> errors;
-  double write_seconds = 0;
-  int64_t bytes = 0;
-  for (const std::string& payload : exchanged) {
-    SaveExchange other;
-    if (!other.ParseFromString(payload)) {
-      errors.push_back("an unreadable report");
-      continue;
-    }
-    errors.push_back(other.error());
-    write_seconds = std::max(write_seconds, other.write_seconds());
-    for (const FileEntry& file : other.report().files()) bytes += file.size();
-    reports.push_back(other.report());
-  }
-  if (absl::Status agreed = AgreedVerdict(errors, what); !agreed.ok()) {
-    // Every rank has reported: nobody writes into staging any more.
-    if (rank_ == 0) (void)DiscardStaging(root, step);
-    return agreed;
-  }
-  save.set_write_seconds(write_seconds);
-  save.set_bytes(bytes);
-
-  PublishOutcome outcome;
-  if (rank_ == 0) {
-    CheckpointManifest manifest;
-    manifest.set_run_id(run_id_);
-    manifest.set_step(step);
-    manifest.set_strategy(strategy_name);
-    manifest.set_world_size(world_size_);
-    manifest.set_config_json(ToJson(config_));
-    manifest.set_config_fingerprint(ConfigFingerprint(config_));
-    *manifest.mutable_data() = plan_.data_identity;
-    Hooks hooks;
-    hooks.before_ready = [&] { fault_point("checkpoint_before_ready"); };
-    hooks.before_latest = [&] { fault_point("checkpoint_before_latest"); };
-    absl::Status published = Publish(root, manifest, reports, hooks);
-    // A publish that failed before its rename leaves staging: remove it
-    // (after the rename there is none).
-    if (!published.ok()) (void)DiscardStaging(root, step);
-    if (published.ok()) {
-      if (test_hooks_.after_publish) test_hooks_.after_publish(step);
-      absl::StatusOr<std::vector<std::string>> pruned =
-          Prune(root, run_id_, static_cast<int>(plan_.options.keep_last));
-      if (pruned.ok()) {
-        for (const std::string& name : *pruned) outcome.add_pruned(name);
-      } else {
-        published = Annotate(pruned.status(), "pruning");
-      }
-    }
-    outcome.set_error(std::string(published.message()));
-  }
-  ASSIGN_OR_RETURN(const std::vector<std::string> outcomes,
-                   exchange(kExchanges[2], outcome.SerializeAsString()));
-  if (!outcome.ParseFromString(outcomes[0])) {
-    return absl::InternalError(absl::StrCat(what, ": rank 0's outcome is unreadable"));
-  }
-  RETURN_IF_ERROR(AgreedVerdict({outcome.error()}, what));
-  for (const std::string& name : outcome.pruned()) save.add_pruned(name);
-  save.set_publish_seconds(SecondsSince(publish_start));
-  return save;
+SaveTarget Checkpointer::Target(const std::string& strategy_name) const {
+  SaveTarget target;
+  target.root = plan_.options.dir;
+  target.keep_last = plan_.options.keep_last;
+  target.run_id = run_id_;
+  target.strategy = strategy_name;
+  target.rank = rank_;
+  target.world_size = world_size_;
+  target.config = config_;
+  target.data = plan_.data_identity;
+  return target;
 }
 
-Checkpointer::Exchange Checkpointer::ExchangeOverStore(int64_t step) const {
-  if (communicator_ == nullptr || world_size_ == 1) {
-    return [](const std::string&, const std::string& bytes) {
-      return absl::StatusOr<std::vector<std::string>>(std::vector<std::string>{bytes});
-    };
-  }
+Exchange Checkpointer::ExchangeOverStore(int64_t step) const {
+  if (communicator_ == nullptr || world_size_ == 1) return SingleRankExchange();
   // The store is thread-safe (c10d's TCPStore and HashStore lock each
   // operation); the training thread's collectives never touch these keys.
   return [store = communicator_->store(), timeout = communicator_->timeout(), step,
@@ -559,15 +406,15 @@ absl::StatusOr<std::vector<CheckpointSave>> Checkpointer::SaveAsync(
   raw->thread = std::thread([this, raw, shards, state, exchange = std::move(exchange),
                              fault_point = std::move(fault_point),
                              strategy_name = strategy.name()] {
-    raw->result = WriteAndPublish(raw->step, strategy_name, *shards, state, exchange,
-                                  /*trace=*/nullptr, fault_point);
+    raw->result = WriteAndPublish(Target(strategy_name), raw->step, shards->shards, state,
+                                  exchange, /*trace=*/nullptr, fault_point, test_hooks_);
     // Every rank posted its report of this save after it had read the
     // outcome of the previous one: once this save succeeded, rank 0 may
     // delete that one's keys (the store keeps at most two saves' keys).
     if (raw->result.ok() && rank_ == 0 && communicator_ != nullptr &&
         keys_to_delete_step_ >= 0) {
       collective::Store store = communicator_->store();
-      for (const char* name : kExchanges) {
+      for (const char* name : kSaveExchanges) {
         for (int r = 0; r < world_size_; ++r) {
           (void)store.Delete(absl::StrCat("checkpoint/", StepDirName(keys_to_delete_step_),
                                           "/", name, "/", r));
@@ -579,25 +426,6 @@ absl::StatusOr<std::vector<CheckpointSave>> Checkpointer::SaveAsync(
   });
   in_flight_ = std::move(job);
   return finished;
-}
-
-absl::Status CheckRankState(const RankState& recorded, const RankState& expected) {
-  std::vector<std::string> differences;
-  const google::protobuf::Descriptor* descriptor = RankState::descriptor();
-  for (int i = 0; i < descriptor->field_count(); ++i) {
-    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
-    if (field->is_map()) continue;  // strategy extras: the strategy's to check
-    std::string saved, now;
-    google::protobuf::TextFormat::PrintFieldValueToString(recorded, field, -1, &saved);
-    google::protobuf::TextFormat::PrintFieldValueToString(expected, field, -1, &now);
-    if (saved != now) {
-      differences.push_back(absl::StrCat(field->name(), " ", saved, " (this run: ", now, ")"));
-    }
-  }
-  if (differences.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "rank ", recorded.rank(), "'s checkpoint state is not where this run would be at step ",
-      recorded.step(), ": ", absl::StrJoin(differences, ", ")));
 }
 
 }  // namespace mtb::checkpoint

@@ -37,6 +37,7 @@
 #include "common/trace/recorder.h"
 #include "trainer/checkpoint/checkpoint.pb.h"
 #include "trainer/checkpoint/plan.h"
+#include "trainer/checkpoint/protocol.h"
 #include "trainer/run/strategy.h"
 #include "trainer/train_result.pb.h"
 
@@ -92,7 +93,7 @@ class Checkpointer {
   // Called at each checkpoint fault point with its phase
   // (checkpoint_write mid-shard, checkpoint_before_ready,
   // checkpoint_before_latest); --fault= acts there.
-  using FaultPoint = std::function<void(const char* phase)>;
+  using FaultPoint = checkpoint::FaultPoint;
 
   // Collective: saves the state after step `step`. Rank 0 clears a staging
   // directory a crashed save left; every rank writes its pieces
@@ -126,10 +127,7 @@ class Checkpointer {
   // a save's first file is written (a test may block it there while
   // training goes on); `after_publish` on rank 0 once `latest` names the
   // new checkpoint.
-  struct TestHooks {
-    std::function<void(int64_t step)> hold_before_write;
-    std::function<void(int64_t step)> after_publish;
-  };
+  using TestHooks = PublishHooks;
   void set_test_hooks(TestHooks hooks) { test_hooks_ = std::move(hooks); }
 
   // A save still in flight is cancelled (its waits on the store end) and
@@ -140,16 +138,10 @@ class Checkpointer {
   Checkpointer& operator=(const Checkpointer&) = delete;
 
  private:
-  // Every rank's `bytes` for one exchange of a save, rank by rank.
-  using Exchange = std::function<absl::StatusOr<std::vector<std::string>>(
-      const std::string& name, const std::string& bytes)>;
   struct Shards;
   struct InFlight;
-  // The save protocol once this rank's shards are known (both modes).
-  absl::StatusOr<CheckpointSave> WriteAndPublish(
-      int64_t step, const std::string& strategy_name, const Shards& shards,
-      const RankState& state, const Exchange& exchange,
-      trace::TraceRecorder* trace, const FaultPoint& fault_point) const;
+  // What the save protocol (protocol.h, both modes) records and where.
+  SaveTarget Target(const std::string& strategy_name) const;
   Exchange ExchangeOverStore(int64_t step) const;
   // One load of the plan's checkpoint with every rank's verdict;
   // `content_failure`: some rank found a byte that is not what the manifest
@@ -176,11 +168,6 @@ class Checkpointer {
   // The step of the last async save whose store keys are still there.
   int64_t keys_to_delete_step_ = -1;
 };
-
-// kFailedPrecondition listing every field of `recorded` (a resumed rank's
-// saved state) that differs from `expected` (what this run's configuration
-// gives at that step): a resume that is not where it thinks it is.
-absl::Status CheckRankState(const RankState& recorded, const RankState& expected);
 
 }  // namespace mtb::checkpoint
 

@@ -66,7 +66,7 @@ TEST(Export, PythonLoadsTheStateDictAndItsGptGivesOurLogitsBitForBit) {
 
   GptModel model(ModelShapeOf(config), config.seed() + 1);
   LoadModel(dir, model);
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(), config.seq_len()));
   const at::Tensor tokens = data->Get(7, 0, 3).inputs;
   at::Tensor logits;
   {

@@ -134,7 +134,7 @@ void ExpectContinues(const std::string& strategy, int ranks, const std::string& 
 }
 
 TEST(Reshard, ContinuingOnThreeFsdpRanksOrOneDdpRankReadsTheContinuousRunsSamples) {
-  const auto base = MakeSyntheticData(7, 64, 16);
+  const auto base = TensorData(MakeSyntheticSamples(7, 64, 16));
   RecordingData full_data(base.get());
   TrainOptions train;
   train.data = &full_data;

@@ -87,7 +87,7 @@ RunOutput Train(TrainConfig config, int world_size, const CheckpointOptions& opt
     train.rank_statuses->assign(world_size, absl::OkStatus());
   }
   if (train.notes != nullptr) *train.notes = plan->notes;
-  const auto synthetic = MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
+  const auto synthetic = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(), config.seq_len()));
   const DataSource& data = train.data != nullptr ? *train.data : *synthetic;
   auto body = [&](collective::Communicator* communicator, int rank) {
     std::unique_ptr<Strategy> strategy = MakeTestStrategy(config, communicator);

@@ -68,7 +68,7 @@ TEST(SafetensorsExport, PythonReadsItAndItsConv1DGptGivesOurLogitsAndLoss) {
 
   GptModel model(ModelShapeOf(config), config.seed() + 1);
   LoadModel(dir, model);
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(), config.seq_len()));
   const Batch batch = data->Get(7, 0, 3);
   at::Tensor logits, loss;
   {

@@ -20,7 +20,8 @@ constexpr char kCudaTrainerEnv[] = "MTB_TRAINER_CUDA";
 
 // The flags trainer_cuda defines that are booleans (a --noname form).
 const std::vector<std::string>& CudaBoolFlags() {
-  static const auto* flags = new std::vector<std::string>{"markdown"};
+  static const auto* flags =
+      new std::vector<std::string>{"markdown", "overwrite_checkpoints", "allow_data_change"};
   return *flags;
 }
 
@@ -51,7 +52,10 @@ const std::vector<std::string>& CudaTrainerFlags() {
       "lr_warmup_steps", "lr_decay_steps", "min_lr", "max_grad_norm",
       // Run and output.
       "steps", "timing_warmup_steps", "log_every", "peak_flops", "out",
-      "markdown", "device"};
+      "markdown", "device",
+      // Checkpoints (synchronous saves).
+      "checkpoint_dir", "save_every", "keep_last", "resume",
+      "overwrite_checkpoints", "allow_data_change", "data_fingerprint"};
   return *flags;
 }
 

@@ -5,7 +5,8 @@
 // transposes (the comment above each call gives m, n, k in those terms).
 //
 // Kernels: token + position embedding forward and backward (the token
-// embedding's gradient by atomicAdd: its summation order is not fixed), a
+// embedding's gradient one block per distinct token, its rows in order: no
+// atomics anywhere, so a run repeats bit for bit), a
 // warp-per-row LayerNorm forward and backward, bias + exact (erf) GELU, the
 // (B, T, 3D) <-> (B, H, T, D/H) permutes, a warp-per-row causal softmax and its
 // backward, the fused classifier (softmax, cross-entropy and its gradient in
@@ -88,12 +89,52 @@ __global__ void EmbeddingForward(float* out, const int32_t* tokens,
   out[i] = wte[tokens[row] * d + c] + wpe[(row % seq_len) * d + c];
 }
 
-// dwte[tokens[n]] += dout[n] (atomic: rows sharing a token add in any order).
-__global__ void TokenEmbeddingBackward(float* dwte, const int32_t* tokens,
-                                       const float* dout, int64_t n_rows, int64_t d) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= n_rows * d) return;
-  atomicAdd(&dwte[tokens[i / d] * d + i % d], dout[i]);
+// The rows of each distinct token of a step, in row order, made on the host
+// from its tokens: group g is token token[g], its rows
+// order[start[g] .. start[g + 1]). What makes the token embedding's gradient
+// deterministic (each element has one writer that adds in row order), so
+// that a GPU run repeats bit for bit and a resumed run equals the continuous
+// one.
+struct TokenGroups {
+  std::vector<int32_t> order, token, start;
+  // Reserves for n rows (no allocation when grouped later).
+  explicit TokenGroups(int64_t n) {
+    order.reserve(n);
+    token.reserve(n);
+    start.reserve(n + 1);
+  }
+  void Group(const int32_t* tokens, int64_t n) {
+    order.resize(n);
+    for (int64_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return tokens[a] < tokens[b]; });
+    token.clear();
+    start.clear();
+    for (int64_t j = 0; j < n; ++j) {
+      if (j == 0 || tokens[order[j]] != tokens[order[j - 1]]) {
+        token.push_back(tokens[order[j]]);
+        start.push_back(static_cast<int32_t>(j));
+      }
+    }
+    start.push_back(static_cast<int32_t>(n));
+  }
+  int64_t groups() const { return static_cast<int64_t>(token.size()); }
+};
+
+// dwte[token[g]] += the sum of dout over the group's rows, in row order: one
+// block per distinct token (TokenGroups).
+__global__ void TokenEmbeddingBackward(float* dwte, const int32_t* order,
+                                       const int32_t* group_token,
+                                       const int32_t* group_start, const float* dout,
+                                       int64_t d) {
+  const int64_t g = blockIdx.x;
+  const int64_t token = group_token[g];
+  const int32_t begin = group_start[g], end = group_start[g + 1];
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
+    float sum = 0;
+    for (int32_t j = begin; j < end; ++j) sum += dout[order[j] * d + c];
+    dwte[token * d + c] += sum;
+  }
 }
 
 // dwpe[t] += sum over b of dout[b * T + t] (in b order).
@@ -632,13 +673,17 @@ class GptCudaImpl : public GptCuda {
     norm_partials_ = floats(kNormPartials);
     if (!error.empty()) return error;
     void* p = nullptr;
-    if (cudaMalloc(&p, 2 * n * sizeof(int32_t)) != cudaSuccess) {
+    // inputs, targets, and the token groups' order, token and start.
+    if (cudaMalloc(&p, (5 * n + 1) * sizeof(int32_t)) != cudaSuccess) {
       return "cudaMalloc of the token buffers failed";
     }
     allocations_.push_back(p);
-    bytes_ += 2 * n * static_cast<int64_t>(sizeof(int32_t));
+    bytes_ += (5 * n + 1) * static_cast<int64_t>(sizeof(int32_t));
     inputs_ = static_cast<int32_t*>(p);
     targets_ = inputs_ + n;
+    group_order_ = targets_ + n;
+    group_token_ = group_order_ + n;
+    group_start_ = group_token_ + n;
     if (cudaMalloc(&lt_.workspace, lt_.workspace_bytes) != cudaSuccess) {
       return "cudaMalloc of the cuBLASLt workspace failed";
     }
@@ -662,12 +707,22 @@ class GptCudaImpl : public GptCuda {
     return "";
   }
 
-  StepStats Step(const int32_t* inputs, const int32_t* targets, int64_t step,
-                 double lr, double max_grad_norm) override {
+  StepStats ForwardBackward(const int32_t* inputs, const int32_t* targets) override {
     const int64_t n = dims_.batch_size * dims_.seq_len;
     MTB_CUDA_CHECK(cudaMemcpyAsync(inputs_, inputs, n * sizeof(int32_t),
                                    cudaMemcpyHostToDevice, stream_));
     MTB_CUDA_CHECK(cudaMemcpyAsync(targets_, targets, n * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, stream_));
+    // The previous step's copies from groups_ are done (this call
+    // synchronises before it returns).
+    groups_.Group(inputs, n);
+    MTB_CUDA_CHECK(cudaMemcpyAsync(group_order_, groups_.order.data(), n * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, stream_));
+    MTB_CUDA_CHECK(cudaMemcpyAsync(group_token_, groups_.token.data(),
+                                   groups_.groups() * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, stream_));
+    MTB_CUDA_CHECK(cudaMemcpyAsync(group_start_, groups_.start.data(),
+                                   (groups_.groups() + 1) * sizeof(int32_t),
                                    cudaMemcpyHostToDevice, stream_));
     MTB_CUDA_CHECK(cudaMemsetAsync(grads_, 0, total_ * sizeof(float), stream_));
     MTB_CUDA_CHECK(cudaEventRecord(events_[0], stream_));
@@ -675,30 +730,57 @@ class GptCudaImpl : public GptCuda {
     MTB_CUDA_CHECK(cudaEventRecord(events_[1], stream_));
     Backward();
     MTB_CUDA_CHECK(cudaEventRecord(events_[2], stream_));
-    StepStats stats;
     MTB_CUDA_CHECK(cudaMemcpyAsync(host_losses_.data(), losses_, n * sizeof(float),
                                    cudaMemcpyDeviceToHost, stream_));
-    OptimizerStep(stream_, params_, grads_, adam_m_, adam_v_, total_, tensors_, adamw_,
-                  norm_partials_, host_partials_.data(), step, lr, max_grad_norm, &stats);
+    MTB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    StepStats stats;
     double loss_sum = 0;
     for (float l : host_losses_) loss_sum += l;
     stats.loss = loss_sum / static_cast<double>(n);
-    MTB_CUDA_CHECK(cudaEventRecord(events_[3], stream_));
-    MTB_CUDA_CHECK(cudaEventSynchronize(events_[3]));
     float ms = 0;
     MTB_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[0], events_[1]));
     stats.forward_ms = ms;
     MTB_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[1], events_[2]));
     stats.backward_ms = ms;
-    MTB_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[2], events_[3]));
-    stats.optimizer_ms = ms;
     return stats;
+  }
+
+  float* gradients() override { return grads_; }
+
+  void Update(int64_t step, double lr, double max_grad_norm, StepStats* stats) override {
+    // The gradient may have been changed by another stream (a collective).
+    MTB_CUDA_CHECK(cudaDeviceSynchronize());
+    MTB_CUDA_CHECK(cudaEventRecord(events_[2], stream_));
+    OptimizerStep(stream_, params_, grads_, adam_m_, adam_v_, total_, tensors_, adamw_,
+                  norm_partials_, host_partials_.data(), step, lr, max_grad_norm, stats);
+    MTB_CUDA_CHECK(cudaEventRecord(events_[3], stream_));
+    MTB_CUDA_CHECK(cudaEventSynchronize(events_[3]));
+    float ms = 0;
+    MTB_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[2], events_[3]));
+    stats->optimizer_ms = ms;
   }
 
   void CopyParametersToHost(float* host) override {
     MTB_CUDA_CHECK(cudaStreamSynchronize(stream_));
     MTB_CUDA_CHECK(cudaMemcpy(host, params_, total_ * sizeof(float),
                               cudaMemcpyDeviceToHost));
+  }
+
+  void CopyStateToHost(float* parameters, float* exp_avg, float* exp_avg_sq) override {
+    MTB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const size_t bytes = total_ * sizeof(float);
+    MTB_CUDA_CHECK(cudaMemcpy(parameters, params_, bytes, cudaMemcpyDeviceToHost));
+    MTB_CUDA_CHECK(cudaMemcpy(exp_avg, adam_m_, bytes, cudaMemcpyDeviceToHost));
+    MTB_CUDA_CHECK(cudaMemcpy(exp_avg_sq, adam_v_, bytes, cudaMemcpyDeviceToHost));
+  }
+
+  void LoadState(const float* parameters, const float* exp_avg,
+                 const float* exp_avg_sq) override {
+    MTB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const size_t bytes = total_ * sizeof(float);
+    MTB_CUDA_CHECK(cudaMemcpy(params_, parameters, bytes, cudaMemcpyHostToDevice));
+    MTB_CUDA_CHECK(cudaMemcpy(adam_m_, exp_avg, bytes, cudaMemcpyHostToDevice));
+    MTB_CUDA_CHECK(cudaMemcpy(adam_v_, exp_avg_sq, bytes, cudaMemcpyHostToDevice));
   }
 
   int64_t DeviceBytes() const override { return bytes_; }
@@ -800,8 +882,8 @@ class GptCudaImpl : public GptCuda {
           Grad(l, kLn1Weight), Grad(l, kLn1Bias), d_rows_, x, a.ln1_mean, a.ln1_rstd, n,
           static_cast<int>(d));
     }
-    TokenEmbeddingBackward<<<Blocks(n * d), kThreads, 0, stream_>>>(
-        Grad(kTokenEmbeddingIndex), inputs_, d_residual_, n, d);
+    TokenEmbeddingBackward<<<static_cast<unsigned>(groups_.groups()), kThreads, 0, stream_>>>(
+        Grad(kTokenEmbeddingIndex), group_order_, group_token_, group_start_, d_residual_, d);
     PositionEmbeddingBackward<<<Blocks(t * d), kThreads, 0, stream_>>>(
         Grad(kPositionEmbeddingIndex), d_residual_, b, t, d);
     MTB_CUDA_CHECK(cudaGetLastError());
@@ -824,6 +906,8 @@ class GptCudaImpl : public GptCuda {
   float *d_q_ = nullptr, *d_k_ = nullptr, *d_v_ = nullptr, *d_heads_ = nullptr;
   float* norm_partials_ = nullptr;
   int32_t *inputs_ = nullptr, *targets_ = nullptr;
+  int32_t *group_order_ = nullptr, *group_token_ = nullptr, *group_start_ = nullptr;
+  TokenGroups groups_{dims_.batch_size * dims_.seq_len};
   std::vector<float> host_losses_, host_partials_;
 };
 
@@ -860,7 +944,9 @@ class ScratchBuffers {
     return p;
   }
   int32_t* Ints(const RefTensor& tensor) {
-    std::vector<int32_t> host(tensor.values.begin(), tensor.values.end());
+    return IntsFrom(std::vector<int32_t>(tensor.values.begin(), tensor.values.end()));
+  }
+  int32_t* IntsFrom(const std::vector<int32_t>& host) {
     void* p = nullptr;
     MTB_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(host.size(), 1) * sizeof(int32_t)));
     held_.push_back(p);
@@ -947,9 +1033,13 @@ std::string RunReferenceKernel(const KernelRef& kernel, bool planted_off_by_one,
     const int64_t v = static_cast<int64_t>(in("vocab").values.at(0));
     float* dwte = s.Zeros(v * d);
     float* dwpe = s.Zeros(t * d);
-    const int32_t* tokens = s.Ints(in("tokens"));
+    const std::vector<int32_t> tokens(in("tokens").values.begin(), in("tokens").values.end());
+    TokenGroups groups(b * t);
+    groups.Group(tokens.data(), b * t);
     const float* dout = s.Floats(in("dout"));
-    TokenEmbeddingBackward<<<Blocks(b * t * d), kThreads, 0, st>>>(dwte, tokens, dout, b * t, d);
+    TokenEmbeddingBackward<<<static_cast<unsigned>(groups.groups()), kThreads, 0, st>>>(
+        dwte, s.IntsFrom(groups.order), s.IntsFrom(groups.token), s.IntsFrom(groups.start),
+        dout, d);
     PositionEmbeddingBackward<<<Blocks(t * d), kThreads, 0, st>>>(dwpe, dout, b, t, d);
     (*outputs)["dwte"] = s.Back(dwte, v * d);
     (*outputs)["dwpe"] = s.Back(dwpe, t * d);
@@ -1101,6 +1191,13 @@ std::string ProbeDevice(DeviceInfo* info) {
   info->runtime_version = version(runtime);
   info->total_memory_bytes = static_cast<int64_t>(properties.totalGlobalMem);
   return "";
+}
+
+std::string UseDevice(int device) {
+  const cudaError_t status = cudaSetDevice(device);
+  if (status == cudaSuccess) return "";
+  return std::string("cudaSetDevice(") + std::to_string(device) + "): " +
+         cudaGetErrorString(status);
 }
 
 std::unique_ptr<GptCuda> CreateGptCuda(const GptDims& dims,

@@ -71,18 +71,49 @@ struct StepStats {
 class GptCuda {
  public:
   virtual ~GptCuda() = default;
-  // One optimizer step (1-based `step`, for AdamW's bias correction):
-  // forward, backward, the gradient norm, clipping to max_grad_norm (0: off;
-  // coefficient max_norm / (norm + 1e-6) as torch.nn.utils.clip_grad_norm_),
-  // AdamW at `lr`. inputs, targets: (B, T) token ids on the host.
-  virtual StepStats Step(const int32_t* inputs, const int32_t* targets,
-                         int64_t step, double lr, double max_grad_norm) = 0;
+  // One optimizer step in two phases, so that a run on several GPUs can
+  // synchronise the gradient between them (trainer/strategy/sync_plan.h):
+  //
+  //   ForwardBackward  forward and backward on this rank's rows: the flat
+  //                    gradient (layout.h's offsets) in gradients(); the
+  //                    stats' loss (the mean cross-entropy over these B x T
+  //                    targets), forward_ms and backward_ms. inputs, targets:
+  //                    (B, T) token ids on the host. Returns once the
+  //                    gradient is complete.
+  //   Update           the gradient norm of gradients() as they are now,
+  //                    clipping to max_grad_norm (0: off; coefficient
+  //                    max_norm / (norm + 1e-6) as torch.nn.utils.clip_grad_norm_),
+  //                    AdamW at `lr` (1-based `step`, for the bias
+  //                    correction); fills grad_norm, clipped, optimizer_ms.
+  virtual StepStats ForwardBackward(const int32_t* inputs, const int32_t* targets) = 0;
+  // The gradient buffer: total floats, device memory on a GPU.
+  virtual float* gradients() = 0;
+  virtual void Update(int64_t step, double lr, double max_grad_norm, StepStats* stats) = 0;
+  // Both phases on one rank.
+  StepStats Step(const int32_t* inputs, const int32_t* targets, int64_t step, double lr,
+                 double max_grad_norm) {
+    StepStats stats = ForwardBackward(inputs, targets);
+    Update(step, lr, max_grad_norm, &stats);
+    return stats;
+  }
   // The parameter buffer (total floats) back to the host.
   virtual void CopyParametersToHost(float* host) = 0;
+  // The whole training state (total floats each) to and from the host: the
+  // parameters and AdamW's first and second moments, a checkpoint's model/,
+  // optimizer/exp_avg/ and optimizer/exp_avg_sq/ tensors (layout.h's
+  // offsets). AdamW's update count is the caller's (Step's `step`).
+  virtual void CopyStateToHost(float* parameters, float* exp_avg,
+                               float* exp_avg_sq) = 0;
+  virtual void LoadState(const float* parameters, const float* exp_avg,
+                         const float* exp_avg_sq) = 0;
   // Every byte this model took from the CUDA allocator (all of it at
   // creation: nothing is allocated inside a step).
   virtual int64_t DeviceBytes() const = 0;
 };
+
+// Makes device `device` current for the calling thread (a multi-GPU run's
+// rank thread, before it creates its model); "" or why not.
+std::string UseDevice(int device);
 
 // Allocates every buffer and copies `initial_parameters` (total floats) to the
 // device. On failure returns null and sets *error (one line, e.g. an

@@ -6,17 +6,22 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/flags.h"
 #include "common/base/logging.h"
+#include "common/base/status.h"
 #include "common/results/cuda_info.h"
 #include "common/results/output_path.h"
 #include "common/results/run_context.h"
+#include "trainer/checkpoint/plan.h"
 #include "trainer/config/config.h"
 #include "trainer/cuda/gpt_cuda.h"
+#include "trainer/cuda/nccl_collectives.h"
 #include "trainer/cuda/run.h"
 #include "trainer/config/device.h"
 #include "trainer/config/flags.h"
@@ -25,7 +30,8 @@
 #include "trainer/strategy/registry.h"
 
 ABSL_FLAG(std::string, device, "cuda", "cuda: the only device of this binary");
-ABSL_FLAG(int, nproc, 1, "GPUs (processes); 1 only so far");
+ABSL_FLAG(int, nproc, 1,
+          "GPUs of this machine, a rank thread each (ddp over NCCL when > 1)");
 ABSL_FLAG(std::string, out, "",
           "result JSON path (default results/trainer_cuda_<UTC time>.json in "
           "your checkout); the .md and .svg go beside it");
@@ -36,8 +42,8 @@ namespace {
 
 constexpr char kProgram[] = "trainer_cuda";
 constexpr char kUsage[] =
-    "trains the GPT on one NVIDIA GPU (fp32, no LibTorch) with the "
-    "trainer's flags.\n"
+    "trains the GPT on NVIDIA GPUs (fp32, no LibTorch; ddp over NCCL with "
+    "--nproc > 1) with the trainer's flags.\n"
     "  trainer_cuda --strategy=single --data=synthetic --steps=20";
 
 // The device model on device 0.
@@ -52,6 +58,47 @@ mtb::cuda::GptCudaFactory DeviceFactory(const mtb::cuda::AdamWSettings& adamw) {
     return mtb::cuda::CreateGptCuda(dims, tensors, parameters, layout.total(),
                                     adamw, error);
   };
+}
+
+// ddp on GPUs 0..n-1 of this machine: a rank thread each, its gradient
+// averaged over NCCL between backward and the update (run.h, CudaRanks).
+// Rank 0's result; the first failure of any rank otherwise.
+absl::StatusOr<mtb::TrainResult> RunOnGpus(int n, const mtb::TrainConfig& config,
+                                           const mtb::SampleSource& samples,
+                                           const mtb::cuda::DeviceInfo& device,
+                                           const mtb::cuda::GptCudaFactory& factory) {
+  std::string error;
+  std::vector<std::unique_ptr<mtb::SyncCollectives>> collectives =
+      mtb::cuda::MakeNcclCollectives(n, &error);
+  if (collectives.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("--nproc=", n, ": ", error));
+  }
+  mtb::cuda::ThreadAverage losses(n);
+  std::vector<absl::StatusOr<mtb::TrainResult>> results(
+      n, absl::UnknownError("the rank did not run"));
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < n; ++rank) {
+    ranks.emplace_back([&, rank] {
+      if (const std::string why = mtb::cuda::UseDevice(rank); !why.empty()) {
+        results[rank] = absl::FailedPreconditionError(why);
+        return;
+      }
+      mtb::cuda::CudaRanks place;
+      place.rank = rank;
+      place.world_size = n;
+      place.collectives = collectives[rank].get();
+      place.average_loss = [&losses, rank](double loss) { return losses.Average(rank, loss); };
+      results[rank] = mtb::cuda::RunCudaTraining(config, samples, device, factory,
+                                                 mtb::checkpoint::CheckpointPlan(), place);
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+  for (int rank = 0; rank < n; ++rank) {
+    if (!results[rank].ok()) {
+      return mtb::Annotate(results[rank].status(), absl::StrCat("rank ", rank));
+    }
+  }
+  return std::move(results[0]);
 }
 
 int Refuse(const absl::Status& status) {
@@ -71,25 +118,46 @@ int main(int argc, char** argv) {
         "--device=", absl::GetFlag(FLAGS_device),
         ": this binary trains on cuda only (the trainer runs --device=cpu)")));
   }
-  if (absl::GetFlag(FLAGS_nproc) != 1) {
-    return Refuse(absl::InvalidArgumentError(absl::StrCat(
-        "--nproc=", absl::GetFlag(FLAGS_nproc),
-        " is not supported with --device=cuda yet (one GPU: --nproc=1)")));
+  const int nproc = absl::GetFlag(FLAGS_nproc);
+  if (nproc < 1) {
+    return Refuse(absl::InvalidArgumentError(
+        absl::StrCat("--nproc=", nproc, " must be at least 1")));
   }
   absl::StatusOr<mtb::TrainConfig> from_flags = mtb::TrainConfigFromFlags();
   if (!from_flags.ok()) return Refuse(from_flags.status());
   mtb::TrainConfig config = *std::move(from_flags);
   // One GPU: an unset --strategy means single, not the CPU trainer's ddp.
-  if (!mtb::FlagWasSet("strategy")) config.set_strategy(mtb::TrainConfig::single);
+  if (!mtb::FlagWasSet("strategy") && nproc == 1) {
+    config.set_strategy(mtb::TrainConfig::single);
+  }
   std::vector<std::string> notes = mtb::FitDefaultWarmupsToSteps(
       &config, mtb::WarmupsGivenOnCommandLine());
-  mtb::ResolveConfig(&config, /*ranks_per_host=*/1);
+  mtb::ResolveConfig(&config, /*ranks_per_host=*/nproc);
+  const mtb::checkpoint::CheckpointOptions checkpoint_options =
+      mtb::CheckpointOptionsFromFlags();
   for (const absl::Status& status :
        {mtb::ValidateConfig(config, mtb::ScopedFlagsOnCommandLine()),
-        mtb::ValidateConfigForWorldSize(config, 1),
-        mtb::cuda::CheckCudaConfig(config)}) {
+        mtb::ValidateConfigForWorldSize(config, nproc),
+        mtb::cuda::CheckCudaConfig(config, nproc, !checkpoint_options.dir.empty())}) {
     if (!status.ok()) return Refuse(status);
   }
+  // Checkpoints, planned before anything runs as the CPU trainer plans them
+  // (one rank): flags, the directory, the checkpoint a resume starts from.
+  if (absl::Status valid =
+          mtb::checkpoint::ValidateCheckpointOptions(checkpoint_options, config);
+      !valid.ok()) {
+    return Refuse(valid);
+  }
+  absl::StatusOr<mtb::checkpoint::CheckpointPlan> checkpoint_plan =
+      mtb::checkpoint::PlanCheckpoints(checkpoint_options, &config, nproc, mtb::FlagWasSet);
+  if (!checkpoint_plan.ok()) return Refuse(checkpoint_plan.status());
+  // A resume may take the schedule from its checkpoint: checked again.
+  for (const absl::Status& status :
+       {mtb::ValidateConfig(config, mtb::ScopedFlagsOnCommandLine()),
+        mtb::cuda::CheckCudaConfig(config, nproc, checkpoint_plan->enabled())}) {
+    if (!status.ok()) return Refuse(status);
+  }
+  notes.insert(notes.end(), checkpoint_plan->notes.begin(), checkpoint_plan->notes.end());
   std::string out = mtb::ResolveUserPath(absl::GetFlag(FLAGS_out));
   if (absl::Status writable = mtb::CheckOutputWritable("out", out); !writable.ok()) {
     return Refuse(writable);
@@ -114,14 +182,16 @@ int main(int argc, char** argv) {
   adamw.beta2 = config.beta2();
   adamw.eps = config.eps();
   adamw.weight_decay = config.weight_decay();
-  absl::StatusOr<mtb::TrainResult> result = mtb::cuda::RunCudaTraining(
-      config, **samples, device, DeviceFactory(adamw));
+  absl::StatusOr<mtb::TrainResult> result =
+      nproc == 1 ? mtb::cuda::RunCudaTraining(config, **samples, device, DeviceFactory(adamw),
+                                              *checkpoint_plan)
+                 : RunOnGpus(nproc, config, **samples, device, DeviceFactory(adamw));
   if (!result.ok()) return Refuse(result.status());
   mtb::RunContext* context = result->mutable_run_context();
   *context = mtb::NewRunContext(kProgram, argc, argv);
   mtb::FillCudaInfo(context);
-  context->set_world_size(1);
-  context->set_backend("none");
+  context->set_world_size(nproc);
+  context->set_backend(nproc == 1 ? "none" : "nccl");
   mtb::FinishRunContext(context);
   if (out.empty()) out = mtb::DefaultResultPath(kProgram, "json");
   absl::StatusOr<std::vector<std::string>> written =

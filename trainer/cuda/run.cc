@@ -5,17 +5,54 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status.h"
+#include "common/results/run_context.h"
 #include "glog/logging.h"
+#include "trainer/checkpoint/protocol.h"
+#include "trainer/cuda/checkpoint_state.h"
 #include "trainer/config/config.h"
 #include "trainer/model/lr_schedule.h"
 #include "trainer/output/metrics.h"
 #include "trainer/model/model_shape.h"
+#include "trainer/strategy/buckets.h"
 #include "trainer/strategy/registry.h"
 
 namespace mtb {
 namespace cuda {
 
-absl::Status CheckCudaConfig(const TrainConfig& config) {
+std::vector<std::vector<double>> ThreadAverage::Gather(int rank, std::vector<double> mine) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const int64_t index = rounds_[rank]++;
+  Round& round = open_[index];
+  round.values.resize(world_size_);
+  round.values[rank] = std::move(mine);
+  if (++round.arrived == world_size_) {
+    round.left = world_size_;
+    changed_.notify_all();
+  }
+  changed_.wait(lock, [&] { return round.arrived == world_size_; });
+  std::vector<std::vector<double>> all = round.values;
+  if (--round.left == 0) open_.erase(index);
+  return all;
+}
+
+void ThreadAverage::Average(int rank, float* values, int64_t n) {
+  const std::vector<std::vector<double>> all =
+      Gather(rank, std::vector<double>(values, values + n));
+  for (int64_t i = 0; i < n; ++i) {
+    float sum = 0;
+    for (int r = 0; r < world_size_; ++r) sum += static_cast<float>(all[r][i]);
+    values[i] = sum / static_cast<float>(world_size_);
+  }
+}
+
+double ThreadAverage::Average(int rank, double value) {
+  double sum = 0;
+  for (const std::vector<double>& one : Gather(rank, {value})) sum += one[0];
+  return sum / world_size_;
+}
+
+absl::Status CheckCudaConfig(const TrainConfig& config, int world_size, bool checkpoints) {
   auto refuse = [](const std::string& what) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " is not supported with --device=cuda yet"));
@@ -24,12 +61,28 @@ absl::Status CheckCudaConfig(const TrainConfig& config) {
     return refuse(absl::StrCat("--precision=", ConfigName(config.precision()),
                                " (fp32 only)"));
   }
-  // One GPU: the strategies that run on one rank only (the registry's entry).
-  if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(ConfigName(config.strategy()));
-      !entry.ok() || (*entry)->max_world_size != 1) {
-    return refuse(absl::StrCat("--strategy=", ConfigName(config.strategy()),
-                               " (one GPU: --strategy=",
-                               StrategyName(StrategyKind::kSingle), ")"));
+  // One GPU: the strategies that run on one rank only (the registry's
+  // entry); several: ddp.
+  const std::string strategy = ConfigName(config.strategy());
+  if (world_size == 1) {
+    if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(strategy);
+        !entry.ok() || (*entry)->max_world_size != 1) {
+      return refuse(absl::StrCat("--strategy=", strategy, " (one GPU: --strategy=",
+                                 StrategyName(StrategyKind::kSingle), ")"));
+    }
+  } else {
+    // The sync trainer_cuda has is the gradient's all-reduce: strategies that
+    // run on several ranks and gather nothing (everything replicated).
+    if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(strategy);
+        !entry.ok() || (*entry)->max_world_size == 1 ||
+        (*entry)->gather_bytes_label[0] != '\0') {
+      return refuse(absl::StrCat("--strategy=", strategy, " on ", world_size,
+                                 " GPUs (several GPUs: --strategy=",
+                                 StrategyName(StrategyKind::kDdp), ")"));
+    }
+    if (checkpoints) {
+      return refuse(absl::StrCat("--checkpoint_dir on ", world_size, " GPUs (one GPU only)"));
+    }
   }
   if (config.dropout() != 0) {
     return refuse(absl::StrCat("--dropout=", config.dropout()));
@@ -50,7 +103,9 @@ absl::Status CheckCudaConfig(const TrainConfig& config) {
 absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
                                             const SampleSource& samples,
                                             const DeviceInfo& device,
-                                            const GptCudaFactory& factory) {
+                                            const GptCudaFactory& factory,
+                                            const checkpoint::CheckpointPlan& plan,
+                                            const CudaRanks& ranks) {
   const ModelShape shape = ModelShapeOf(config);
   const ParameterLayout layout = ParameterLayout::ForGpt(shape);
   std::vector<float> parameters(layout.total());
@@ -86,6 +141,69 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
     result.mutable_peak_flops()->set_source("--peak_flops");
   }
 
+  // Checkpoints: the resumed state onto the device, the run's id.
+  HostState host(plan.enabled() ? layout.total() : 0);
+  int64_t start_step = 0;
+  int64_t hashed_bytes = 0;
+  double load_ms = 0;
+  const std::string run_id = plan.run_id.empty() ? NewRunId() : plan.run_id;
+  if (plan.resuming()) {
+    const Stopwatch load_clock;
+    start_step = plan.start_step;
+    RETURN_IF_ERROR(checkpoint::AgreedVerdict(
+        {std::string(checkpoint::ReadRankState(
+                         plan, /*rank=*/0, RequestsInto(layout, &host),
+                         checkpoint::ProgressStateOf(config, 0, 1, start_step), &hashed_bytes)
+                         .message())},
+        absl::StrCat("resuming from ", plan.resume_dir)));
+    if (host.step != start_step) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "resuming from ", plan.resume_dir, ": optimizer/step is ", host.step,
+          ", the checkpoint's step ", start_step));
+    }
+    model->LoadState(host.parameters.data(), host.exp_avg.data(), host.exp_avg_sq.data());
+    load_ms = load_clock.ElapsedMs();
+  }
+  checkpoint::SaveTarget target;
+  target.root = plan.options.dir;
+  target.keep_last = plan.options.keep_last;
+  target.run_id = run_id;
+  target.strategy = ConfigName(config.strategy());
+  target.config = config;
+  target.data = plan.data_identity;
+  auto save = [&](int64_t step) -> absl::Status {
+    const Stopwatch save_clock;
+    model->CopyStateToHost(host.parameters.data(), host.exp_avg.data(),
+                           host.exp_avg_sq.data());
+    host.step = step;
+    ASSIGN_OR_RETURN(
+        CheckpointSave saved,
+        checkpoint::WriteAndPublish(target, step, ShardsOf(layout, host),
+                                    checkpoint::ProgressStateOf(config, 0, 1, step),
+                                    checkpoint::SingleRankExchange(), /*trace=*/nullptr,
+                                    [](const char*) {}));
+    saved.set_blocking_ms(save_clock.ElapsedMs());
+    *result.mutable_checkpoint()->add_saves() = std::move(saved);
+    return absl::OkStatus();
+  };
+  if (plan.enabled()) {
+    *result.mutable_checkpoint() = checkpoint::CheckpointInfoOf(plan, run_id, hashed_bytes);
+    result.mutable_checkpoint()->set_load_ms(load_ms);
+  }
+  // A resume at the last step trains nothing; it saves the loaded state.
+  if (plan.trains_nothing(config.steps()) && plan.SavesAt(start_step, config.steps())) {
+    RETURN_IF_ERROR(save(start_step));
+  }
+
+  // Several GPUs: the buckets the gradient is averaged in.
+  SyncPlan sync_plan;
+  if (ranks.world_size > 1) {
+    std::vector<int64_t> numels;
+    for (const TensorSlot& slot : layout.tensors()) numels.push_back(slot.numel);
+    sync_plan = MakeSyncPlan(numels, ranks.world_size, kFirstBucketBytes,
+                             BucketCapBytes(config.bucket_cap_mb()));
+  }
+
   const LrSchedule schedule = LrScheduleOf(config);
   const int64_t row = shape.seq_len + 1;
   std::vector<int64_t> tokens(config.batch_size() * row);
@@ -93,9 +211,9 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
   TrainRun* run = result.add_runs();
   run->set_index(0);
   const Stopwatch run_clock;
-  for (int64_t step = 0; step < config.steps(); ++step) {
+  for (int64_t step = start_step; step < config.steps(); ++step) {
     const Stopwatch step_clock;
-    samples.Fill(step, 0, config.batch_size(), tokens.data());
+    samples.Fill(step, ranks.rank * config.batch_size(), config.batch_size(), tokens.data());
     for (int64_t b = 0; b < config.batch_size(); ++b) {
       for (int64_t t = 0; t < shape.seq_len; ++t) {
         inputs[b * shape.seq_len + t] = static_cast<int32_t>(tokens[b * row + t]);
@@ -105,8 +223,17 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
     }
     const double data_ms = step_clock.ElapsedMs();
     const double lr = LearningRateAt(schedule, step + 1);
-    const StepStats stats = model->Step(inputs.data(), targets.data(), step + 1,
-                                        lr, config.max_grad_norm());
+    StepStats stats = model->ForwardBackward(inputs.data(), targets.data());
+    if (ranks.world_size > 1) {
+      const Stopwatch sync_clock;
+      if (absl::Status synced = RunDdpSync(sync_plan, *ranks.collectives, model->gradients());
+          !synced.ok()) {
+        return Annotate(synced, absl::StrCat("step ", step + 1, ": the gradient's all-reduce"));
+      }
+      stats.loss = ranks.average_loss(stats.loss);
+      stats.backward_ms += sync_clock.ElapsedMs();
+    }
+    model->Update(step + 1, lr, config.max_grad_norm(), &stats);
     StepRecord* record = run->add_steps();
     record->set_step(static_cast<int32_t>(step + 1));  // 1-based, as the CPU trainer
     record->set_loss(stats.loss);
@@ -119,7 +246,7 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
     record->set_optimizer_ms(stats.optimizer_ms);
     record->set_step_ms(step_clock.ElapsedMs());
     record->set_tokens_per_second(tokens_per_step / (record->step_ms() / 1e3));
-    record->set_timed(step >= config.timing_warmup_steps());
+    record->set_timed(step - start_step >= config.timing_warmup_steps());
     record->set_peak_memory_bytes(model->DeviceBytes());
     if (config.peak_flops() > 0) {
       record->set_mfu(record->tokens_per_second() * FlopsPerTokenOf(shape) /
@@ -130,11 +257,12 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
           "step ", step + 1, "/", config.steps(), ": the loss is ",
           stats.loss, " on ", device.name));
     }
-    if (config.log_every() > 0 && (step + 1) % config.log_every() == 0) {
+    if (config.log_every() > 0 && ranks.rank == 0 && (step + 1) % config.log_every() == 0) {
       LOG(INFO) << FormatProgressLine(
           *record, config.steps(),
           record->step_ms() / 1e3 * (config.steps() - step - 1));
     }
+    if (plan.SavesAt(step + 1, config.steps())) RETURN_IF_ERROR(save(step + 1));
   }
   run->set_wall_seconds(run_clock.ElapsedMs() / 1e3);
   FinishRun(run, tokens_per_step);

@@ -6,15 +6,21 @@
 #ifndef MTB_TRAINER_CUDA_RUN_H_
 #define MTB_TRAINER_CUDA_RUN_H_
 
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "trainer/checkpoint/plan.h"
 #include "trainer/cuda/gpt_cuda.h"
 #include "trainer/cuda/layout.h"
 #include "trainer/data/samples.h"
+#include "trainer/strategy/sync_plan.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -22,10 +28,12 @@ namespace cuda {
 
 // The values the CUDA path does not implement yet, refused with one line
 // naming the flag (kInvalidArgument): --precision other than fp32, a
-// --strategy other than single, --dropout > 0, --grad_accum > 1,
+// --strategy other than single on one GPU and other than ddp on several,
+// checkpoints on several GPUs, --dropout > 0, --grad_accum > 1,
 // --repeat > 1, --reduction=exact, --activation_checkpointing. Call after
 // ResolveConfig and ValidateConfig.
-absl::Status CheckCudaConfig(const TrainConfig& config);
+absl::Status CheckCudaConfig(const TrainConfig& config, int world_size = 1,
+                             bool checkpoints = false);
 
 // Makes the device model for `layout` initialised with `parameters`; null and
 // *error on failure (CreateGptCuda on a GPU, trainer_cuda's main).
@@ -33,14 +41,64 @@ using GptCudaFactory = std::function<std::unique_ptr<GptCuda>(
     const GptDims& dims, const ParameterLayout& layout,
     const float* parameters, std::string* error)>;
 
+// A run on several GPUs (ddp): this rank's place and what it shares with the
+// others. Rank r trains samples [r B, (r + 1) B) of each step's global batch
+// of world_size x B (the CPU trainer's split); between ForwardBackward and
+// Update every bucket of its gradient is averaged over the ranks
+// (RunDdpSync over `collectives`, the plan of MakeSyncPlan with the config's
+// bucket caps), so every rank updates with the same gradient; the loss
+// recorded is `average_loss` of the ranks' losses (the global batch's mean).
+struct CudaRanks {
+  int rank = 0;
+  int world_size = 1;
+  SyncCollectives* collectives = nullptr;  // world_size > 1
+  // Every rank's value averaged over the ranks (collective, on the host).
+  std::function<double(double)> average_loss;
+};
+
+// Values averaged on the host between the rank threads of one process (a
+// run on several GPUs: each rank's loss; a test's stand-in collectives): the
+// k-th call of every rank meets the k-th call of the others and each gets the
+// ranks' sum in rank order over world_size. Thread-safe.
+class ThreadAverage {
+ public:
+  explicit ThreadAverage(int world_size) : world_size_(world_size) {}
+  // In place: values[0, n) of every rank averaged (summed in float).
+  void Average(int rank, float* values, int64_t n);
+  // Summed in double.
+  double Average(int rank, double value);
+
+ private:
+  // Every rank's `mine`, in rank order.
+  std::vector<std::vector<double>> Gather(int rank, std::vector<double> mine);
+  const int world_size_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<int, int64_t> rounds_;  // per rank: its calls so far
+  struct Round {
+    std::vector<std::vector<double>> values;  // per rank
+    int arrived = 0;
+    int left = 0;  // ranks that have not read the result yet
+  };
+  std::map<int64_t, Round> open_;
+};
+
 // Trains config.steps() steps from the seeded initialisation on `samples`.
-// `device` goes into the result's provenance. Errors: kResourceExhausted when
-// the model cannot be created (the factory's line), kFailedPrecondition
-// (deterministic) on a non-finite loss.
-absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
-                                            const SampleSource& samples,
-                                            const DeviceInfo& device,
-                                            const GptCudaFactory& factory);
+// `device` goes into the result's provenance. With `checkpoints` (the plan
+// PlanCheckpoints made for one rank; default: none) the run resumes from its
+// checkpoint (the parameters, AdamW's moments and count, its recorded state
+// checked against where this configuration is at that step) and saves after
+// the steps the plan names, in the CPU trainer's format (checkpoint_state.h)
+// through the same protocol (trainer/checkpoint/protocol.h); the result's
+// `checkpoint` says what it did. Errors: kResourceExhausted when the model
+// cannot be created (the factory's line), kFailedPrecondition
+// (deterministic) on a non-finite loss; a resume or save that fails, as the
+// CPU trainer words it.
+absl::StatusOr<TrainResult> RunCudaTraining(
+    const TrainConfig& config, const SampleSource& samples,
+    const DeviceInfo& device, const GptCudaFactory& factory,
+    const checkpoint::CheckpointPlan& checkpoints = checkpoint::CheckpointPlan(),
+    const CudaRanks& ranks = CudaRanks());
 
 }  // namespace cuda
 }  // namespace mtb

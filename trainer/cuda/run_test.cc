@@ -53,21 +53,26 @@ struct Seen {
 class StandIn : public GptCuda {
  public:
   StandIn(Seen* seen, double nan_at_step) : seen_(seen), nan_at_step_(nan_at_step) {}
-  StepStats Step(const int32_t* inputs, const int32_t* targets, int64_t step,
-                 double lr, double max_grad_norm) override {
+  StepStats ForwardBackward(const int32_t* inputs, const int32_t* targets) override {
     const int64_t n = seen_->dims.batch_size * seen_->dims.seq_len;
     seen_->inputs.emplace_back(inputs, inputs + n);
     seen_->targets.emplace_back(targets, targets + n);
-    seen_->lrs.push_back(lr);
-    seen_->steps.push_back(step);
+    const double step = static_cast<double>(seen_->inputs.size());  // 1-based
     StepStats stats;
     stats.loss = step == nan_at_step_ ? std::numeric_limits<double>::quiet_NaN()
-                                      : 4.0 - 0.5 * static_cast<double>(step);
-    stats.grad_norm = 2.0;
-    stats.clipped = stats.grad_norm > max_grad_norm;
+                                      : 4.0 - 0.5 * step;
     return stats;
   }
+  float* gradients() override { return nullptr; }
+  void Update(int64_t step, double lr, double max_grad_norm, StepStats* stats) override {
+    seen_->lrs.push_back(lr);
+    seen_->steps.push_back(step);
+    stats->grad_norm = 2.0;
+    stats->clipped = stats->grad_norm > max_grad_norm;
+  }
   void CopyParametersToHost(float*) override {}
+  void CopyStateToHost(float*, float*, float*) override {}
+  void LoadState(const float*, const float*, const float*) override {}
   int64_t DeviceBytes() const override { return 1234; }
 
  private:
@@ -185,6 +190,24 @@ TEST(CheckCudaConfig, RefusesWhatTheCudaPathDoesNotImplement) {
     const absl::Status status = CheckCudaConfig(config);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.message;
     EXPECT_NE(status.message().find(c.message), std::string::npos) << status;
+  }
+}
+
+TEST(CheckCudaConfig, SeveralGpusRunDdpWithoutCheckpoints) {
+  TrainConfig config = TinyConfig();
+  config.set_strategy(TrainConfig::ddp);
+  EXPECT_TRUE(CheckCudaConfig(config, 2).ok());  // the negative case
+  EXPECT_NE(CheckCudaConfig(config, 2, /*checkpoints=*/true)
+                .message()
+                .find("--checkpoint_dir on 2 GPUs (one GPU only)"),
+            std::string::npos);
+  for (const auto strategy : {TrainConfig::zero1, TrainConfig::zero2, TrainConfig::fsdp,
+                              TrainConfig::single}) {
+    config.set_strategy(strategy);
+    const absl::Status status = CheckCudaConfig(config, 2);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << static_cast<int>(strategy);
+    EXPECT_NE(status.message().find("(several GPUs: --strategy=ddp)"), std::string::npos)
+        << status;
   }
 }
 

@@ -12,9 +12,9 @@ namespace {
 
 // The samples of a SampleSource as a (count, seq_len + 1) int64 matrix split
 // into inputs and targets.
-class TensorData : public DataSource {
+class TensorDataSource : public DataSource {
  public:
-  explicit TensorData(std::unique_ptr<SampleSource> samples)
+  explicit TensorDataSource(std::unique_ptr<SampleSource> samples)
       : samples_(std::move(samples)) {}
 
   Batch Get(int64_t step, int64_t first_sample, int64_t count) const override {
@@ -38,39 +38,16 @@ class TensorData : public DataSource {
   std::unique_ptr<SampleSource> samples_;
 };
 
-std::unique_ptr<DataSource> Wrap(std::unique_ptr<SampleSource> samples) {
-  return std::make_unique<TensorData>(std::move(samples));
-}
-
 }  // namespace
 
-std::unique_ptr<DataSource> MakeSyntheticData(uint64_t seed, int64_t vocab_size,
-                                              int64_t seq_len) {
-  return Wrap(MakeSyntheticSamples(seed, vocab_size, seq_len));
+std::unique_ptr<DataSource> TensorData(std::unique_ptr<SampleSource> samples) {
+  return std::make_unique<TensorDataSource>(std::move(samples));
 }
 
-absl::StatusOr<std::unique_ptr<DataSource>> MakeTokenData(
-    std::vector<uint16_t> tokens, std::string name, uint64_t seed,
-    int64_t vocab_size, int64_t seq_len) {
-  ASSIGN_OR_RETURN(std::unique_ptr<SampleSource> samples,
-                   MakeTokenSamples(std::move(tokens), std::move(name), seed,
-                                    vocab_size, seq_len));
-  return Wrap(std::move(samples));
-}
-
-absl::StatusOr<std::unique_ptr<DataSource>> OpenTokenFileData(
-    const std::string& path, uint64_t seed, int64_t vocab_size,
-    int64_t seq_len) {
-  ASSIGN_OR_RETURN(std::unique_ptr<SampleSource> samples,
-                   OpenTokenFileSamples(path, seed, vocab_size, seq_len));
-  return Wrap(std::move(samples));
-}
-
-absl::StatusOr<std::unique_ptr<DataSource>> OpenDataFor(
-    const TrainConfig& config) {
-  ASSIGN_OR_RETURN(std::unique_ptr<SampleSource> samples,
-                   OpenSamplesFor(config));
-  return Wrap(std::move(samples));
+absl::StatusOr<std::unique_ptr<DataSource>> TensorData(
+    absl::StatusOr<std::unique_ptr<SampleSource>> samples) {
+  RETURN_IF_ERROR(samples.status());
+  return TensorData(*std::move(samples));
 }
 
 }  // namespace mtb

@@ -11,6 +11,7 @@
 
 #include "ATen/core/Tensor.h"
 #include "absl/status/statusor.h"
+#include "trainer/data/samples.h"
 #include "trainer/train_result.pb.h"
 
 namespace mtb {
@@ -33,25 +34,14 @@ class DataSource {
   virtual std::string Describe() const = 0;
 };
 
-std::unique_ptr<DataSource> MakeSyntheticData(uint64_t seed, int64_t vocab_size,
-                                              int64_t seq_len);
-
-// Reads the whole token file into memory. Errors: those of ReadTokenFile
-// (kNotFound, kDataLoss) and kInvalidArgument when the file holds a token
-// >= vocab_size or fewer than seq_len + 1 tokens.
-absl::StatusOr<std::unique_ptr<DataSource>> OpenTokenFileData(
-    const std::string& path, uint64_t seed, int64_t vocab_size,
-    int64_t seq_len);
-
-// A data source in memory (tests, and what OpenTokenFileData builds on).
-absl::StatusOr<std::unique_ptr<DataSource>> MakeTokenData(
-    std::vector<uint16_t> tokens, std::string name, uint64_t seed,
-    int64_t vocab_size, int64_t seq_len);
-
-// The data source `config` names: synthetic, or the token file at
-// ResolveUserPath(config.data()) (common/results/output_path.h).
-absl::StatusOr<std::unique_ptr<DataSource>> OpenDataFor(
-    const TrainConfig& config);
+// The samples of `samples` as tensors, each row's global sample index with
+// it. Where the samples come from (synthetic, a token file, tokens in memory,
+// the source a config names) and the errors of opening them are samples.h's
+// factories': wrap their result, e.g.
+//   TensorData(OpenSamplesFor(config))
+std::unique_ptr<DataSource> TensorData(std::unique_ptr<SampleSource> samples);
+absl::StatusOr<std::unique_ptr<DataSource>> TensorData(
+    absl::StatusOr<std::unique_ptr<SampleSource>> samples);
 
 }  // namespace mtb
 

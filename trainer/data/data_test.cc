@@ -24,7 +24,7 @@ at::Tensor Assemble(const DataSource& data, int64_t step, int world_size,
 }
 
 TEST(SyntheticData, TokenIsTheDocumentedCounterDraw) {
-  const auto data = MakeSyntheticData(/*seed=*/11, /*vocab_size=*/50, 8);
+  const auto data = TensorData(MakeSyntheticSamples(/*seed=*/11, /*vocab_size=*/50, 8));
   const Batch batch = data->Get(/*step=*/4, /*first_sample=*/6, 2);
   const uint64_t key =
       CounterKey({11, static_cast<uint64_t>(RngStream::kData), 4, 7});
@@ -36,7 +36,7 @@ TEST(SyntheticData, TokenIsTheDocumentedCounterDraw) {
 }
 
 TEST(SyntheticData, AnyStepAndSampleIsReproducibleAlone) {
-  const auto data = MakeSyntheticData(3, 64, 16);
+  const auto data = TensorData(MakeSyntheticSamples(3, 64, 16));
   const Batch whole = data->Get(9, 0, 8);
   const Batch alone = data->Get(9, 5, 1);
   EXPECT_TRUE(at::equal(alone.inputs[0], whole.inputs[5]));
@@ -45,17 +45,17 @@ TEST(SyntheticData, AnyStepAndSampleIsReproducibleAlone) {
   data->Get(1, 0, 4);
   EXPECT_TRUE(at::equal(data->Get(9, 0, 8).inputs, whole.inputs));
   EXPECT_FALSE(at::equal(data->Get(10, 0, 8).inputs, whole.inputs));
-  EXPECT_FALSE(at::equal(MakeSyntheticData(4, 64, 16)->Get(9, 0, 8).inputs,
+  EXPECT_FALSE(at::equal(TensorData(MakeSyntheticSamples(4, 64, 16))->Get(9, 0, 8).inputs,
                          whole.inputs));
 }
 
 TEST(SyntheticData, TargetsAreInputsShiftedByOne) {
-  const Batch batch = MakeSyntheticData(3, 64, 16)->Get(1, 0, 2);
+  const Batch batch = TensorData(MakeSyntheticSamples(3, 64, 16))->Get(1, 0, 2);
   EXPECT_TRUE(at::equal(batch.inputs.slice(1, 1), batch.targets.slice(1, 0, 15)));
 }
 
 TEST(SyntheticData, GlobalBatchIsIndependentOfTheWorldSize) {
-  const auto data = MakeSyntheticData(5, 256, 8);
+  const auto data = TensorData(MakeSyntheticSamples(5, 256, 8));
   const at::Tensor one_rank = Assemble(*data, 2, 1, 12);
   for (int world_size : {2, 3, 4}) {
     EXPECT_TRUE(at::equal(Assemble(*data, 2, world_size, 12 / world_size),
@@ -65,7 +65,7 @@ TEST(SyntheticData, GlobalBatchIsIndependentOfTheWorldSize) {
 }
 
 TEST(SyntheticData, TokensCoverTheVocabularyUniformly) {
-  const Batch batch = MakeSyntheticData(1, 8, 100)->Get(1, 0, 80);
+  const Batch batch = TensorData(MakeSyntheticSamples(1, 8, 100))->Get(1, 0, 80);
   const at::Tensor counts = at::bincount(batch.inputs.reshape({-1}), {}, 8);
   // 8000 tokens over 8 values: 1000 each, sd ~30.
   EXPECT_LT((counts - 1000).abs().max().item<int64_t>(), 150);
@@ -80,7 +80,7 @@ std::vector<uint16_t> Ramp(int n, int modulo) {
 TEST(TokenData, SamplesAreWindowsOfTheFileAtTheKeyedStart) {
   // Tokens t_i = i mod 251: a window is identified by its first token.
   const std::vector<uint16_t> tokens = Ramp(1000, 251);
-  auto data = MakeTokenData(tokens, "ramp", 21, 256, 10);
+  auto data = TensorData(MakeTokenSamples(tokens, "ramp", 21, 256, 10));
   ASSERT_TRUE(data.ok()) << data.status();
   const Batch batch = (*data)->Get(3, 4, 1);
   const uint64_t key =
@@ -93,7 +93,7 @@ TEST(TokenData, SamplesAreWindowsOfTheFileAtTheKeyedStart) {
 }
 
 TEST(TokenData, GlobalBatchIsIndependentOfTheWorldSizeAndReproducibleAlone) {
-  auto data = MakeTokenData(Ramp(5000, 256), "ramp", 2, 256, 32);
+  auto data = TensorData(MakeTokenSamples(Ramp(5000, 256), "ramp", 2, 256, 32));
   ASSERT_TRUE(data.ok()) << data.status();
   const at::Tensor one_rank = Assemble(**data, 7, 1, 12);
   for (int world_size : {2, 3, 4}) {
@@ -104,7 +104,7 @@ TEST(TokenData, GlobalBatchIsIndependentOfTheWorldSizeAndReproducibleAlone) {
 }
 
 TEST(TokenData, TokenOutsideTheVocabularyIsInvalidArgument) {
-  auto data = MakeTokenData(Ramp(300, 256), "ramp", 1, 128, 8);
+  auto data = TensorData(MakeTokenSamples(Ramp(300, 256), "ramp", 1, 128, 8));
   EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(data.status().message().find(
                 "--vocab_size=128 is too small for ramp: it holds token 255"),
@@ -113,7 +113,7 @@ TEST(TokenData, TokenOutsideTheVocabularyIsInvalidArgument) {
 }
 
 TEST(TokenData, FileShorterThanOneSampleIsInvalidArgument) {
-  auto data = MakeTokenData(Ramp(8, 256), "short", 1, 256, 8);
+  auto data = TensorData(MakeTokenSamples(Ramp(8, 256), "short", 1, 256, 8));
   EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(data.status().message().find("--seq_len=8 needs at least 9"),
             std::string::npos)
@@ -129,13 +129,13 @@ TEST(TokenData, MalformedFileIsDataLossNamingThePath) {
   ASSERT_NE(file, nullptr);
   std::fwrite(bytes.data(), 1, bytes.size(), file);
   std::fclose(file);
-  auto data = OpenTokenFileData(path, 1, 256, 8);
+  auto data = TensorData(OpenTokenFileSamples(path, 1, 256, 8));
   EXPECT_EQ(data.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(data.status().message().find(path), std::string::npos);
 }
 
 TEST(TokenData, ShippedCorpusOpensWithAByteVocabulary) {
-  auto data = OpenTokenFileData("testdata/gnu_licenses.bin", 1, 256, 128);
+  auto data = TensorData(OpenTokenFileSamples("testdata/gnu_licenses.bin", 1, 256, 128));
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_NE((*data)->Describe().find("148391 tokens"), std::string::npos)
       << (*data)->Describe();

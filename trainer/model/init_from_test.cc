@@ -79,7 +79,7 @@ hf::OurParameters HeldAfterInit(const TrainConfig& config, int world_size,
     full[name] = at::full(shape, std::nanf(""), at::kFloat);
   }
   std::mutex mutex;
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(), config.seq_len()));
   OnRanks(world_size, [&](collective::Communicator* communicator, int rank) {
     std::unique_ptr<Strategy> strategy = checkpoint::MakeTestStrategy(config, communicator);
     absl::StatusOr<std::unique_ptr<Trainer>> trainer =
@@ -103,7 +103,7 @@ hf::OurParameters HeldAfterInit(const TrainConfig& config, int world_size,
 // The first step's loss of `config` on one rank, started from `parameters`
 // through RunHooks::init_parameters (nullptr: the seeded initialisation).
 double FirstLoss(const TrainConfig& config, const hf::OurParameters* parameters) {
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(), config.seq_len()));
   std::unique_ptr<Strategy> strategy = checkpoint::MakeTestStrategy(config, nullptr);
   RunHooks hooks;
   hooks.init_parameters = parameters;
@@ -148,7 +148,7 @@ TEST(InitFrom, TheFirstStepTrainsTheImportedModel) {
       model.parameters()[i].tensor.copy_((*imported)[i].second);
     }
   }
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(), config.seq_len()));
   const Batch batch = data->Get(1, 0, config.batch_size() * config.grad_accum());
   double expected = 0;
   {

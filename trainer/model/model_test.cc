@@ -29,7 +29,7 @@ ForwardOptions WithDropout(double p, int64_t batch) {
 TEST(GptModel, FirstLossOnUniformTokensIsLogVocab) {
   const ModelShape shape{256, 64, 2, 4, 32};
   const GptModel model(shape, 1);
-  const Batch batch = MakeSyntheticData(1, 256, 32)->Get(1, 0, 8);
+  const Batch batch = TensorData(MakeSyntheticSamples(1, 256, 32))->Get(1, 0, 8);
   const double loss =
       nn::CrossEntropy(model.Forward(batch.inputs, ForwardOptions{}),
                        batch.targets)
@@ -39,7 +39,7 @@ TEST(GptModel, FirstLossOnUniformTokensIsLogVocab) {
 
 TEST(GptModel, ChangingTokenTPlusOneLeavesEarlierLogitsBitIdentical) {
   const GptModel model(Tiny(), 2);
-  const Batch batch = MakeSyntheticData(2, 64, 16)->Get(1, 0, 3);
+  const Batch batch = TensorData(MakeSyntheticSamples(2, 64, 16))->Get(1, 0, 3);
   for (int64_t t : {0, 6, 14}) {
     at::Tensor changed = batch.inputs.clone();
     changed.select(1, t + 1).add_(1).remainder_(64);
@@ -129,7 +129,7 @@ std::vector<at::Tensor> LossAndGrads(const GptModel& model, const Batch& batch,
 
 TEST(GptModel, ActivationCheckpointingGivesIdenticalLossAndGradients) {
   const GptModel model(Tiny(), 6);
-  const Batch batch = MakeSyntheticData(6, 64, 16)->Get(1, 0, 4);
+  const Batch batch = TensorData(MakeSyntheticSamples(6, 64, 16))->Get(1, 0, 4);
   for (bool bf16 : {false, true}) {
     ForwardOptions options = WithDropout(0.3, 4);
     const auto plain = LossAndGrads(model, batch, options, bf16);
@@ -146,7 +146,7 @@ TEST(GptModel, ActivationCheckpointingGivesIdenticalLossAndGradients) {
 
 TEST(GptModel, DropoutChangesTheLossAndZeroDropoutDoesNot) {
   const GptModel model(Tiny(), 6);
-  const Batch batch = MakeSyntheticData(6, 64, 16)->Get(1, 0, 4);
+  const Batch batch = TensorData(MakeSyntheticSamples(6, 64, 16))->Get(1, 0, 4);
   auto loss = [&](double p) {
     return nn::CrossEntropy(model.Forward(batch.inputs, WithDropout(p, 4)),
                             batch.targets)
@@ -162,7 +162,7 @@ TEST(GptModel, DropoutChangesTheLossAndZeroDropoutDoesNot) {
 
 TEST(GptModel, Bf16ForwardRunsUnderAutocastAndStaysFinite) {
   const GptModel model(Tiny(), 8);
-  const Batch batch = MakeSyntheticData(8, 64, 16)->Get(1, 0, 4);
+  const Batch batch = TensorData(MakeSyntheticSamples(8, 64, 16))->Get(1, 0, 4);
   nn::AutocastGuard autocast(true);
   const at::Tensor logits = model.Forward(batch.inputs, WithDropout(0.1, 4));
   EXPECT_EQ(logits.scalar_type(), at::kBFloat16);

@@ -46,8 +46,8 @@ TrainConfig PipelineTestConfig() {
 }
 
 Trained TrainOneRank(const TrainConfig& config) {
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
-                                      config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(),
+                                      config.seq_len()));
   SingleStrategy strategy;
   auto trainer = Trainer::Create(config, RankInfo{}, &strategy, data.get());
   CHECK(trainer.ok()) << trainer.status();
@@ -78,8 +78,8 @@ Trained TrainPipelined(TrainConfig config, int stages, const std::string& schedu
   config.set_pp_microbatches(micro_batches);
   config.set_testonly_pp_skip_tied_embedding_sum(skip_tied_sum);
   CHECK(ValidatePipelineConfig(config).ok()) << ValidatePipelineConfig(config);
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
-                                      config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(),
+                                      config.seq_len()));
   Trained run;
   const absl::Status ran = collective::RunRanksAsThreads(
       stages * dp, [&](collective::Communicator& communicator) {
@@ -160,8 +160,8 @@ DdpComparison CompareWithinTiers(const Trained& pipelined,
 TEST_F(PipelineTraining, StagesInARowComputeTheForwardBitForBit) {
   const TrainConfig config = PipelineTestConfig();
   const GptModel model(ModelShapeOf(config), config.seed());
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
-                                      config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(),
+                                      config.seq_len()));
   const Batch batch = data->Get(1, 0, config.batch_size());
   const ForwardOptions options = ForwardOptionsOf(config, 1, batch.sample_indices);
   at::NoGradGuard no_grad;
@@ -249,8 +249,8 @@ TEST_F(PipelineTraining, MfuHasAPeakWithAndWithoutPeakFlops) {
     config.set_pp(2);
     config.set_pp_schedule("1f1b");
     config.set_pp_microbatches(2);
-    const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
-                                        config.seq_len());
+    const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(),
+                                        config.seq_len()));
     TrainResult result;
     const absl::Status ran = collective::RunRanksAsThreads(
         2, [&](collective::Communicator& communicator) {

@@ -141,7 +141,7 @@ struct RunOutput {
 RunOutput Train(const Case& c, bool traced) {
   at::set_num_threads(1);
   const TrainConfig config = ConfigOf(c);
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(), config.seq_len()));
   RunOutput out;
   out.traces.resize(traced ? c.world_size : 0);
   auto body = [&](collective::Communicator* communicator, int rank) {

@@ -331,7 +331,7 @@ int main(int argc, char** argv) {
     }
   }
   // A missing or corrupt input file is a usage error: nothing starts.
-  if (absl::Status data = mtb::OpenDataFor(config).status(); !data.ok()) {
+  if (absl::Status data = mtb::OpenSamplesFor(config).status(); !data.ok()) {
     std::cerr << kProgram << ": --data: " << data.message() << "\n";
     return mtb::kExitUsage;
   }

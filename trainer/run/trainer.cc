@@ -15,6 +15,7 @@
 #include "common/nn/layers.h"
 #include "glog/logging.h"
 #include "trainer/run/block_spans.h"
+#include "trainer/checkpoint/protocol.h"
 #include "trainer/config/config.h"
 #include "trainer/exact/exact.h"
 #include "trainer/output/metrics.h"
@@ -71,18 +72,7 @@ ForwardOptions ForwardOptionsOf(const TrainConfig& config, int64_t step,
 
 checkpoint::RankState ProgressState(const TrainConfig& config,
                                     const RankInfo& rank, int64_t step) {
-  const int64_t samples_per_step = static_cast<int64_t>(rank.data_ranks()) *
-                                   config.grad_accum() * config.batch_size();
-  checkpoint::RankState state;
-  state.set_rank(rank.rank);
-  state.set_step(step);
-  state.set_micro_step(step * config.grad_accum());
-  state.set_tokens_seen(step * samples_per_step * config.seq_len());
-  state.set_data_position(step * samples_per_step);
-  state.set_seed(config.seed());
-  state.set_rng_step(step + 1);
-  state.set_last_lr(step > 0 ? LearningRateAt(LrScheduleOf(config), step) : 0.0);
-  return state;
+  return checkpoint::ProgressStateOf(config, rank.rank, rank.data_ranks(), step);
 }
 
 Trainer::Trainer(const TrainConfig& config, const RankInfo& rank,

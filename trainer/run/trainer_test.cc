@@ -25,8 +25,8 @@ struct Trained {
 };
 
 Trained Train(const TrainConfig& config) {
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
-                                      config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(),
+                                      config.seq_len()));
   SingleStrategy strategy;
   auto trainer = Trainer::Create(config, RankInfo{}, &strategy, data.get());
   CHECK(trainer.ok()) << trainer.status();
@@ -101,7 +101,7 @@ TEST(Trainer, ActivationCheckpointingChangesNoLossGradientOrParameter) {
 
 TEST(Trainer, NonFiniteLossStopsBeforeTheUpdateNamingTheStep) {
   TrainConfig config = TinyConfig();
-  const auto data = MakeSyntheticData(7, 64, 16);
+  const auto data = TensorData(MakeSyntheticSamples(7, 64, 16));
   SingleStrategy strategy;
   RunComponents faults;
   faults.Add(MakeFaultComponent(
@@ -162,7 +162,7 @@ TEST(RunTraining, RepeatedRunsFromScratchGiveIdenticalLossesAndASummary) {
   config.set_steps(4);
   config.set_timing_warmup_steps(1);
   config.set_dropout(0.1);
-  const auto data = MakeSyntheticData(7, 64, 16);
+  const auto data = TensorData(MakeSyntheticSamples(7, 64, 16));
   SingleStrategy strategy;
   absl::StatusOr<TrainResult> result =
       RunTraining(config, RankInfo{}, strategy, *data);

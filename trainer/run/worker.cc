@@ -166,7 +166,7 @@ int RunWorker(const TrainConfig& config, const RankEnv& env,
   gemm::SetDefaultBackend(
       gemm::ParseBackend(config.gemm().empty() ? "auto" : config.gemm()).value());
   InstallCountingCpuAllocator();
-  absl::StatusOr<std::unique_ptr<DataSource>> data = OpenDataFor(config);
+  absl::StatusOr<std::unique_ptr<DataSource>> data = TensorData(OpenSamplesFor(config));
   if (!data.ok()) {
     std::cerr << kProgram << ": --data: " << data.status().message() << "\n";
     return kExitUsage;

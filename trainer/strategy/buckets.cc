@@ -1,10 +1,15 @@
 #include "trainer/strategy/buckets.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "glog/logging.h"
 
 namespace mtb {
+
+int64_t BucketCapBytes(double bucket_cap_mb) {
+  return std::max<int64_t>(1, std::llround(bucket_cap_mb * (1 << 20)));
+}
 
 std::vector<std::vector<int>> AssignBuckets(
     const std::vector<int64_t>& bytes, const std::vector<int64_t>& limits) {

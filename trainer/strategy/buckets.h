@@ -19,6 +19,9 @@ namespace mtb {
 // PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES.
 inline constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;
 
+// --bucket_cap_mb in bytes (at least 1): the buckets' limit after the first.
+int64_t BucketCapBytes(double bucket_cap_mb);
+
 // `bytes[i]`: the size of gradient i, in ready order. `limits`: non-empty,
 // positive. Returns the buckets in launch order, each a list of indices into
 // `bytes` in ready order; together they hold every index once.

@@ -58,6 +58,7 @@
 #include "common/collective/traffic.h"
 #include "glog/logging.h"
 #include "trainer/output/metrics.h"
+#include "trainer/strategy/buckets.h"
 #include "trainer/strategy/replicas.h"
 #include "trainer/model/state_pieces.h"
 #include "trainer/strategy/scalars.h"
@@ -77,8 +78,7 @@ std::string Mib(int64_t bytes) {
 DdpOptions DdpOptionsFromConfig(double bucket_cap_mb,
                                 const std::string& grad_sync) {
   DdpOptions options;
-  options.bucket_cap_bytes =
-      std::max<int64_t>(1, std::llround(bucket_cap_mb * (1 << 20)));
+  options.bucket_cap_bytes = BucketCapBytes(bucket_cap_mb);
   options.grad_sync = GradSyncFromName(grad_sync);
   return options;
 }

@@ -116,7 +116,7 @@ TEST(Ddp, BucketsFollowReverseLayoutOrderWithAOneMebibyteFirstBucket) {
   config.set_vocab_size(256);
   config.set_steps(1);
   DdpStrategy strategy(nullptr, DdpOptions{});
-  const auto data = MakeSyntheticData(7, 256, 16);
+  const auto data = TensorData(MakeSyntheticSamples(7, 256, 16));
   auto trainer = Trainer::Create(config, RankInfo{}, &strategy, data.get());
   ASSERT_TRUE(trainer.ok()) << trainer.status();
   const std::vector<BucketSummary> buckets = strategy.Buckets();
@@ -147,8 +147,8 @@ TEST(Ddp, FirstBucketIsIssuedBeforeBackwardReachesTheFirstLayer) {
   TrainConfig config = DdpConfig();
   config.set_steps(2);
   at::set_num_threads(1);
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
-                                      config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(),
+                                      config.seq_len()));
   std::vector<std::vector<std::string>> events(2);
   std::vector<std::vector<BucketSummary>> buckets(2);
   const absl::Status status =
@@ -403,8 +403,8 @@ TEST(Ddp, NonFiniteLossOnOneRankStopsEveryRankAtThatStepNamingIt) {
   TrainConfig config = DdpConfig();
   config.set_steps(3);
   at::set_num_threads(1);
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
-                                      config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(),
+                                      config.seq_len()));
   std::vector<std::vector<at::Tensor>> before(2), after(2);
   const absl::Status status =
       collective::RunRanksAsThreads(2, [&](collective::Communicator& communicator) {

@@ -290,7 +290,7 @@ TEST(Fsdp, NonFiniteLossOnOneRankStopsEveryRankBeforeTheUpdate) {
   config.set_grad_sync("every");
   at::set_num_threads(1);
   const auto data =
-      MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
+      TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(), config.seq_len()));
   std::vector<std::vector<at::Tensor>> before(2), after(2);
   const absl::Status status = collective::RunRanksAsThreads(
       2, [&](collective::Communicator& communicator) {

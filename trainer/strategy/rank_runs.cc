@@ -16,7 +16,7 @@ std::vector<RankRun> TrainOnRankThreads(const TrainConfig& config,
                                         const StrategyFactory& make,
                                         const AfterTraining& after) {
   at::set_num_threads(1);
-  absl::StatusOr<std::unique_ptr<DataSource>> data = OpenDataFor(config);
+  absl::StatusOr<std::unique_ptr<DataSource>> data = TensorData(OpenSamplesFor(config));
   EXPECT_TRUE(data.ok()) << data.status();
   if (!data.ok()) return {};
   std::vector<RankRun> runs(world_size);

@@ -39,7 +39,7 @@ TrainConfig GoldenConfig() {
 
 absl::StatusOr<std::vector<double>> TrainLosses(const TrainConfig& config) {
   at::set_num_threads(config.intra_op_threads());
-  ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, OpenDataFor(config));
+  ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, TensorData(OpenSamplesFor(config)));
   SingleStrategy strategy;
   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                    Trainer::Create(config, RankInfo{}, &strategy, data.get()));

@@ -87,7 +87,7 @@ std::string PinnedLine(const std::string& strategy, bool exact, int ranks,
 // Rank 0's result of `config` trained through RunTraining on `ranks` threads.
 TrainResult TrainOnThreads(const TrainConfig& config, int ranks) {
   at::set_num_threads(1);
-  absl::StatusOr<std::unique_ptr<DataSource>> data = OpenDataFor(config);
+  absl::StatusOr<std::unique_ptr<DataSource>> data = TensorData(OpenSamplesFor(config));
   EXPECT_TRUE(data.ok()) << data.status();
   if (!data.ok()) return {};
   TrainResult rank0;

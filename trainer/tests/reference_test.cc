@@ -221,8 +221,8 @@ void CompareWithPyTorch(const ReferenceCase& reference_case) {
       reference_case.gemm == gemm::Backend::kOneDnn && !bf16;
   at::set_num_threads(1);
   ASSERT_EQ(at::get_num_threads(), 1);
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
-                                      config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(),
+                                      config.seq_len()));
   SingleStrategy strategy;
   auto trainer = Trainer::Create(config, RankInfo{}, &strategy, data.get());
   ASSERT_TRUE(trainer.ok()) << trainer.status();

@@ -35,8 +35,8 @@ expect 2 "--fault is not supported with --device=cuda" \
   --device=cuda "${cuda_tiny[@]}" --fault=nan:rank=0,step=2
 expect 2 "--intra_op_threads is not supported with --device=cuda" \
   --device=cuda "${cuda_tiny[@]}" --intra_op_threads=1
-expect 2 "--checkpoint_dir is not supported with --device=cuda" \
-  --device=cuda "${cuda_tiny[@]}" --checkpoint_dir "$out/ckpt"
+expect 2 "--async_checkpoint is not supported with --device=cuda" \
+  --device=cuda "${cuda_tiny[@]}" --checkpoint_dir "$out/ckpt" --save_every=1 --async_checkpoint
 [[ ! -e "$out/handed_args" ]] || fail "a refused run was handed off"
 expect 2 "--device=tpu is not one of cpu, cuda" "${cuda_tiny[@]}" --device=tpu
 export MTB_TRAINER_CUDA="$out/no_such_binary"
@@ -58,7 +58,10 @@ if [[ -x "$real_cuda" ]]; then
     "${cuda_tiny[@]}" --precision=bf16
   expect 2 "--strategy=ddp (one GPU: --strategy=single) is not supported" \
     "${cuda_tiny[@]}" --strategy=ddp
-  expect 2 "--nproc=2 is not supported with --device=cuda yet" "${cuda_tiny[@]}" --nproc=2
+  expect 2 "--strategy=zero1 on 2 GPUs (several GPUs: --strategy=ddp) is not supported" \
+    "${cuda_tiny[@]}" --nproc=2 --strategy=zero1
+  expect 2 "--checkpoint_dir on 2 GPUs (one GPU only) is not supported" \
+    "${cuda_tiny[@]}" --nproc=2 --strategy=ddp --checkpoint_dir="$out/ckpt"
   expect 2 "fault" "${cuda_tiny[@]}" --fault=nan:rank=0,step=2
 elif beside="$(dirname "$(readlink -f "$trainer")")" &&
      [[ -x "$beside/cuda/trainer_cuda" || -x "$beside/trainer_cuda" ]]; then

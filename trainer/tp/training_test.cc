@@ -85,7 +85,7 @@ std::vector<RankOutcome> TrainOnThreads(const TrainConfig& config,
                                         TestFault fault = TestFault::kNone) {
   const int tp = TensorParallelSize(config);
   const auto data =
-      MakeSyntheticData(config.seed(), config.vocab_size(), config.seq_len());
+      TensorData(MakeSyntheticSamples(config.seed(), config.vocab_size(), config.seq_len()));
   std::vector<RankOutcome> outcomes(world_size);
   RunHooks hooks;
   hooks.init_parameters = init;
