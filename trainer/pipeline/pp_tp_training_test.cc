@@ -56,8 +56,8 @@ TrainConfig PpTpConfig() {
 }
 
 Trained TrainOneRank(const TrainConfig& config) {
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
-                                      config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(
+      config.seed(), config.vocab_size(), config.seq_len()));
   SingleStrategy strategy;
   auto trainer = Trainer::Create(config, RankInfo{}, &strategy, data.get());
   CHECK(trainer.ok()) << trainer.status();
@@ -114,8 +114,8 @@ TrainConfig ConfigOf(TrainConfig config, const Layout& layout) {
 // it (a replicated parameter's tp copies drifting apart, say).
 Trained TrainPipelined(const TrainConfig& base, const Layout& layout) {
   const TrainConfig config = ConfigOf(base, layout);
-  const auto data = MakeSyntheticData(config.seed(), config.vocab_size(),
-                                      config.seq_len());
+  const auto data = TensorData(MakeSyntheticSamples(
+      config.seed(), config.vocab_size(), config.seq_len()));
   const int world = layout.pp * layout.dp * layout.tp;
   std::vector<at::Tensor> flats(world);
   std::vector<std::vector<StepRecord>> records(world);
