@@ -4,7 +4,7 @@
 Builds //trainer with --config=bench and runs ddp, zero1, zero2 (and, asked
 for, fsdp) at each
 world size of --worlds on one model (default: the memory test's, 9.6M
-parameters, --bucket_cap_mb=1, batch 1 per rank, one step), then prints a
+parameters, --bucket_cap_mb=1 where it applies, batch 1 per rank, one step), then prints a
 Markdown table of what the largest rank held at its peak
 (TrainResult.memory[r].at_peak: parameters, gradients, AdamW state,
 collective temporaries walked at the peak, the unattributed rest) next to
@@ -31,7 +31,11 @@ import ddp_bench  # noqa: E402  (build_ours, CHECKOUT)
 
 MODEL_FLAGS = ("--data=synthetic --vocab_size=512 --d_model=256 --n_layers=12 "
                "--n_heads=4 --seq_len=32 --batch_size=1 --steps=1 "
-               "--lr_warmup_steps=0 --timing_warmup_steps=0 --bucket_cap_mb=1")
+               "--lr_warmup_steps=0 --timing_warmup_steps=0")
+# --bucket_cap_mb where the strategy buckets its gradients (the trainer
+# refuses it under fsdp, whose unit is the block).
+BUCKET_FLAGS = {"ddp": ["--bucket_cap_mb=1"], "zero1": ["--bucket_cap_mb=1"],
+                "zero2": ["--bucket_cap_mb=1"]}
 # (replicated, sharded) multiples of P; fsdp's root unit and in-flight
 # blocks come on top (trainer/memory/memory_check.h).
 CLOSED_FORMS = {"ddp": (16, 0), "zero1": (8, 8), "zero2": (4, 12),
@@ -58,8 +62,8 @@ def main():
         for strategy in args.strategies.split(","):
             for world in [int(w) for w in args.worlds.split(",")]:
                 out = os.path.join(workdir, f"{strategy}_{world}.json")
-                command = [binary] + args.model_flags.split() + [
-                    f"--strategy={strategy}", f"--nproc={world}",
+                command = [binary] + args.model_flags.split() + BUCKET_FLAGS.get(
+                    strategy, []) + [f"--strategy={strategy}", f"--nproc={world}",
                     "--intra_op_threads=1", "--peak_flops=1e11",
                     "--nomarkdown", f"--out={out}"]
                 done = subprocess.run(command, cwd=ddp_bench.CHECKOUT,
