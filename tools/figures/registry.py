@@ -101,13 +101,14 @@ FIGURES = [
     },
     {
         "name": "strategy_matrix",
-        "title": "ddp, zero1, zero2, fsdp at 1, 2 and 4 ranks against PyTorch's peers: "
-                 "tokens/s, peak memory, bytes against the closed forms",
-        # The four strategies the docs quote on the default GEMM (oneDNN):
+        "title": "ddp, zero1, zero2, fsdp (and tp=2 under ddp and fsdp) at 1, 2 and 4 ranks "
+                 "against PyTorch's peers: tokens/s, peak memory, bytes against the closed forms",
+        # The four strategies the docs quote, and tp=2 under ddp and fsdp, on
+        # the default GEMM (oneDNN):
         # fsdp_no_reshard and the BLAS rows (trainer_vs_pytorch has the
         # same-kernel comparison) would double the hour it takes.
         "command": "./bazelw run --config=bench //trainer/bench:strategy_matrix -- --rounds=3 "
-                   "--strategies=ddp,zero1,zero2,fsdp --gemms=onednn "
+                   "--strategies=ddp,zero1,zero2,fsdp,tp2_ddp,tp2_fsdp --gemms=onednn "
                    "--out={out}/strategy_matrix.json",
         "markdown": "strategy_matrix.md",
         "json": "strategy_matrix.json",
