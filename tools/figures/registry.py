@@ -31,12 +31,16 @@ counted   True for a figure whose quoted numbers are all counts (bytes,
 
 # The code every training figure runs: the trainer (model, data, runtime,
 # strategies), the shared layers, GEMM backend, allocator and collective
-# layer it calls. Not its checkpoint code (no save in these runs) nor the
-# other benchmarks under trainer/bench.
+# layer it calls. Not its checkpoint code (no save in these runs), the other
+# benchmarks under trainer/bench, the test-only helpers under trainer/tests,
+# nor the CUDA trainer (a separate binary the CPU trainer only hands
+# --device=cuda to; these figures run on the CPU).
 TRAINING = [
     "trainer/",
     ":(exclude)trainer/bench/",
     ":(exclude)trainer/checkpoint/",
+    ":(exclude)trainer/tests/",
+    ":(exclude)trainer/cuda/",
     ":(exclude)trainer/testdata/",
     ":(exclude)trainer/*_test.cc",
     ":(exclude)trainer/*_test.sh",
