@@ -21,19 +21,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CHECKOUT = os.path.dirname(os.path.dirname(HERE))
-
-
-def build():
-    subprocess.run(["bazel", "build", "--config=bench", "//trainer",
-                    "//profiler_agg"], cwd=CHECKOUT, check=True)
-    bin_dir = subprocess.run(
-        ["bazel", "info", "--config=bench", "bazel-bin"], cwd=CHECKOUT,
-        check=True, capture_output=True, text=True).stdout.strip()
-    return (os.path.join(bin_dir, "trainer", "trainer"),
-            os.path.join(bin_dir, "profiler_agg", "profiler_agg"))
+from bench_common import CHECKOUT, build, load_average, provenance
 
 
 def run(trainer, profiler_agg, pp, schedule, m, args, workdir):
@@ -63,11 +53,6 @@ def run(trainer, profiler_agg, pp, schedule, m, args, workdir):
         return json.load(f)
 
 
-def load_average():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pp", default="2,4")
@@ -79,7 +64,8 @@ def main():
     args = parser.parse_args()
     if args.steps <= args.warmup:
         sys.exit("--steps must exceed --warmup (the traced steps are after it)")
-    trainer, profiler_agg = build()
+    started = time.time()
+    trainer, profiler_agg = build(["//trainer", "//profiler_agg"])
     load_before = load_average()
     lines = ["| pp | schedule | m | stage | window ms | bubble measured | "
              "(p-1)/(m+p-1) | in flight (peak) | GPipe bound m | "
@@ -110,7 +96,7 @@ def main():
         f"Tiny GPT (vocab 512, d_model 128, 8 layers, seq 64, batch 16), "
         f"one rank process per stage, 1 intra-op thread, steps "
         f"{args.warmup + 1}-{args.steps} traced; load average {load_before} "
-        f"before, {load_average()} after.")]
+        f"before, {load_average()} after; {provenance(started)}")]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
