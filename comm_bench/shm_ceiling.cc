@@ -236,6 +236,16 @@ void RunShmCeilingWork(const ShmCeilingWork& work, const ShmCeilingCall& call, c
   }
 }
 
+double ShmCeilingSeconds(const std::string& op, const std::vector<double>& rank_best_seconds) {
+  if (rank_best_seconds.empty()) return 0;
+  if (ShmCeilingShapeOf(op) == "broadcast") {
+    return *std::max_element(rank_best_seconds.begin(), rank_best_seconds.end());
+  }
+  double sum = 0;
+  for (double seconds : rank_best_seconds) sum += seconds;
+  return sum / rank_best_seconds.size();
+}
+
 std::string ShmCeilingShapeText(const std::string& op) {
   const std::string shape = ShmCeilingShapeOf(op);
   if (shape == "all_reduce") {

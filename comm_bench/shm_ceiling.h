@@ -15,8 +15,9 @@
 // why this bounds). Every correct shared-memory collective does at least
 // this work on every rank, so its time on a rank is at least that rank's
 // time here; the ceiling's time is the mean over ranks of each rank's best
-// run (the op's time is the mean over ranks of its loop mean), which no
-// correct op can beat beyond timing noise.
+// run (the op's time is the mean over ranks of its loop mean; broadcast's:
+// the slowest rank's, ShmCeilingSeconds), which no correct op can beat
+// beyond timing noise.
 #ifndef MTB_COMM_BENCH_SHM_CEILING_H_
 #define MTB_COMM_BENCH_SHM_CEILING_H_
 
@@ -64,6 +65,15 @@ struct ShmCeilingCall {
 // make the call; other ops never wait.
 void RunShmCeilingWork(const ShmCeilingWork& work, const ShmCeilingCall& call, const char* in,
                        char* out, int64_t* step);
+
+// The ceiling's time per call from each rank's best time (in rank order):
+// their mean, as the op's row is the mean over ranks of its loop; for
+// broadcast the slowest rank's (a reader's, which copies out behind the
+// root: with the copies overlapped, the slower side bounds). In the op the
+// root, paced by its ring, runs at the readers' pace over a loop of calls;
+// in one measured call nothing paces it, so its time here would be its copy
+// in alone. 0 without ranks.
+double ShmCeilingSeconds(const std::string& op, const std::vector<double>& rank_best_seconds);
 
 // What the work moves, in words ("copy in (n-1)S/n, ...").
 std::string ShmCeilingShapeText(const std::string& op);
