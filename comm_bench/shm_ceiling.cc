@@ -1,6 +1,6 @@
 // The shared-memory ceiling's work (shm_ceiling.h). Vocabulary as in the
-// transport: the region holds, after a header of two cache lines per rank,
-// two chunks per rank; chunk t of a rank's stream lands in its chunk t % 2;
+// transport: the region holds two chunks per rank, then a header of two
+// cache lines per rank; chunk t of a rank's stream lands in its chunk t % 2;
 // a chunk is split in n *parts* as the transport splits its slots (the first
 // count % n parts one element longer).
 #include "comm_bench/shm_ceiling.h"
@@ -38,9 +38,12 @@ constexpr int64_t kBroadcastPiecesPerChunk = 16;
 // the ceiling has no deadline of its own and a dead peer must not hang it.
 constexpr auto kGiveUp = std::chrono::seconds(60);
 
-std::atomic<uint64_t>* Word(char* shared, int rank, int line) {
-  return reinterpret_cast<std::atomic<uint64_t>*>(shared + rank * kHeaderBytesPerRank +
-                                                  line * 64);
+// Line `line` of `rank`'s header, after every rank's chunks (so the chunks
+// sit where they sat before the header existed).
+std::atomic<uint64_t>* Word(const ShmCeilingWork& work, int rank, int line) {
+  return reinterpret_cast<std::atomic<uint64_t>*>(
+      work.shared + work.world_size * 2 * work.chunk_bytes + rank * kHeaderBytesPerRank +
+      line * 64);
 }
 
 // Waits until `word` >= `value`: spins, then yields (a rank waiting for a
@@ -75,8 +78,7 @@ class Worker {
   Worker(const ShmCeilingWork& work, int64_t* step) : w_(work), step_(*step) {}
 
   char* Chunk(int rank) const {
-    return w_.shared + w_.world_size * kHeaderBytesPerRank +
-           (rank * 2 + step_ % 2) * w_.chunk_bytes;
+    return w_.shared + (rank * 2 + step_ % 2) * w_.chunk_bytes;
   }
   void Next() { ++step_; }
   void Reduce(void* out, const std::vector<const void*>& inputs, int64_t count) const {
@@ -153,7 +155,7 @@ class Worker {
   void Broadcast(const char* in, char* out, int64_t bytes, int root) {
     const int n = w_.world_size, me = w_.rank;
     const int64_t piece = ShmCeilingBroadcastPieceBytes(w_.chunk_bytes);
-    std::atomic<uint64_t>* progress = Word(w_.shared, root, 0);
+    std::atomic<uint64_t>* progress = Word(w_, root, 0);
     int64_t index = 0;
     for (int64_t offset = 0; offset < bytes; offset += w_.chunk_bytes, ++index, Next()) {
       const int64_t length = std::min(w_.chunk_bytes, bytes - offset);
@@ -162,7 +164,7 @@ class Worker {
       if (me == root) {
         if (index >= 2) {
           for (int p = 0; p < n; ++p) {
-            if (p != root) Await(*Word(w_.shared, p, 1), step - 2, me, p);
+            if (p != root) Await(*Word(w_, p, 1), step - 2, me, p);
           }
         }
         for (int64_t at = 0; at < length; at += piece) {
@@ -174,7 +176,7 @@ class Worker {
           Await(*progress, (step << 24) | ++done, me, root);
           std::memcpy(out + offset + at, Chunk(root) + at, std::min(piece, length - at));
         }
-        Word(w_.shared, me, 1)->store(step, std::memory_order_release);
+        Word(w_, me, 1)->store(step, std::memory_order_release);
       }
     }
   }

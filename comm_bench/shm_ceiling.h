@@ -28,8 +28,8 @@
 namespace mtb::comm_bench {
 
 // The data moves stream through a ring of two chunks per rank in the region,
-// as the transport's slots do; a header of two cache lines per rank in front
-// carries broadcast's progress words (the region starts zeroed).
+// as the transport's slots do; a header of two cache lines per rank after
+// them carries broadcast's progress words (the region starts zeroed).
 struct ShmCeilingWork {
   int world_size = 1;
   int rank = 0;
