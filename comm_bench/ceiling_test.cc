@@ -2,7 +2,10 @@
 #include "comm_bench/ceiling.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -308,6 +311,115 @@ TEST(ShmCeilingWork, MovesOnlyWhatComesFromThePeers) {
   EXPECT_EQ(out[kBytes / 2 - 1], 7);
   EXPECT_EQ(out[kBytes / 2], 1);
   EXPECT_EQ(out[kBytes - 1], 1);
+}
+
+// The broadcast ceiling does what the transport's pipelined broadcast does:
+// every reader copies out exactly what the root copied in, piece by piece
+// (a reader never copies a piece before the root has published it), through
+// a ring of two chunks the root refills only after the readers are done with
+// it. The readers start first and the root 20 ms later: the previous model
+// (readers copying the root's chunks with no wait) finished before the root
+// began and copied zeros, and fails here; the assertions do not depend on
+// the delay. 5 chunks and a partial one, so the ring wraps twice.
+TEST(ShmCeilingWork, BroadcastReadersCopyOnlyWhatTheRootHasCopiedIn) {
+  constexpr int64_t kChunk = 4096;
+  constexpr int64_t kBytes = 5 * kChunk + 100;
+  EXPECT_EQ(ShmCeilingBroadcastPieceBytes(int64_t{1} << 20), int64_t{64} << 10);  // the op's
+  EXPECT_EQ(ShmCeilingBroadcastPieceBytes(kChunk), 256);
+  EXPECT_EQ(ShmCeilingBroadcastPieceBytes(512), 64);
+  for (int n : {2, 3}) {
+    for (int root : {0, n - 1}) {
+      std::vector<char> shared(ShmCeilingSharedBytes(n, kChunk), 0);
+      std::vector<int64_t> steps(n, 0);
+      for (int call = 0; call < 2; ++call) {  // the step goes on across calls
+        std::vector<std::vector<char>> in(n, std::vector<char>(kBytes));
+        std::vector<std::vector<char>> out(n, std::vector<char>(kBytes, 0));
+        for (int64_t i = 0; i < kBytes; ++i) {
+          in[root][i] = static_cast<char>(1 + (i * 7 + call * 13) % 251);
+        }
+        const auto run = [&](int rank) {
+          ShmCeilingWork work;
+          work.world_size = n;
+          work.rank = rank;
+          work.chunk_bytes = kChunk;
+          work.shared = shared.data();
+          ShmCeilingCall broadcast;
+          broadcast.op = "broadcast";
+          broadcast.bytes = kBytes;
+          broadcast.root = root;
+          RunShmCeilingWork(work, broadcast, in[rank].data(), out[rank].data(), &steps[rank]);
+        };
+        std::vector<std::thread> readers;
+        for (int rank = 0; rank < n; ++rank) {
+          if (rank != root) readers.emplace_back(run, rank);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        run(root);
+        for (std::thread& reader : readers) reader.join();  // the harness's barrier
+        for (int rank = 0; rank < n; ++rank) {
+          EXPECT_EQ(steps[rank], 6 * (call + 1)) << n << " ranks, rank " << rank;
+          if (rank == root) continue;
+          int64_t wrong = 0;
+          for (int64_t i = 0; i < kBytes; ++i) wrong += out[rank][i] != in[root][i];
+          EXPECT_EQ(wrong, 0) << n << " ranks, root " << root << ", reader " << rank
+                              << ", call " << call;
+        }
+      }
+    }
+  }
+}
+
+// Stubbed measurements: a 16 MiB broadcast at 2 ranks whose root copies in
+// at 20 GB/s and whose reader copies out at 25 GB/s. Overlapped as the op
+// runs them, the reader takes max(copy in, copy out) plus one piece (its lag
+// behind the root), and over a loop the root runs at the reader's pace: the
+// op's busbw is 19.9 GB/s. The previous ceiling's serial reading, copy in
+// then copy out (11.1 GB/s), is beaten by 179%, as the quiet A/B's 146-185%
+// were. The overlapped ceiling's per-rank times are the root's copy in and
+// the reader's max + a piece; the slower side (the reader) bounds, which the
+// op does not beat; an op 12% faster than max(copy in, copy out) allows is
+// still CEILING INVALID.
+TEST(SetBestCeiling, TheOverlappedBroadcastCeilingBoundsAnOverlappedOpAndTheSerialOneDoesNot) {
+  const double bytes = 16.0 * (1 << 20);
+  const double piece = ShmCeilingBroadcastPieceBytes(int64_t{1} << 20);
+  const double copy_in = bytes / 20e9, copy_out = bytes / 25e9;
+  const auto gbps = [&](double seconds) { return bytes / seconds / 1e9; };
+  const double reader = std::max(copy_in, copy_out) + piece / 20e9;
+  const double op_seconds = reader;
+  const std::string shape = "shm broadcast in this sweep: " + ShmCeilingShapeText("broadcast");
+  EXPECT_THAT(shape, HasSubstr("overlapped"));
+
+  CommBenchRow serial = Row("broadcast", gbps(op_seconds));
+  serial.set_bytes(16 << 20);
+  serial.set_placement("in_place");
+  SetBestCeiling(CeilingSamples{{gbps(copy_in + copy_out)}}, "serial", &serial);
+  EXPECT_TRUE(serial.ceiling_invalid());
+  EXPECT_NEAR(serial.busbw_fraction_of_ceiling(), 1.79, 0.01);
+
+  // The slower side bounds: broadcast's ceiling time is the slowest rank's,
+  // every other op's the mean over ranks (as their rows).
+  EXPECT_EQ(ShmCeilingSeconds("broadcast", {copy_in, reader}), reader);
+  EXPECT_EQ(ShmCeilingSeconds("all_gather", {1, 3}), 2);
+  EXPECT_EQ(ShmCeilingSeconds("all_to_allv", {1, 3}), 2);
+  EXPECT_EQ(ShmCeilingSeconds("broadcast", {}), 0);
+  const double ceiling_seconds = ShmCeilingSeconds("broadcast", {copy_in, reader});
+  CommBenchRow overlapped = Row("broadcast", gbps(op_seconds));
+  overlapped.set_bytes(16 << 20);
+  overlapped.set_placement("in_place");
+  SetBestCeiling(CeilingSamples{{gbps(ceiling_seconds)}}, shape, &overlapped);
+  EXPECT_FALSE(overlapped.ceiling_invalid());
+  EXPECT_NEAR(overlapped.busbw_fraction_of_ceiling(), 1.0, 1e-12);
+  CommBenchResult result;
+  *result.add_rows() = overlapped;
+  bool invalid = true;
+  int rows = 0;
+  EXPECT_THAT(CeilingReport(result, &invalid, &rows), HasSubstr("overlapped"));
+  EXPECT_FALSE(invalid);
+
+  // Negative: an op 12% faster than the overlapped copies allow.
+  CommBenchRow impossible = Row("broadcast", gbps(std::max(copy_in, copy_out)) * 1.12);
+  SetBestCeiling(CeilingSamples{{gbps(ceiling_seconds)}}, shape, &impossible);
+  EXPECT_TRUE(impossible.ceiling_invalid());
 }
 
 TEST(Ceiling, BadOptionsAreInvalidArgument) {

@@ -229,9 +229,10 @@ class RowRunner {
 };
 
 // The shared-memory ceiling of one point (shm_ceiling.h): a warm-up, then
-// `iters` runs of this rank's share between barriers; busbw from the mean
-// over ranks of each rank's best run, as the row's from the mean over ranks
-// of the loop's. 0 for an op without a ceiling shape.
+// `iters` runs of this rank's share between barriers; busbw from each
+// rank's best run (ShmCeilingSeconds: their mean, as the row's from the mean
+// over ranks of the loop's; broadcast's slowest). 0 for an op without a
+// ceiling shape.
 absl::StatusOr<double> MeasureShmCeiling(Backend& backend, DeviceBuffer& shared,
                                          const SweepOptions& options, const CallContext& context,
                                          const Collective& op, const CallShape& shape,
@@ -276,9 +277,9 @@ absl::StatusOr<double> MeasureShmCeiling(Backend& backend, DeviceBuffer& shared,
                                               reinterpret_cast<const char*>(&best), sizeof(best))));
   std::vector<double> bests(n);
   std::memcpy(bests.data(), all.data(), n * sizeof(double));
-  const double mean = Mean(bests);
-  if (mean <= 0) return 0.0;
-  return AlgorithmBandwidth(shape.bandwidth_bytes, mean) * op.BusBandwidthFactor(n);
+  const double seconds = ShmCeilingSeconds(call.op, bests);
+  if (seconds <= 0) return 0.0;
+  return AlgorithmBandwidth(shape.bandwidth_bytes, seconds) * op.BusBandwidthFactor(n);
 }
 
 absl::StatusOr<std::unique_ptr<DeviceBuffer>> AllocateElements(
@@ -450,9 +451,11 @@ absl::StatusOr<CommBenchResult> RunSweep(Backend& backend,
                                            *send, *recv, &ceiling_step);
                 },
                 run_row));
-        ceiling_shape = absl::StrCat("shm ", ShmCeilingShapeOf(name), " in this sweep: ",
-                                     ShmCeilingShapeText(name), "; ", context.world_size,
-                                     " processes, each rank's best of ", options.iters);
+        ceiling_shape = absl::StrCat(
+            "shm ", ShmCeilingShapeOf(name), " in this sweep: ", ShmCeilingShapeText(name), "; ",
+            context.world_size, " processes, ",
+            ShmCeilingShapeOf(name) == "broadcast" ? "the slowest rank's" : "each rank's",
+            " best of ", options.iters);
       } else {
         for (int index = 0; index < static_cast<int>(placements.size()); ++index) {
           RETURN_IF_ERROR(run_row(index));
