@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "trainer/cuda/gpt_tensors.h"
@@ -507,6 +508,24 @@ void Matmul(const Lt& lt, cudaStream_t stream, void* c, const void* a, const voi
   MTB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt.workspace_bytes,
       sizeof(lt.workspace_bytes)));
+  // The heuristic assumes 256-byte aligned matrices unless told: a tensor of
+  // the parameter buffer starts where the previous one ends (a bf16 copy's
+  // offsets are only 2-byte multiples), so it is told each pointer's.
+  auto alignment = [](const void* p) {
+    uint32_t bytes = 256;
+    while (bytes > 1 && reinterpret_cast<uintptr_t>(p) % bytes != 0) bytes /= 2;
+    return bytes;
+  };
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> aligned[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, c}};
+  for (const auto& [attribute, pointer] : aligned) {
+    const uint32_t bytes = alignment(pointer);
+    MTB_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof(bytes)));
+  }
   cublasLtMatmulHeuristicResult_t heuristic;
   int found = 0;
   MTB_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt.handle, desc, a_layout, b_layout,
