@@ -11,7 +11,8 @@
 // (B, T, 3D) <-> (B, H, T, D/H) permutes, a warp-per-row causal softmax and its
 // backward, the fused classifier (softmax, cross-entropy and its gradient in
 // one pass over a row of logits), column sums for bias and LayerNorm
-// gradients (a thread per column: a fixed order), the gradient's sum of
+// gradients (row chunks summed in order, then the chunks in order: a fixed
+// order), the gradient's sum of
 // squares in fixed per-block partials, and AdamW with the clip coefficient
 // folded in.
 #include "trainer/cuda/gpt_cuda.h"
@@ -226,32 +227,63 @@ __global__ void LayerNormBackwardInput(float* dx, const T* dout,
   }
 }
 
-// dw[c] += sum_n dout[n, c] * norm[n, c]; db[c] += sum_n dout[n, c]. A thread
-// per column, rows in order.
-template <typename T>
-__global__ void LayerNormBackwardWeights(float* dw, float* db, const T* dout,
-                                         const float* x, const float* mean,
-                                         const float* rstd, int64_t n_rows, int c) {
+// Column sums of a (N, C) gradient in two fixed-order passes (deterministic,
+// no atomics): the rows are cut into at most kColumnChunks chunks; pass one
+// sums each chunk's rows in order, a thread per (column, chunk), into
+// partials; pass two adds a column's chunk sums in chunk order. A bias's
+// gradient is db[c] += sum_n dout[n, c]; LayerNorm's also dw[c] += sum_n
+// dout[n, c] * norm[n, c] (kLayerNorm). partials: 2 x chunks x C floats.
+constexpr int kColumnChunks = 64;
+
+template <typename T, bool kLayerNorm>
+__global__ void ColumnPartials(float* partials, const T* dout, const float* x,
+                               const float* mean, const float* rstd, int64_t n_rows, int c,
+                               int64_t chunk_rows) {
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
   if (col >= c) return;
-  float sum_w = 0, sum_b = 0;
-  for (int64_t row = 0; row < n_rows; ++row) {
+  const int64_t chunk = blockIdx.y;
+  const int64_t begin = chunk * chunk_rows;
+  const int64_t end = min(n_rows, begin + chunk_rows);
+  float sum_b = 0, sum_w = 0;
+  for (int64_t row = begin; row < end; ++row) {
     const float d = Wide(dout[row * c + col]);
-    sum_w += d * (x[row * c + col] - mean[row]) * rstd[row];
     sum_b += d;
+    if (kLayerNorm) sum_w += d * (x[row * c + col] - mean[row]) * rstd[row];
   }
-  dw[col] += sum_w;
-  db[col] += sum_b;
+  partials[chunk * c + col] = sum_b;
+  if (kLayerNorm) partials[(gridDim.y + chunk) * c + col] = sum_w;
 }
 
-// db[c] += sum_n dout[n, c] (a bias's gradient), rows in order.
-template <typename T>
-__global__ void ColumnSum(float* db, const T* dout, int64_t n_rows, int c) {
+template <bool kLayerNorm>
+__global__ void FinishColumns(float* db, float* dw, const float* partials, int chunks,
+                              int c) {
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
   if (col >= c) return;
-  float sum = 0;
-  for (int64_t row = 0; row < n_rows; ++row) sum += Wide(dout[row * c + col]);
-  db[col] += sum;
+  float sum_b = 0, sum_w = 0;
+  for (int k = 0; k < chunks; ++k) {
+    sum_b += partials[static_cast<int64_t>(k) * c + col];
+    if (kLayerNorm) sum_w += partials[static_cast<int64_t>(chunks + k) * c + col];
+  }
+  db[col] += sum_b;
+  if (kLayerNorm) dw[col] += sum_w;
+}
+
+template <typename T, bool kLayerNorm>
+void ColumnSums(cudaStream_t stream, float* partials, int64_t partial_floats, float* db,
+                float* dw, const T* dout, const float* x, const float* mean,
+                const float* rstd, int64_t n_rows, int c) {
+  if (n_rows <= 0 || c <= 0) return;
+  const int64_t chunk_rows = (n_rows + kColumnChunks - 1) / kColumnChunks;
+  const int chunks = static_cast<int>((n_rows + chunk_rows - 1) / chunk_rows);
+  if (2 * static_cast<int64_t>(chunks) * c > partial_floats) {
+    std::fprintf(stderr, "trainer_cuda: column sums of %d columns need %lld scratch floats, "
+                 "%lld allocated\n", c, 2LL * chunks * c, static_cast<long long>(partial_floats));
+    std::exit(1);
+  }
+  const dim3 grid(Blocks(c), chunks);
+  ColumnPartials<T, kLayerNorm><<<grid, kThreads, 0, stream>>>(partials, dout, x, mean, rstd,
+                                                               n_rows, c, chunk_rows);
+  FinishColumns<kLayerNorm><<<Blocks(c), kThreads, 0, stream>>>(db, dw, partials, chunks, c);
 }
 
 // ---- elementwise ----
@@ -460,6 +492,9 @@ struct Lt {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 32 << 20;
+  // The column sums' scratch (ColumnSums), allocated with the rest.
+  float* partials = nullptr;
+  int64_t partial_floats = 0;
 };
 
 // Column-major C (m, n) = alpha op(A) op(B) + beta C [+ bias (m) per column],
@@ -573,7 +608,8 @@ void LinearBackward(const Lt& lt, cudaStream_t stream, T* dx, float* dw, float* 
   Matmul(lt, stream, dw, x, dy, nullptr, in, out, rows, false, true, 1, 1, 1, 0, 0, 0,
          DataType<T>(), CUDA_R_32F);
   if (dbias != nullptr) {
-    ColumnSum<<<Blocks(out), kThreads, 0, stream>>>(dbias, dy, rows, static_cast<int>(out));
+    ColumnSums<T, false>(stream, lt.partials, lt.partial_floats, dbias, nullptr, dy, nullptr,
+                         nullptr, nullptr, rows, static_cast<int>(out));
   }
 }
 
@@ -779,6 +815,8 @@ class GptCudaImpl : public GptCuda {
     d_v_ = acts(n * d);
     d_heads_ = acts(n * d);
     norm_partials_ = floats(kNormPartials);
+    lt_.partial_floats = 2 * kColumnChunks * 4 * d;  // the widest: the fc bias
+    lt_.partials = floats(lt_.partial_floats);
     if (!error.empty()) return error;
     void* p = nullptr;
     // inputs, targets, and the token groups' order, token and start.
@@ -914,6 +952,13 @@ class GptCudaImpl : public GptCuda {
     Convert<<<Blocks(count), kThreads, 0, stream_>>>(d_residual_low_, d_residual_, count);
     return d_residual_low_;
   }
+  // LayerNorm's weight and bias gradients over the step's rows.
+  void LayerNormWeights(float* dw, float* db, const T* dout, const float* x,
+                        const float* mean, const float* rstd) {
+    ColumnSums<T, true>(stream_, lt_.partials, lt_.partial_floats, db, dw, dout, x, mean,
+                        rstd, dims_.batch_size * dims_.seq_len,
+                        static_cast<int>(dims_.d_model));
+  }
   float* Param(int index) { return params_ + tensors_[index].offset; }
   float* Grad(int index) { return grads_ + tensors_[index].offset; }
   float* Param(int64_t layer, int tensor) { return Param(BlockTensorIndex(layer, tensor)); }
@@ -976,9 +1021,8 @@ class GptCudaImpl : public GptCuda {
     LayerNormBackwardInput<<<row_blocks, kThreads, 0, stream_>>>(
         d_residual_, d_rows_, last, Param(FinalLnWeightIndex(layers)), lnf_mean_,
         lnf_rstd_, n, static_cast<int>(d));
-    LayerNormBackwardWeights<<<Blocks(d), kThreads, 0, stream_>>>(
-        Grad(FinalLnWeightIndex(layers)), Grad(FinalLnBiasIndex(layers)), d_rows_, last,
-        lnf_mean_, lnf_rstd_, n, static_cast<int>(d));
+    LayerNormWeights(Grad(FinalLnWeightIndex(layers)), Grad(FinalLnBiasIndex(layers)),
+                     d_rows_, last, lnf_mean_, lnf_rstd_);
     for (int64_t l = layers - 1; l >= 0; --l) {
       LayerActivations<T>& a = layers_[l];
       const float* x = l > 0 ? layers_[l - 1].residual3 : encoded_;
@@ -992,9 +1036,8 @@ class GptCudaImpl : public GptCuda {
       LayerNormBackwardInput<<<row_blocks, kThreads, 0, stream_>>>(
           d_residual_, d_rows_, a.residual2, Param(l, kLn2Weight), a.ln2_mean, a.ln2_rstd,
           n, static_cast<int>(d));
-      LayerNormBackwardWeights<<<Blocks(d), kThreads, 0, stream_>>>(
-          Grad(l, kLn2Weight), Grad(l, kLn2Bias), d_rows_, a.residual2, a.ln2_mean,
-          a.ln2_rstd, n, static_cast<int>(d));
+      LayerNormWeights(Grad(l, kLn2Weight), Grad(l, kLn2Bias), d_rows_, a.residual2,
+                       a.ln2_mean, a.ln2_rstd);
       // d(residual2) through the attention into d(x).
       LinearBackward(lt_, stream_, d_rows_, Grad(l, kAttnProjWeight),
                      Grad(l, kAttnProjBias), ResidualGradForProducts(), a.attn_y,
@@ -1006,9 +1049,8 @@ class GptCudaImpl : public GptCuda {
       LayerNormBackwardInput<<<row_blocks, kThreads, 0, stream_>>>(
           d_residual_, d_rows_, x, Param(l, kLn1Weight), a.ln1_mean, a.ln1_rstd, n,
           static_cast<int>(d));
-      LayerNormBackwardWeights<<<Blocks(d), kThreads, 0, stream_>>>(
-          Grad(l, kLn1Weight), Grad(l, kLn1Bias), d_rows_, x, a.ln1_mean, a.ln1_rstd, n,
-          static_cast<int>(d));
+      LayerNormWeights(Grad(l, kLn1Weight), Grad(l, kLn1Bias), d_rows_, x, a.ln1_mean,
+                       a.ln1_rstd);
     }
     TokenEmbeddingBackward<<<static_cast<unsigned>(groups_.groups()), kThreads, 0, stream_>>>(
         Grad(kTokenEmbeddingIndex), group_order_, group_token_, group_start_, d_residual_, d);
@@ -1050,6 +1092,8 @@ class ScratchBuffers {
     MTB_CUDA_CHECK(cudaStreamCreate(&stream_));
     MTB_CUDA_CHECK(cudaMalloc(&lt_.workspace, lt_.workspace_bytes));
     MTB_CUBLAS_CHECK(cublasLtCreate(&lt_.handle));
+    lt_.partial_floats = 2 * kColumnChunks * (int64_t{1} << 16);  // up to 65536 columns
+    lt_.partials = Zeros(lt_.partial_floats);
   }
   ~ScratchBuffers() {
     cudaStreamSynchronize(stream_);
@@ -1231,8 +1275,8 @@ std::string RunReferenceKernelAs(const KernelRef& kernel, bool planted_off_by_on
                 *mean = s.Floats(in("mean")), *rstd = s.Floats(in("rstd"));
     LayerNormBackwardInput<<<Blocks(n, kWarpsPerBlock), kThreads, 0, st>>>(
         dx, dout, x, w, mean, rstd, n, static_cast<int>(c));
-    LayerNormBackwardWeights<<<Blocks(c), kThreads, 0, st>>>(dw, db, dout, x, mean, rstd, n,
-                                                             static_cast<int>(c));
+    ColumnSums<T, true>(st, s.lt().partials, s.lt().partial_floats, db, dw, dout, x, mean,
+                        rstd, n, static_cast<int>(c));
     (*outputs)["dx"] = s.Back(dx, n * c);
     (*outputs)["dweight"] = s.Back(dw, c);
     (*outputs)["dbias"] = s.Back(db, c);
