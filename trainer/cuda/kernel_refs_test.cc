@@ -3,6 +3,7 @@
 // is not failed by a bound that is too tight) and the bf16 bounds for the bf16
 // step's rounding points emulated with LibTorch, and a planted off-by-one, a
 // missing output or a damaged file fail.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sys/wait.h>
@@ -140,6 +141,30 @@ KernelRunner Bf16Runner() {
           at::cross_entropy_loss(logits, in("targets"), {}, at::Reduction::None).detach());
       at::cross_entropy_loss(logits, in("targets")).backward();
       (*out)["dlogits"] = Values(Bf16(logits.grad()));
+    } else if (k.name == "attention_forward" || k.name == "attention_backward") {
+      // As AttentionForward/AttentionBackward<bf16>: every product's operands
+      // bf16, accumulated in fp32, its output (scale included) rounded once.
+      const at::Tensor qkv = Bf16(in("qkv"));
+      const int64_t b = qkv.size(0), t = qkv.size(1), d = qkv.size(2) / 3;
+      const int64_t h = static_cast<int64_t>(k.Input("n_heads")->values.at(0)), hs = d / h;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+      auto heads = [&](const at::Tensor& x) { return x.view({b, t, h, hs}).transpose(1, 2); };
+      auto rows = [&](const at::Tensor& x) { return x.transpose(1, 2).reshape({b, t, d}); };
+      const std::vector<at::Tensor> parts = qkv.split(d, 2);
+      const at::Tensor q = heads(parts[0]), kk = heads(parts[1]), v = heads(parts[2]);
+      if (k.name == "attention_forward") {
+        const at::Tensor att = Bf16(Causal(Bf16(q.matmul(kk.transpose(-2, -1)) * scale), 0));
+        (*out)["y"] = Values(Bf16(att.matmul(v)).transpose(1, 2).reshape({b, t, d}));
+        (*out)["att"] = Values(att);
+      } else {
+        const at::Tensor att = Bf16(in("att")), dy = heads(Bf16(in("dy")));
+        const at::Tensor datt = Bf16(dy.matmul(v.transpose(-2, -1)));
+        const at::Tensor dv = Bf16(att.transpose(-2, -1).matmul(dy));
+        const at::Tensor ds = Bf16(att * (datt - (att * datt).sum(-1, true)));
+        (*out)["dq"] = Values(rows(Bf16(ds.matmul(kk) * scale)));
+        (*out)["dk"] = Values(rows(Bf16(ds.transpose(-2, -1).matmul(q) * scale)));
+        (*out)["dv"] = Values(rows(dv));
+      }
     } else if (k.name == "embedding_forward") {
       return Fp32Runner(0)(k, out);
     } else {
@@ -152,7 +177,8 @@ KernelRunner Bf16Runner() {
 const std::vector<std::string> kBf16StandIns = {
     "embedding_forward", "layernorm_forward",      "linear_forward",
     "linear_backward",   "gelu_forward",           "gelu_backward",
-    "causal_softmax_forward", "causal_softmax_backward", "classifier"};
+    "causal_softmax_forward", "causal_softmax_backward", "attention_forward",
+    "attention_backward", "classifier"};
 
 TEST(KernelRefs, EveryKernelOfTheCudaPathWithShapesAndBounds) {
   std::vector<std::string> names;
@@ -250,7 +276,7 @@ TEST(KernelRefs, LibTorchFp32KernelsPassTheirBounds) {
 TEST(KernelRefs, TheBf16StepsRoundingsPassTheBf16Bounds) {
   const std::vector<CheckLine> lines =
       CheckKernels(Refs(), Bf16Runner(), CheckPrecision::kBf16, kBf16StandIns);
-  ASSERT_EQ(lines.size(), 14u);
+  ASSERT_EQ(lines.size(), 19u);
   for (const CheckLine& line : lines) {
     std::cout << "bf16 stand-in: " << FormatCheckLine(line) << "\n";
     EXPECT_TRUE(line.pass) << FormatCheckLine(line);
