@@ -119,6 +119,17 @@ KernelRunner Bf16Runner() {
       (*out)["y"] = Values(Bf16(y));
       (*out)["mean"] = Values(mean);
       (*out)["rstd"] = Values(rstd);
+    } else if (k.name == "layernorm_backward") {
+      // dout arrives bf16; x, the weight and the statistics are fp32, and so
+      // are all three gradients.
+      const at::Tensor x = in("x"), w = in("weight");
+      const int64_t n = x.size(0), c = x.size(1);
+      auto [dx, dw, db] = at::native_layer_norm_backward(
+          Bf16(in("dout")), x, {c}, in("mean").view({n, 1}), in("rstd").view({n, 1}), w,
+          at::zeros_like(w), {true, true, true});
+      (*out)["dx"] = Values(dx);
+      (*out)["dweight"] = Values(dw);
+      (*out)["dbias"] = Values(db);
     } else if (k.name == "linear_forward") {
       (*out)["y"] = Values(Bf16(at::linear(Bf16(in("x")), Bf16(in("weight")), Bf16(in("bias")))));
     } else if (k.name == "linear_backward") {
@@ -175,7 +186,7 @@ KernelRunner Bf16Runner() {
 }
 
 const std::vector<std::string> kBf16StandIns = {
-    "embedding_forward", "layernorm_forward",      "linear_forward",
+    "embedding_forward", "layernorm_forward",      "layernorm_backward", "linear_forward",
     "linear_backward",   "gelu_forward",           "gelu_backward",
     "causal_softmax_forward", "causal_softmax_backward", "attention_forward",
     "attention_backward", "classifier"};
@@ -276,7 +287,7 @@ TEST(KernelRefs, LibTorchFp32KernelsPassTheirBounds) {
 TEST(KernelRefs, TheBf16StepsRoundingsPassTheBf16Bounds) {
   const std::vector<CheckLine> lines =
       CheckKernels(Refs(), Bf16Runner(), CheckPrecision::kBf16, kBf16StandIns);
-  ASSERT_EQ(lines.size(), 19u);
+  ASSERT_EQ(lines.size(), 22u);
   for (const CheckLine& line : lines) {
     std::cout << "bf16 stand-in: " << FormatCheckLine(line) << "\n";
     EXPECT_TRUE(line.pass) << FormatCheckLine(line);
