@@ -14,6 +14,7 @@
 #                 (--strategy=single, the same flags) to step 20: its losses
 #                 of steps 11..20 within 1e-4 of the GPU's continuous run, the
 #                 small check's budget (the two devices sum in other orders).
+# Then rewrites OUT_DIR/gpu_train.json and .md (write_results.py) with them.
 # Exit 0 when all three pass, 1 otherwise, 2 on bad usage.
 set -u
 if [[ $# -ne 1 || ! -d "$1/ckpt_resume" ]]; then
@@ -73,4 +74,6 @@ print("PASS" if err <= bound else "FAIL", "cpu_resume",
 PY
 )
 fi
+# The results file again, with these lines.
+python3 "$here/write_results.py" "$out" || failed=$((failed + 1))
 [[ $failed == 0 ]]

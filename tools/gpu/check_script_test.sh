@@ -5,10 +5,15 @@
 # skipped on one GPU); a loss off by 1e-3, a planted off-by-one that passes, a
 # failing kernel, a resumed loss off by 1e-9, a corrupt checkpoint and a
 # 2-rank run off by 1e-3 each fail their check (and the exit code), as does a
-# missing reference folder; bad usage exits 2.
+# missing reference folder; bad usage exits 2. The bf16 small run against the
+# CPU trainer's bf16 losses: off by 1e-3 fails. The perf check with a
+# stand-in PyTorch peer: perf.json's medians, ratios and MFU, each goal met
+# or missed (a missed goal is a GOAL line, never a failure; a peer that
+# cannot run is a SKIP); the results file (gpu_train.json/.md) in every case.
 set -u
 script=tools/gpu/check.sh
 losses=tools/gpu/cpu_losses_small.txt
+losses_bf16=tools/gpu/cpu_losses_small_bf16.txt
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 stubs="$tmp/stubs"
 mkdir -p "$stubs" "$tmp/refs"
@@ -27,6 +32,8 @@ cat > "$stubs/trainer_cuda" <<'EOF'
 # its manifest with $STUB_CORRUPT_CKPT).
 out=""
 small=0
+bf16=0
+perf=0
 steps=20
 nproc=1
 ckpt=""
@@ -36,6 +43,8 @@ for a in "$@"; do
     --fault*) echo "trainer_cuda: --fault is not supported with --device=cuda" >&2; exit 2 ;;
     --out=*) out="${a#--out=}" ;;
     --vocab_size=256) small=1 ;;
+    --precision=bf16) bf16=1 ;;
+    --batch_size=16) perf=1 ;;
     --steps=*) steps="${a#--steps=}" ;;
     --nproc=*) nproc="${a#--nproc=}" ;;
     --checkpoint_dir=*) ckpt="${a#--checkpoint_dir=}" ;;
@@ -45,10 +54,26 @@ done
 shift_by="${STUB_SHIFT:-0}"
 [[ $nproc == 2 ]] && shift_by="${STUB_NCCL_SHIFT:-0}"
 [[ $start != 0 ]] && shift_by="${STUB_RESUME_SHIFT:-0}"
+if [[ $perf == 1 ]]; then
+  # The perf run: 13 steps, 3 warm-up, $STUB_OURS_TPS tokens/s, the peak
+  # $STUB_PEAK, 1e9 FLOPs per token; the allocation line.
+  awk -v tps="${STUB_OURS_TPS:-100000}" -v peak="${STUB_PEAK:-5e14}" 'BEGIN {
+    printf "{\"model\": {\"flops_per_token\": 1e9}, \"peak_flops\": {\"rank_flops_per_second\": %s, \"source\": \"measured: stand-in\"}, ", peak
+    printf "\"run_context\": {\"cuda_runtime_version\": \"13.0\", \"gpu_names\": [\"stand-in H100\"]}, \"runs\": [{\"steps\": ["
+    for (i = 1; i <= 13; ++i) printf "%s{\"step\": %d, \"loss\": %.3f, \"tokens_per_second\": %s, \"step_ms\": 100, \"timed\": %s}", (i > 1 ? ", " : ""), i, 11 - 0.01 * i, (i <= 3 ? 1 : tps), (i <= 3 ? "false" : "true")
+    print "]}]}" }' > "$out"
+  echo "device memory allocated after step 1: ${STUB_ALLOC:-0} bytes (free after step 1: 1000 bytes, 13 updates)"
+  exit 0
+fi
 if [[ $small == 1 ]]; then
+  losses="$CPU_LOSSES"
+  if [[ $bf16 == 1 ]]; then
+    losses="$CPU_LOSSES_BF16"
+    shift_by="${STUB_BF16_SHIFT:-0}"
+  fi
   awk -v shift="$shift_by" -v first="$start" -v last="$steps" \
     '!/^#/ && NF == 2 && $1 > first && $1 <= last { printf "%s%s:%.17g", (n++ ? "," : ""), $1, $2 + shift }' \
-    "$CPU_LOSSES" > "$out.losses"
+    "$losses" > "$out.losses"
 else
   awk 'BEGIN { for (i = 0; i < 12; ++i) printf "%s%d:%.17g", (i ? "," : ""), i + 1, 11 - 0.1 * i }' > "$out.losses"
 fi
@@ -99,29 +124,62 @@ EOF
 # Stand-in nvidia-smi: $STUB_GPUS GPUs (default 1).
 cat > "$stubs/nvidia-smi" <<'EOF'
 #!/usr/bin/env bash
+if [[ "${1:-}" == --query-gpu=* ]]; then echo "stand-in H100, 580.00"; exit 0; fi
 for ((g = 0; g < ${STUB_GPUS:-1}; ++g)); do echo "GPU $g: stand-in (UUID: GPU-$g)"; done
+EOF
+# Stand-in PyTorch peer (run by $PYTHON=bash): --out with the median
+# tokens/s $STUB_EAGER_TPS or $STUB_COMPILE_TPS; $STUB_NO_TORCH: fails as a
+# machine without PyTorch would.
+cat > "$stubs/peer.sh" <<'EOF'
+if [[ -n "${STUB_NO_TORCH:-}" ]]; then echo "ModuleNotFoundError: No module named 'torch'" >&2; exit 1; fi
+out=""
+mode=""
+for a in "$@"; do
+  case "$a" in
+    --out=*) out="${a#--out=}" ;;
+    --mode=*) mode="${a#--mode=}" ;;
+  esac
+done
+tps="${STUB_EAGER_TPS:-80000}"
+[[ $mode == compile ]] && tps="${STUB_COMPILE_TPS:-90000}"
+echo "{\"mode\": \"$mode\", \"median_tokens_per_second\": $tps, \"torch_version\": \"2.stand-in\"}" > "$out"
 EOF
 chmod +x "$stubs/trainer_cuda" "$stubs/kernel_check" "$stubs/nvidia-smi"
 
-# run NAME [ENV=VALUE...]: check.sh into $tmp/NAME; sets $code.
+# Four shards (BUILD): case group K runs in shard K.
+[[ -n "${TEST_SHARD_STATUS_FILE:-}" ]] && touch "$TEST_SHARD_STATUS_FILE"
+mine() { [[ $(( $1 % ${TEST_TOTAL_SHARDS:-1} )) == "${TEST_SHARD_INDEX:-0}" ]]; }
+
+# run NAME [ENV=VALUE...]: check.sh into $tmp/NAME; sets $code. One perf
+# round unless the case says otherwise (the good case: 3).
 run() {
   local name="$1"
   shift
   code=0
   env TRAINER_CUDA="$stubs/trainer_cuda" KERNEL_CHECK="$stubs/kernel_check" \
-    KERNEL_REFS="$tmp/refs" CPU_LOSSES="$losses" PATH="$stubs:$PATH" "$@" \
+    KERNEL_REFS="$tmp/refs" CPU_LOSSES="$losses" CPU_LOSSES_BF16="$losses_bf16" \
+    PYTHON=bash TORCH_PEER="$stubs/peer.sh" PERF_ROUNDS=1 PATH="$stubs:$PATH" "$@" \
     bash "$script" "$tmp/$name" > "$tmp/$name.log" 2>&1 || code=$?
 }
 expect_line() {  # expect_line NAME REGEX
   grep -Eq "$2" "$tmp/$1/checks.txt" || fail "$1: no line matching '$2' in checks.txt: $(cat "$tmp/$1/checks.txt")"
 }
 
-run good
+if mine 0; then
+run good PERF_ROUNDS=3
 [[ $code == 0 ]] || fail "good: exit $code, want 0: $(cat "$tmp/good.log")"
-for check in kernels planted refusal small resume ckpt gpt2; do expect_line good "^PASS $check "; done
+for check in kernels kernels_bf16 planted refusal small small_bf16 resume ckpt gpt2 perf; do
+  expect_line good "^PASS $check "
+done
 expect_line good "^SKIP nccl2 1 GPU\(s\) here, two needed \(NCCL does not run two ranks on one GPU\)"
-[[ $(wc -l < "$tmp/good/checks.txt") == 8 ]] || fail "good: want 8 checks: $(cat "$tmp/good/checks.txt")"
-for check in kernels refusal small resume ckpt gpt2; do
+# 100000 tokens/s against 80000 (eager) and 90000 (compile); MFU 1e9 x 1e5 /
+# 5e14 = 20%; nothing allocated after step 1.
+expect_line good "^GOAL compile_ratio met: ours/torch.compile=1.111x \(ours 100000 tokens/s, compile 90000; medians of 3/3 rounds\) goal >= 1.0x$"
+expect_line good "^GOAL eager_ratio reported: ours/torch.eager=1.250x "
+expect_line good "^GOAL mfu missed: MFU 20.0% of the measured cuBLASLt bf16 peak \(500 TFLOP/s, median of 3 rounds\) goal >= 40%$"
+expect_line good "^GOAL alloc met: 0 bytes of device memory allocated after step 1 at most \(3 of 3 rounds read\) goal 0$"
+[[ $(wc -l < "$tmp/good/checks.txt") == 15 ]] || fail "good: want 15 lines: $(cat "$tmp/good/checks.txt")"
+for check in kernels kernels_bf16 refusal small small_bf16 resume ckpt gpt2 perf; do
   grep -Eq "^check $check: estimate ~[0-9]+ s of GPU time \(at most [0-9]+ s\)" "$tmp/good.log" \
     || fail "good: no time estimate for $check"
 done
@@ -129,10 +187,52 @@ expect_line good "^PASS resume steps 11..20 resumed equal the continuous run bit
 expect_line good "^PASS ckpt 1 files as the manifest says, 4 tensors"
 expect_line good "^PASS small max\|gpu-cpu\|=0 "
 [[ -s "$tmp/good/kernels.txt" && -s "$tmp/good/kernels_planted.txt" ]] || fail "good: kernel outputs not kept"
+# The results file: every check with its observed error and bound, the
+# machine, the PyTorch ratios; a missed goal leaves `passed` true.
+python3 - "$tmp/good" <<'PY' || fail "good: gpu_train.json"
+import json, sys
+r = json.load(open(sys.argv[1] + "/gpu_train.json"))
+assert r["passed"] is True and r["counts"]["FAIL"] == 0, r["counts"]
+assert r["machine"]["gpu"] == "stand-in H100" and r["machine"]["driver"] == "580.00", r["machine"]
+assert r["machine"]["cuda_runtime"] == "13.0", r["machine"]
+c = {x["name"]: x for x in r["checks"]}
+assert c["small_bf16"]["observed"] == 0 and c["small_bf16"]["bound"] == 5e-4, c["small_bf16"]
+assert c["small"]["bound"] == 1e-4, c["small"]
+assert c["mfu"]["state"] == "GOAL" and c["mfu"]["met"] is False, c["mfu"]
+assert c["compile_ratio"]["met"] is True, c["compile_ratio"]
+assert abs(r["perf"]["compile_ratio"] - 100000 / 90000) < 1e-12, r["perf"]
+assert abs(r["perf"]["mfu"] - 0.2) < 1e-12, r["perf"]
+assert r["perf"]["where_the_time_goes_ms"]["step_ms"] == 100, r["perf"]
+PY
+grep -q "^| small_bf16 | PASS | 0 | 0.0005 | " "$tmp/good/gpu_train.md" || fail "good: gpu_train.md: $(cat "$tmp/good/gpu_train.md")"
+grep -q "^| PyTorch torch.compile | 90000 | 1.11 |$" "$tmp/good/gpu_train.md" || fail "good: gpu_train.md ratios"
 
+fi
+if mine 1; then
+# Goals missed the other way, and still no failure: slower than
+# torch.compile, MFU met, 4096 bytes allocated after step 1.
+run slow STUB_OURS_TPS=80000 STUB_PEAK=1e14 STUB_ALLOC=4096
+[[ $code == 0 ]] || fail "slow: exit $code, want 0 (a missed goal is not a failure)"
+expect_line slow "^GOAL compile_ratio missed: ours/torch.compile=0.889x "
+expect_line slow "^GOAL mfu met: MFU 80.0% "
+expect_line slow "^GOAL alloc missed: 4096 bytes "
+grep -q '"passed": true' "$tmp/slow/gpu_train.json" || fail "slow: passed should stay true"
+
+# No PyTorch on the machine: the peer's checks are skipped, not failed.
+run no_torch STUB_NO_TORCH=1
+[[ $code == 0 ]] || fail "no_torch: exit $code, want 0"
+expect_line no_torch "^SKIP perf_eager the PyTorch peer did not run \(perf_eager_1.log: exit 1\)"
+expect_line no_torch "^SKIP perf_compile "
+grep -q "^GOAL compile_ratio" "$tmp/no_torch/checks.txt" && fail "no_torch: a ratio without a peer"
+
+fi
+if mine 2; then
 # Three faults at once, each failing its own check.
-run bad STUB_SHIFT=1e-3 STUB_PLANT_PASSES=1 STUB_KERNEL_FAIL=1
+run bad STUB_SHIFT=1e-3 STUB_PLANT_PASSES=1 STUB_KERNEL_FAIL=1 STUB_BF16_SHIFT=1e-3
 [[ $code == 1 ]] || fail "bad: exit $code, want 1"
+expect_line bad "^FAIL small_bf16 max\|gpu-cpu\|=0.001 .* bound 0.0005$"
+expect_line bad "^FAIL kernels_bf16 exit 1, 1 outputs failed, 1 passed"
+grep -q '"passed": false' "$tmp/bad/gpu_train.json" || fail "bad: gpu_train.json should say passed false"
 expect_line bad "^FAIL small max\|gpu-cpu\|=0.001 "
 expect_line bad "^FAIL planted exit 1, want 1 with causal_softmax_forward/att failing"
 expect_line bad "^FAIL kernels exit 1, 1 outputs failed, 1 passed"
@@ -144,6 +244,8 @@ run two_gpus STUB_GPUS=2
 [[ $code == 0 ]] || fail "two_gpus: exit $code, want 0: $(cat "$tmp/two_gpus/checks.txt")"
 expect_line two_gpus "^PASS nccl2 max\|2 ranks - 1 rank\|=0 bound 0.0001"
 
+fi
+if mine 3; then
 # Three more faults at once: a resumed loss off by 1e-9 (and its shard
 # file), a shard file that is not what its manifest says, a 2-rank run off
 # by 1e-3.
@@ -161,6 +263,8 @@ expect_line no_refs "^FAIL kernels no kernel_check at .* or no references at "
 code=0
 bash "$script" > /dev/null 2>&1 || code=$?
 [[ $code == 2 ]] || fail "no OUT_DIR: exit $code, want 2"
+
+fi
 
 if [[ $failures != 0 ]]; then
   echo "$failures failure(s)"

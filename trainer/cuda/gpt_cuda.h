@@ -8,8 +8,11 @@
 // This header is plain C++ (std:: types only): the .cu behind it is compiled by
 // nvcc, the callers by the host compiler.
 //
-// fp32 only: products in CUBLAS_COMPUTE_32F (no TF32). Not thread-safe; one
-// GptCuda per process and device.
+// Two precisions (GptDims::bf16): fp32, every product in CUBLAS_COMPUTE_32F
+// (no TF32); and bf16 (docs/gpu.md "The bf16 step"): bf16 activations and a
+// bf16 copy of the weights for the products (fp32 accumulation), fp32 master
+// weights, fp32 gradients and an fp32 AdamW, the residual stream fp32.
+// Not thread-safe; one GptCuda per process and device.
 #ifndef MTB_TRAINER_CUDA_GPT_CUDA_H_
 #define MTB_TRAINER_CUDA_GPT_CUDA_H_
 
@@ -31,6 +34,7 @@ struct GptDims {
   int64_t n_heads = 0;     // H
   int64_t seq_len = 0;     // T: every sample is seq_len tokens
   int64_t batch_size = 0;  // B: samples per step
+  bool bf16 = false;       // the bf16 step (--precision=bf16), else fp32
 };
 
 // One logical tensor of the buffer (layout.h's TensorSlot without the name).
@@ -127,10 +131,29 @@ std::unique_ptr<GptCuda> CreateGptCuda(
 // device 0 through the same kernels, products and helpers the step uses, and
 // fills (*outputs) with every output the kernel names. planted_off_by_one
 // makes the causal softmax let each query see one future key (kernel_check's
-// negative case). "" or why the kernel could not run (an unknown kernel, a
+// negative case). bf16_kernels: the bf16 step's kernels (inputs the step
+// keeps in bf16 rounded to bf16 first, bf16 outputs widened back); otherwise
+// the fp32 step's. "" or why the kernel could not run (an unknown kernel, a
 // missing input).
 std::string RunReferenceKernel(const KernelRef& kernel, bool planted_off_by_one,
-                               std::map<std::string, std::vector<double>>* outputs);
+                               std::map<std::string, std::vector<double>>* outputs,
+                               bool bf16_kernels = false);
+
+// The GEMM peak of device 0 in a step's precision: cuBLASLt products with
+// fp32 accumulation, bf16 inputs and output (bf16) or fp32 ones (no TF32).
+// Each shape is timed `repeats` times (after one warm-up call) over `calls`
+// back-to-back products; the best time per shape counts.
+struct GemmTiming {
+  int64_t m = 0, n = 0, k = 0;
+  double flops_per_second = 0;  // 2 m n k calls / best time
+};
+// "" or why not; *timings one per shape, in order.
+std::string MeasureGemmPeak(bool bf16, const std::vector<GemmTiming>& shapes, int repeats,
+                            int calls, std::vector<GemmTiming>* timings);
+
+// The CUDA allocator's view of device 0: free bytes now (cudaMemGetInfo).
+// -1 when it cannot be read.
+int64_t DeviceFreeBytes();
 
 }  // namespace cuda
 }  // namespace mtb

@@ -1,9 +1,10 @@
 // kernel_check: runs every kernel of a per-kernel reference folder
 // (kernel_refs.h, written here by kernel_refs_dump) on the GPU and prints, per
 // output, the observed max |GPU - fp64 reference| against the bound derived
-// for fp32 (docs/gpu.md, "Per-kernel checks").
+// for fp32, or with --precision=bf16 the bf16 step's kernels against the bf16
+// bound (docs/gpu.md, "Per-kernel checks").
 //
-//   kernel_check [--plant_off_by_one] [--kernels=a,b] REFS_DIR
+//   kernel_check [--precision=fp32|bf16] [--plant_off_by_one] [--kernels=a,b] REFS_DIR
 //
 // Exit 0 when every output is within its bound, 1 when one is not, 2 on bad
 // usage, an unreadable folder or no usable GPU. --plant_off_by_one lets the
@@ -23,20 +24,22 @@ ABSL_FLAG(bool, plant_off_by_one, false,
           "the negative case: the causal softmax sees one future key");
 ABSL_FLAG(std::string, kernels, "", "comma-separated kernels to run (default: all)");
 ABSL_FLAG(std::string, precision, "fp32",
-          "fp32 (the only precision the CUDA kernels have so far; the folder "
-          "carries bf16 bounds for when they exist)");
+          "fp32: the fp32 step's kernels against the fp32 bounds; bf16: the bf16 "
+          "step's kernels (bf16 activations) against the bf16 bounds");
 
 int main(int argc, char** argv) {
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
-    std::cerr << "usage: kernel_check [--plant_off_by_one] [--kernels=a,b] REFS_DIR\n";
+    std::cerr << "usage: kernel_check [--precision=fp32|bf16] [--plant_off_by_one] "
+                 "[--kernels=a,b] REFS_DIR\n";
     return 2;
   }
-  if (absl::GetFlag(FLAGS_precision) != "fp32") {
-    std::cerr << "kernel_check: --precision=" << absl::GetFlag(FLAGS_precision)
-              << ": the CUDA kernels are fp32 only so far\n";
+  const std::string precision = absl::GetFlag(FLAGS_precision);
+  if (precision != "fp32" && precision != "bf16") {
+    std::cerr << "kernel_check: --precision=" << precision << " must be fp32 or bf16\n";
     return 2;
   }
+  const bool bf16 = precision == "bf16";
   mtb::cuda::KernelRefs refs;
   if (const std::string why = mtb::cuda::ReadKernelRefs(args[1], &refs); !why.empty()) {
     std::cerr << "kernel_check: REFS_DIR: " << why << "\n";
@@ -62,14 +65,14 @@ int main(int argc, char** argv) {
   const bool planted = absl::GetFlag(FLAGS_plant_off_by_one);
   std::cout << "# " << device.name << ", driver " << device.driver_version << ", runtime "
             << device.runtime_version << "; references seed " << refs.seed
-            << "; precision fp32" << (planted ? "; PLANTED off-by-one" : "") << "\n";
+            << "; precision " << precision << (planted ? "; PLANTED off-by-one" : "") << "\n";
   const std::vector<mtb::cuda::CheckLine> lines = mtb::cuda::CheckKernels(
       refs,
-      [planted](const mtb::cuda::KernelRef& kernel,
-                std::map<std::string, std::vector<double>>* outputs) {
-        return mtb::cuda::RunReferenceKernel(kernel, planted, outputs);
+      [planted, bf16](const mtb::cuda::KernelRef& kernel,
+                      std::map<std::string, std::vector<double>>* outputs) {
+        return mtb::cuda::RunReferenceKernel(kernel, planted, outputs, bf16);
       },
-      mtb::cuda::CheckPrecision::kFp32, only);
+      bf16 ? mtb::cuda::CheckPrecision::kBf16 : mtb::cuda::CheckPrecision::kFp32, only);
   int failed = 0;
   for (const mtb::cuda::CheckLine& line : lines) {
     std::cout << mtb::cuda::FormatCheckLine(line) << "\n";

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # kernel_check's command line where it is built (--config=cuda), with or
-# without a GPU: bad usage, another precision, an unreadable folder and an
+# without a GPU: bad usage, a precision other than fp32 and bf16, an unreadable folder and an
 # unknown kernel exit 2 with one line before any device work; on the
 # reference folder kernel_refs_dump writes, a machine without a GPU gets
 # "no usable GPU" (exit 2) and one with a GPU every output within its bound.
@@ -22,21 +22,24 @@ expect() {
 
 "$dump" "$tmp/refs" > /dev/null || fail "kernel_refs_dump failed"
 expect 2 "^usage: kernel_check"
-expect 2 "^kernel_check: --precision=bf16: the CUDA kernels are fp32 only so far$" \
-  --precision=bf16 "$tmp/refs"
+expect 2 "^kernel_check: --precision=fp16 must be fp32 or bf16$" \
+  --precision=fp16 "$tmp/refs"
 expect 2 "^kernel_check: REFS_DIR: .*/absent/manifest.txt: cannot open$" "$tmp/absent"
 expect 2 "^kernel_check: --kernels: no kernel nope in " --kernels=nope "$tmp/refs"
-code=0
-"$check" "$tmp/refs" > "$tmp/out" 2>&1 || code=$?
-if [[ $code == 2 ]]; then
-  grep -Eq "^kernel_check: no usable GPU: " "$tmp/out" || fail "no GPU: $(cat "$tmp/out")"
-  [[ $(wc -l < "$tmp/out") == 1 ]] || fail "no GPU: want one line: $(cat "$tmp/out")"
-elif [[ $code == 0 ]]; then
-  grep -q "^FAIL" "$tmp/out" && fail "GPU: a FAIL line with exit 0"
-  grep -q "^PASS" "$tmp/out" || fail "GPU: no PASS line: $(cat "$tmp/out")"
-else
-  fail "exit $code: $(cat "$tmp/out")"
-fi
+for precision in fp32 bf16; do
+  code=0
+  "$check" --precision=$precision "$tmp/refs" > "$tmp/out" 2>&1 || code=$?
+  if [[ $code == 2 ]]; then
+    grep -Eq "^kernel_check: no usable GPU: " "$tmp/out" || fail "$precision, no GPU: $(cat "$tmp/out")"
+    [[ $(wc -l < "$tmp/out") == 1 ]] || fail "$precision, no GPU: want one line: $(cat "$tmp/out")"
+  elif [[ $code == 0 ]]; then
+    grep -q "^FAIL" "$tmp/out" && fail "$precision, GPU: a FAIL line with exit 0"
+    grep -q "^PASS" "$tmp/out" || fail "$precision, GPU: no PASS line: $(cat "$tmp/out")"
+    grep -q "; precision $precision" "$tmp/out" || fail "$precision: not named: $(cat "$tmp/out")"
+  else
+    fail "$precision: exit $code: $(cat "$tmp/out")"
+  fi
+done
 if [[ $failures != 0 ]]; then
   echo "$failures failure(s)"
   exit 1

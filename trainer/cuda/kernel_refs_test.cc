@@ -1,7 +1,9 @@
 // The per-kernel reference files: the folder round-trips bit for bit, the
 // derived bounds hold for LibTorch's own fp32 kernels (so a correct GPU kernel
-// is not failed by a bound that is too tight), and a planted off-by-one, a
+// is not failed by a bound that is too tight) and the bf16 bounds for the bf16
+// step's rounding points emulated with LibTorch, and a planted off-by-one, a
 // missing output or a damaged file fail.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sys/wait.h>
@@ -100,6 +102,95 @@ const std::vector<std::string> kStandIns = {"embedding_forward", "layernorm_forw
                                             "linear_forward", "causal_softmax_forward",
                                             "classifier"};
 
+// Rounded to bf16 (to nearest even) and widened back.
+at::Tensor Bf16(const at::Tensor& t) { return t.to(at::kBFloat16).to(at::kFloat); }
+
+// The bf16 step's kernels emulated with LibTorch at its rounding points
+// (docs/gpu.md "The bf16 step"; gpt_cuda.cu's RunReferenceKernelAs<bf16>):
+// what the bf16 step keeps in bf16 is rounded on the way in, fp32 inside,
+// bf16 outputs rounded on the way out; the embedding, LayerNorm's input and
+// statistics, and the weight and bias gradients stay fp32.
+KernelRunner Bf16Runner() {
+  return [](const KernelRef& k, std::map<std::string, std::vector<double>>* out) {
+    auto in = [&](const std::string& name) { return ToTensor(*k.Input(name)); };
+    if (k.name == "layernorm_forward") {
+      const int64_t c = in("x").size(1);
+      auto [y, mean, rstd] = at::native_layer_norm(in("x"), {c}, in("weight"), in("bias"), 1e-5);
+      (*out)["y"] = Values(Bf16(y));
+      (*out)["mean"] = Values(mean);
+      (*out)["rstd"] = Values(rstd);
+    } else if (k.name == "layernorm_backward") {
+      // dout arrives bf16; x, the weight and the statistics are fp32, and so
+      // are all three gradients.
+      const at::Tensor x = in("x"), w = in("weight");
+      const int64_t n = x.size(0), c = x.size(1);
+      auto [dx, dw, db] = at::native_layer_norm_backward(
+          Bf16(in("dout")), x, {c}, in("mean").view({n, 1}), in("rstd").view({n, 1}), w,
+          at::zeros_like(w), {true, true, true});
+      (*out)["dx"] = Values(dx);
+      (*out)["dweight"] = Values(dw);
+      (*out)["dbias"] = Values(db);
+    } else if (k.name == "linear_forward") {
+      (*out)["y"] = Values(Bf16(at::linear(Bf16(in("x")), Bf16(in("weight")), Bf16(in("bias")))));
+    } else if (k.name == "linear_backward") {
+      const at::Tensor dy = Bf16(in("dy")), x = Bf16(in("x")), w = Bf16(in("weight"));
+      (*out)["dx"] = Values(Bf16(dy.matmul(w)));
+      (*out)["dweight"] = Values(dy.t().matmul(x));
+      (*out)["dbias"] = Values(dy.sum(0));
+    } else if (k.name == "gelu_forward") {
+      (*out)["y"] = Values(Bf16(at::gelu(Bf16(in("x")))));
+    } else if (k.name == "gelu_backward") {
+      (*out)["dx"] = Values(Bf16(at::gelu_backward(Bf16(in("dy")), Bf16(in("x")))));
+    } else if (k.name == "causal_softmax_forward") {
+      (*out)["att"] = Values(Bf16(Causal(Bf16(in("scores")), 0)));
+    } else if (k.name == "causal_softmax_backward") {
+      const at::Tensor att = Bf16(in("att")), datt = Bf16(in("datt"));
+      (*out)["dscores"] = Values(Bf16(att * (datt - (att * datt).sum(-1, true))));
+    } else if (k.name == "classifier") {
+      const at::Tensor logits = Bf16(in("logits")).set_requires_grad(true);
+      (*out)["losses"] = Values(
+          at::cross_entropy_loss(logits, in("targets"), {}, at::Reduction::None).detach());
+      at::cross_entropy_loss(logits, in("targets")).backward();
+      (*out)["dlogits"] = Values(Bf16(logits.grad()));
+    } else if (k.name == "attention_forward" || k.name == "attention_backward") {
+      // As AttentionForward/AttentionBackward<bf16>: every product's operands
+      // bf16, accumulated in fp32, its output (scale included) rounded once.
+      const at::Tensor qkv = Bf16(in("qkv"));
+      const int64_t b = qkv.size(0), t = qkv.size(1), d = qkv.size(2) / 3;
+      const int64_t h = static_cast<int64_t>(k.Input("n_heads")->values.at(0)), hs = d / h;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+      auto heads = [&](const at::Tensor& x) { return x.view({b, t, h, hs}).transpose(1, 2); };
+      auto rows = [&](const at::Tensor& x) { return x.transpose(1, 2).reshape({b, t, d}); };
+      const std::vector<at::Tensor> parts = qkv.split(d, 2);
+      const at::Tensor q = heads(parts[0]), kk = heads(parts[1]), v = heads(parts[2]);
+      if (k.name == "attention_forward") {
+        const at::Tensor att = Bf16(Causal(Bf16(q.matmul(kk.transpose(-2, -1)) * scale), 0));
+        (*out)["y"] = Values(Bf16(att.matmul(v)).transpose(1, 2).reshape({b, t, d}));
+        (*out)["att"] = Values(att);
+      } else {
+        const at::Tensor att = Bf16(in("att")), dy = heads(Bf16(in("dy")));
+        const at::Tensor datt = Bf16(dy.matmul(v.transpose(-2, -1)));
+        const at::Tensor dv = Bf16(att.transpose(-2, -1).matmul(dy));
+        const at::Tensor ds = Bf16(att * (datt - (att * datt).sum(-1, true)));
+        (*out)["dq"] = Values(rows(Bf16(ds.matmul(kk) * scale)));
+        (*out)["dk"] = Values(rows(Bf16(ds.transpose(-2, -1).matmul(q) * scale)));
+        (*out)["dv"] = Values(rows(dv));
+      }
+    } else if (k.name == "embedding_forward") {
+      return Fp32Runner(0)(k, out);
+    } else {
+      return std::string("no bf16 stand-in for ") + k.name;
+    }
+    return std::string();
+  };
+}
+
+const std::vector<std::string> kBf16StandIns = {
+    "embedding_forward", "layernorm_forward",      "layernorm_backward", "linear_forward",
+    "linear_backward",   "gelu_forward",           "gelu_backward",
+    "causal_softmax_forward", "causal_softmax_backward", "attention_forward",
+    "attention_backward", "classifier"};
+
 TEST(KernelRefs, EveryKernelOfTheCudaPathWithShapesAndBounds) {
   std::vector<std::string> names;
   for (const KernelRef& k : Refs().kernels) {
@@ -188,6 +279,25 @@ TEST(KernelRefs, LibTorchFp32KernelsPassTheirBounds) {
   int inexact = 0;
   for (const CheckLine& line : lines) inexact += line.max_error > 0;
   EXPECT_GE(inexact, 5) << "fp32 against fp64 should differ somewhere";
+}
+
+// The bf16 bounds are not too tight for the bf16 step's rounding points
+// (emulated with LibTorch), and they are needed: the same outputs fail the
+// fp32 bounds (the negative case).
+TEST(KernelRefs, TheBf16StepsRoundingsPassTheBf16Bounds) {
+  const std::vector<CheckLine> lines =
+      CheckKernels(Refs(), Bf16Runner(), CheckPrecision::kBf16, kBf16StandIns);
+  ASSERT_EQ(lines.size(), 22u);
+  for (const CheckLine& line : lines) {
+    std::cout << "bf16 stand-in: " << FormatCheckLine(line) << "\n";
+    EXPECT_TRUE(line.pass) << FormatCheckLine(line);
+  }
+  int over_fp32 = 0;
+  for (const CheckLine& line :
+       CheckKernels(Refs(), Bf16Runner(), CheckPrecision::kFp32, kBf16StandIns)) {
+    over_fp32 += !line.pass;
+  }
+  EXPECT_GE(over_fp32, 8) << "bf16 roundings should exceed most fp32 bounds";
 }
 
 // The negative case: an off-by-one fails the same comparison by far.

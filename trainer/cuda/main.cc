@@ -22,6 +22,7 @@
 #include "trainer/config/config.h"
 #include "trainer/cuda/gpt_cuda.h"
 #include "trainer/cuda/nccl_collectives.h"
+#include "trainer/cuda/peak.h"
 #include "trainer/cuda/run.h"
 #include "trainer/config/device.h"
 #include "trainer/config/flags.h"
@@ -42,23 +43,33 @@ namespace {
 
 constexpr char kProgram[] = "trainer_cuda";
 constexpr char kUsage[] =
-    "trains the GPT on NVIDIA GPUs (fp32, no LibTorch; ddp over NCCL with "
+    "trains the GPT on NVIDIA GPUs (fp32 or bf16, no LibTorch; ddp over NCCL with "
     "--nproc > 1) with the trainer's flags.\n"
     "  trainer_cuda --strategy=single --data=synthetic --steps=20";
 
-// The device model on device 0.
-mtb::cuda::GptCudaFactory DeviceFactory(const mtb::cuda::AdamWSettings& adamw) {
-  return [adamw](const mtb::cuda::GptDims& dims,
-                 const mtb::cuda::ParameterLayout& layout,
-                 const float* parameters, std::string* error) {
+// The device model on device 0; with `watch`, the allocator watched around
+// its steps (peak.h).
+mtb::cuda::GptCudaFactory DeviceFactory(const mtb::cuda::AdamWSettings& adamw,
+                                        mtb::cuda::AllocationStats* watch = nullptr) {
+  return [adamw, watch](const mtb::cuda::GptDims& dims,
+                        const mtb::cuda::ParameterLayout& layout,
+                        const float* parameters, std::string* error) {
     std::vector<mtb::cuda::DeviceTensor> tensors;
     for (const mtb::cuda::TensorSlot& slot : layout.tensors()) {
       tensors.push_back({slot.offset, slot.numel, slot.weight_decay});
     }
-    return mtb::cuda::CreateGptCuda(dims, tensors, parameters, layout.total(),
-                                    adamw, error);
+    std::unique_ptr<mtb::cuda::GptCuda> model = mtb::cuda::CreateGptCuda(
+        dims, tensors, parameters, layout.total(), adamw, error);
+    if (model == nullptr || watch == nullptr) return model;
+    return std::unique_ptr<mtb::cuda::GptCuda>(std::make_unique<mtb::cuda::AllocationWatch>(
+        std::move(model), mtb::cuda::DeviceFreeBytes, watch));
   };
 }
+
+// Without --peak_flops: the GEMM peak in the run's precision, measured now
+// (peak.h), as the CPU trainer measures its own.
+constexpr int kPeakRepeats = 5;
+constexpr int kPeakCalls = 10;
 
 // ddp on GPUs 0..n-1 of this machine: a rank thread each, its gradient
 // averaged over NCCL between backward and the update (run.h, CudaRanks).
@@ -182,11 +193,26 @@ int main(int argc, char** argv) {
   adamw.beta2 = config.beta2();
   adamw.eps = config.eps();
   adamw.weight_decay = config.weight_decay();
+  const bool bf16 = config.precision() == mtb::TrainConfig::bf16;
+  std::vector<mtb::cuda::GemmTiming> peak;
+  if (config.peak_flops() <= 0) {
+    if (const std::string why = mtb::cuda::MeasureGemmPeak(
+            bf16, mtb::cuda::PeakShapes(), kPeakRepeats, kPeakCalls, &peak);
+        !why.empty()) {
+      std::cerr << kProgram << ": measuring the GEMM peak: " << why << "\n";
+      return mtb::kExitFailure;
+    }
+  }
+  mtb::cuda::AllocationStats allocations;
   absl::StatusOr<mtb::TrainResult> result =
-      nproc == 1 ? mtb::cuda::RunCudaTraining(config, **samples, device, DeviceFactory(adamw),
+      nproc == 1 ? mtb::cuda::RunCudaTraining(config, **samples, device,
+                                              DeviceFactory(adamw, &allocations),
                                               *checkpoint_plan)
                  : RunOnGpus(nproc, config, **samples, device, DeviceFactory(adamw));
   if (!result.ok()) return Refuse(result.status());
+  if (!peak.empty()) {
+    mtb::cuda::ApplyMeasuredPeak(peak, bf16, kPeakRepeats, kPeakCalls, nproc, &*result);
+  }
   mtb::RunContext* context = result->mutable_run_context();
   *context = mtb::NewRunContext(kProgram, argc, argv);
   mtb::FillCudaInfo(context);
@@ -198,6 +224,7 @@ int main(int argc, char** argv) {
       mtb::WriteTrainOutputs(*result, out, absl::GetFlag(FLAGS_markdown));
   if (!written.ok()) return Refuse(written.status());
   std::cout << mtb::RenderSummaryTable(*result);
+  if (nproc == 1) std::cout << mtb::cuda::AllocationLine(allocations) << "\n";
   std::cout << "result: " << out << "\n";
   for (const std::string& line : *written) std::cout << line << "\n";
   return mtb::kExitOk;

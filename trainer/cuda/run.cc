@@ -57,10 +57,6 @@ absl::Status CheckCudaConfig(const TrainConfig& config, int world_size, bool che
     return absl::InvalidArgumentError(
         absl::StrCat(what, " is not supported with --device=cuda yet"));
   };
-  if (config.precision() != TrainConfig::fp32) {
-    return refuse(absl::StrCat("--precision=", ConfigName(config.precision()),
-                               " (fp32 only)"));
-  }
   // One GPU: the strategies that run on one rank only (the registry's
   // entry); several: ddp.
   const std::string strategy = ConfigName(config.strategy());
@@ -117,6 +113,7 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
   dims.n_heads = shape.n_heads;
   dims.seq_len = shape.seq_len;
   dims.batch_size = config.batch_size();
+  dims.bf16 = config.precision() == TrainConfig::bf16;
   std::string error;
   std::unique_ptr<GptCuda> model =
       factory(dims, layout, parameters.data(), &error);

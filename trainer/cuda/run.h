@@ -27,7 +27,7 @@ namespace mtb {
 namespace cuda {
 
 // The values the CUDA path does not implement yet, refused with one line
-// naming the flag (kInvalidArgument): --precision other than fp32, a
+// naming the flag (kInvalidArgument): a
 // --strategy other than single on one GPU and other than ddp on several,
 // checkpoints on several GPUs, --dropout > 0, --grad_accum > 1,
 // --repeat > 1, --reduction=exact, --activation_checkpointing. Call after

@@ -168,6 +168,27 @@ TEST(RunCudaTraining, AModelThatCannotBeCreatedIsResourceExhausted) {
             "creating the model on GPU 0: cudaMalloc of 8 bytes: out of memory");
 }
 
+// --precision=bf16 is accepted and reaches the device model as GptDims::bf16
+// (fp32: false, the negative case).
+TEST(RunCudaTraining, ThePrecisionReachesTheDeviceModel) {
+  const auto samples = MakeSyntheticSamples(1, 64, 8);
+  for (const auto precision : {TrainConfig::fp32, TrainConfig::bf16}) {
+    TrainConfig config = TinyConfig();
+    config.set_precision(precision);
+    ASSERT_TRUE(CheckCudaConfig(config).ok());
+    int asked = -1;
+    const absl::StatusOr<TrainResult> result = RunCudaTraining(
+        config, *samples, DeviceInfo{"GPU 0"},
+        [&](const GptDims& dims, const ParameterLayout&, const float*, std::string* error) {
+          asked = dims.bf16 ? 1 : 0;
+          *error = "stop";
+          return std::unique_ptr<GptCuda>();
+        });
+    EXPECT_FALSE(result.ok());
+    EXPECT_EQ(asked, precision == TrainConfig::bf16 ? 1 : 0);
+  }
+}
+
 TEST(CheckCudaConfig, RefusesWhatTheCudaPathDoesNotImplement) {
   EXPECT_TRUE(CheckCudaConfig(TinyConfig()).ok());  // the negative case
   struct Case {
@@ -175,7 +196,6 @@ TEST(CheckCudaConfig, RefusesWhatTheCudaPathDoesNotImplement) {
     const char* message;
   };
   const Case cases[] = {
-      {[](TrainConfig* c) { c->set_precision(TrainConfig::bf16); }, "--precision=bf16"},
       {[](TrainConfig* c) { c->set_strategy(TrainConfig::ddp); }, "--strategy=ddp"},
       {[](TrainConfig* c) { c->set_dropout(0.1); }, "--dropout=0.1"},
       {[](TrainConfig* c) { c->set_grad_accum(2); }, "--grad_accum=2"},

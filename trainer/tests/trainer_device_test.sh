@@ -54,8 +54,12 @@ if [[ -x "$real_cuda" ]]; then
   fi
   # Run directly: values and flags it does not implement.
   trainer="$real_cuda"
-  expect 2 "--precision=bf16 (fp32 only) is not supported with --device=cuda yet" \
-    "${cuda_tiny[@]}" --precision=bf16
+  expect 2 "--dropout=0.1 is not supported with --device=cuda yet" \
+    "${cuda_tiny[@]}" --dropout=0.1
+  # bf16 is accepted: without a GPU it goes as far as the device probe.
+  if ! nvidia-smi > /dev/null 2>&1; then
+    expect 2 "trainer_cuda: --device=cuda: no usable GPU: " "${cuda_tiny[@]}" --precision=bf16
+  fi
   expect 2 "--strategy=ddp (one GPU: --strategy=single) is not supported" \
     "${cuda_tiny[@]}" --strategy=ddp
   expect 2 "--strategy=zero1 on 2 GPUs (several GPUs: --strategy=ddp) is not supported" \
