@@ -31,7 +31,7 @@
 
 ABSL_FLAG(std::string, device, "cuda", "cuda: the only device of this binary");
 ABSL_FLAG(int, nproc, 1,
-          "GPUs of this machine, a rank thread each (ddp over NCCL when > 1)");
+          "GPUs of this machine, a rank thread each (ddp or zero1 over NCCL)");
 ABSL_FLAG(std::string, out, "",
           "result JSON path (default results/trainer_cuda_<UTC time>.json in "
           "your checkout); the .md and .svg go beside it");
@@ -42,8 +42,8 @@ namespace {
 
 constexpr char kProgram[] = "trainer_cuda";
 constexpr char kUsage[] =
-    "trains the GPT on NVIDIA GPUs (fp32, no LibTorch; ddp over NCCL with "
-    "--nproc > 1) with the trainer's flags.\n"
+    "trains the GPT on NVIDIA GPUs (fp32, no LibTorch; ddp or zero1 over "
+    "NCCL, a rank thread per GPU) with the trainer's flags.\n"
     "  trainer_cuda --strategy=single --data=synthetic --steps=20";
 
 // The device model on device 0.
@@ -60,13 +60,14 @@ mtb::cuda::GptCudaFactory DeviceFactory(const mtb::cuda::AdamWSettings& adamw) {
   };
 }
 
-// ddp on GPUs 0..n-1 of this machine: a rank thread each, its gradient
-// averaged over NCCL between backward and the update (run.h, CudaRanks).
+// ddp or zero1 on GPUs 0..n-1 of this machine: a rank thread each, its
+// gradient's buckets over NCCL from backward on (run.h, CudaRanks).
 // Rank 0's result; the first failure of any rank otherwise.
 absl::StatusOr<mtb::TrainResult> RunOnGpus(int n, const mtb::TrainConfig& config,
                                            const mtb::SampleSource& samples,
                                            const mtb::cuda::DeviceInfo& device,
-                                           const mtb::cuda::GptCudaFactory& factory) {
+                                           const mtb::cuda::GptCudaFactory& factory,
+                                           const mtb::checkpoint::CheckpointPlan& plan) {
   std::string error;
   std::vector<std::unique_ptr<mtb::SyncCollectives>> collectives =
       mtb::cuda::MakeNcclCollectives(n, &error);
@@ -87,9 +88,11 @@ absl::StatusOr<mtb::TrainResult> RunOnGpus(int n, const mtb::TrainConfig& config
       place.rank = rank;
       place.world_size = n;
       place.collectives = collectives[rank].get();
+      place.stream = mtb::cuda::StreamOf(collectives[rank].get());
       place.average_loss = [&losses, rank](double loss) { return losses.Average(rank, loss); };
-      results[rank] = mtb::cuda::RunCudaTraining(config, samples, device, factory,
-                                                 mtb::checkpoint::CheckpointPlan(), place);
+      place.sum_over_ranks = [&losses, rank](double value) { return losses.Sum(rank, value); };
+      results[rank] =
+          mtb::cuda::RunCudaTraining(config, samples, device, factory, plan, place);
     });
   }
   for (std::thread& rank : ranks) rank.join();
@@ -182,16 +185,22 @@ int main(int argc, char** argv) {
   adamw.beta2 = config.beta2();
   adamw.eps = config.eps();
   adamw.weight_decay = config.weight_decay();
+  // ddp and zero1 run over NCCL at any world size, one GPU included (their
+  // sync path at world size 1); single on one GPU alone.
+  absl::StatusOr<mtb::cuda::CudaSync> sync = mtb::cuda::CudaSyncOf(config);
+  if (!sync.ok()) return Refuse(sync.status());
+  const bool synchronised = *sync != mtb::cuda::CudaSync::kNone;
   absl::StatusOr<mtb::TrainResult> result =
-      nproc == 1 ? mtb::cuda::RunCudaTraining(config, **samples, device, DeviceFactory(adamw),
-                                              *checkpoint_plan)
-                 : RunOnGpus(nproc, config, **samples, device, DeviceFactory(adamw));
+      !synchronised ? mtb::cuda::RunCudaTraining(config, **samples, device, DeviceFactory(adamw),
+                                                 *checkpoint_plan)
+                    : RunOnGpus(nproc, config, **samples, device, DeviceFactory(adamw),
+                                *checkpoint_plan);
   if (!result.ok()) return Refuse(result.status());
   mtb::RunContext* context = result->mutable_run_context();
   *context = mtb::NewRunContext(kProgram, argc, argv);
   mtb::FillCudaInfo(context);
   context->set_world_size(nproc);
-  context->set_backend(nproc == 1 ? "none" : "nccl");
+  context->set_backend(synchronised ? "nccl" : "none");
   mtb::FinishRunContext(context);
   if (out.empty()) out = mtb::DefaultResultPath(kProgram, "json");
   absl::StatusOr<std::vector<std::string>> written =

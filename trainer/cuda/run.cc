@@ -1,5 +1,6 @@
 #include "trainer/cuda/run.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -47,9 +48,25 @@ void ThreadAverage::Average(int rank, float* values, int64_t n) {
 }
 
 double ThreadAverage::Average(int rank, double value) {
+  return Sum(rank, value) / world_size_;
+}
+
+double ThreadAverage::Sum(int rank, double value) {
   double sum = 0;
   for (const std::vector<double>& one : Gather(rank, {value})) sum += one[0];
-  return sum / world_size_;
+  return sum;
+}
+
+absl::StatusOr<CudaSync> CudaSyncOf(const TrainConfig& config) {
+  ASSIGN_OR_RETURN(const StrategyEntry* entry, FindStrategy(ConfigName(config.strategy())));
+  if (entry->max_world_size == 1) return CudaSync::kNone;
+  // A whole gradient on every rank at the end of backward (the strategies
+  // whose --grad_sync=auto is "last"; zero2 and fsdp shard it, "every").
+  if (std::string(entry->auto_grad_sync) != "last") {
+    return absl::UnimplementedError("the gradient is sharded during backward");
+  }
+  return entry->gather_bytes_label[0] == '\0' ? CudaSync::kAllReduce
+                                               : CudaSync::kShardedUpdate;
 }
 
 absl::Status CheckCudaConfig(const TrainConfig& config, int world_size, bool checkpoints) {
@@ -61,28 +78,19 @@ absl::Status CheckCudaConfig(const TrainConfig& config, int world_size, bool che
     return refuse(absl::StrCat("--precision=", ConfigName(config.precision()),
                                " (fp32 only)"));
   }
-  // One GPU: the strategies that run on one rank only (the registry's
-  // entry); several: ddp.
+  // One GPU: single, or a synchronised strategy over NCCL at world size 1;
+  // several: the synchronised ones (ddp's all-reduce, zero1's sharded update).
   const std::string strategy = ConfigName(config.strategy());
-  if (world_size == 1) {
-    if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(strategy);
-        !entry.ok() || (*entry)->max_world_size != 1) {
-      return refuse(absl::StrCat("--strategy=", strategy, " (one GPU: --strategy=",
-                                 StrategyName(StrategyKind::kSingle), ")"));
-    }
-  } else {
-    // The sync trainer_cuda has is the gradient's all-reduce: strategies that
-    // run on several ranks and gather nothing (everything replicated).
-    if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(strategy);
-        !entry.ok() || (*entry)->max_world_size == 1 ||
-        (*entry)->gather_bytes_label[0] != '\0') {
-      return refuse(absl::StrCat("--strategy=", strategy, " on ", world_size,
-                                 " GPUs (several GPUs: --strategy=",
-                                 StrategyName(StrategyKind::kDdp), ")"));
-    }
-    if (checkpoints) {
-      return refuse(absl::StrCat("--checkpoint_dir on ", world_size, " GPUs (one GPU only)"));
-    }
+  const absl::StatusOr<CudaSync> sync = CudaSyncOf(config);
+  if (!sync.ok() || (world_size > 1 && *sync == CudaSync::kNone)) {
+    return refuse(absl::StrCat("--strategy=", strategy, " on ", world_size, " GPU",
+                               world_size == 1 ? "" : "s", " (--strategy=",
+                               StrategyName(StrategyKind::kSingle), ", ",
+                               StrategyName(StrategyKind::kDdp), " or ",
+                               StrategyName(StrategyKind::kZero1), ")"));
+  }
+  if (world_size > 1 && checkpoints) {
+    return refuse(absl::StrCat("--checkpoint_dir on ", world_size, " GPUs (one GPU only)"));
   }
   if (config.dropout() != 0) {
     return refuse(absl::StrCat("--dropout=", config.dropout()));
@@ -195,13 +203,44 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
     RETURN_IF_ERROR(save(start_step));
   }
 
-  // Several GPUs: the buckets the gradient is averaged in.
+  // Synchronised ranks: the buckets, launched from backward (BucketSync);
+  // zero1: this rank's shard of the gradient and its update pieces.
   SyncPlan sync_plan;
-  if (ranks.world_size > 1) {
+  std::unique_ptr<BucketSync> bucket_sync;
+  std::vector<UpdatePiece> pieces;
+  ShardedDevice* sharded = nullptr;
+  if (ranks.collectives != nullptr) {
+    ASSIGN_OR_RETURN(const CudaSync kind, CudaSyncOf(config));
     std::vector<int64_t> numels;
-    for (const TensorSlot& slot : layout.tensors()) numels.push_back(slot.numel);
+    std::vector<DeviceTensor> tensors;
+    for (const TensorSlot& slot : layout.tensors()) {
+      numels.push_back(slot.numel);
+      tensors.push_back({slot.offset, slot.numel, slot.weight_decay});
+    }
     sync_plan = MakeSyncPlan(numels, ranks.world_size, kFirstBucketBytes,
                              BucketCapBytes(config.bucket_cap_mb()));
+    RETURN_IF_ERROR(CheckShardPlan(sync_plan, layout.total()));
+    float* shard_grads = nullptr;
+    if (kind == CudaSync::kShardedUpdate) {
+      sharded = model->sharded();
+      if (sharded == nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "--strategy=", ConfigName(config.strategy()), ": the model on ", device.name,
+            " has no sharded update"));
+      }
+      shard_grads = sharded->AllocateShardGradients(
+          std::max<int64_t>(1, sync_plan.ShardNumel(ranks.rank)), &error);
+      if (shard_grads == nullptr) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("zero1's shard of the gradient on ", device.name, ": ", error));
+      }
+      pieces = ShardPieces(sync_plan, ranks.rank, tensors);
+    }
+    bucket_sync = std::make_unique<BucketSync>(
+        sync_plan, kind == CudaSync::kShardedUpdate ? BucketOp::kReduceScatter
+                                                    : BucketOp::kAllReduce,
+        *ranks.collectives, ranks.stream, model->gradients(), shard_grads);
+    if (!config.ddp_launch_after_backward()) model->SetGradientReadyHook(bucket_sync.get());
   }
 
   const LrSchedule schedule = LrScheduleOf(config);
@@ -223,17 +262,27 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
     }
     const double data_ms = step_clock.ElapsedMs();
     const double lr = LearningRateAt(schedule, step + 1);
+    if (bucket_sync != nullptr) bucket_sync->Start();
     StepStats stats = model->ForwardBackward(inputs.data(), targets.data());
-    if (ranks.world_size > 1) {
+    if (bucket_sync != nullptr) {
       const Stopwatch sync_clock;
-      if (absl::Status synced = RunDdpSync(sync_plan, *ranks.collectives, model->gradients());
-          !synced.ok()) {
-        return Annotate(synced, absl::StrCat("step ", step + 1, ": the gradient's all-reduce"));
+      if (absl::Status synced = bucket_sync->Finish(); !synced.ok()) {
+        return Annotate(synced, absl::StrCat("step ", step + 1, ": the gradient's sync"));
       }
       stats.loss = ranks.average_loss(stats.loss);
       stats.backward_ms += sync_clock.ElapsedMs();
     }
-    model->Update(step + 1, lr, config.max_grad_norm(), &stats);
+    if (sharded != nullptr) {
+      if (absl::Status updated = Zero1Update(sync_plan, pieces, *sharded,
+                                             bucket_sync->shard_gradients(),
+                                             *ranks.collectives, ranks.sum_over_ranks,
+                                             step + 1, lr, config.max_grad_norm(), &stats);
+          !updated.ok()) {
+        return Annotate(updated, absl::StrCat("step ", step + 1, ": zero1's update"));
+      }
+    } else {
+      model->Update(step + 1, lr, config.max_grad_norm(), &stats);
+    }
     StepRecord* record = run->add_steps();
     record->set_step(static_cast<int32_t>(step + 1));  // 1-based, as the CPU trainer
     record->set_loss(stats.loss);

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "trainer/checkpoint/plan.h"
+#include "trainer/cuda/bucket_sync.h"
 #include "trainer/cuda/gpt_cuda.h"
 #include "trainer/cuda/layout.h"
 #include "trainer/data/samples.h"
@@ -26,9 +27,19 @@
 namespace mtb {
 namespace cuda {
 
+// How trainer_cuda synchronises a strategy's ranks, from its registry entry:
+// nothing (one rank only: single); the gradient's buckets all-reduced (a
+// whole gradient on every rank and nothing gathered: ddp); the buckets
+// reduce-scattered, each rank updating its shard of the parameters and
+// AdamW's moments and the parameters all-gathered after (a whole gradient
+// and a parameter gather: zero1). Unimplemented for the strategies that
+// shard the gradient during backward (zero2, fsdp).
+enum class CudaSync { kNone, kAllReduce, kShardedUpdate };
+absl::StatusOr<CudaSync> CudaSyncOf(const TrainConfig& config);
+
 // The values the CUDA path does not implement yet, refused with one line
 // naming the flag (kInvalidArgument): --precision other than fp32, a
-// --strategy other than single on one GPU and other than ddp on several,
+// --strategy whose CudaSyncOf is unimplemented, single on several GPUs,
 // checkpoints on several GPUs, --dropout > 0, --grad_accum > 1,
 // --repeat > 1, --reduction=exact, --activation_checkpointing. Call after
 // ResolveConfig and ValidateConfig.
@@ -41,19 +52,28 @@ using GptCudaFactory = std::function<std::unique_ptr<GptCuda>(
     const GptDims& dims, const ParameterLayout& layout,
     const float* parameters, std::string* error)>;
 
-// A run on several GPUs (ddp): this rank's place and what it shares with the
-// others. Rank r trains samples [r B, (r + 1) B) of each step's global batch
-// of world_size x B (the CPU trainer's split); between ForwardBackward and
-// Update every bucket of its gradient is averaged over the ranks
-// (RunDdpSync over `collectives`, the plan of MakeSyncPlan with the config's
-// bucket caps), so every rank updates with the same gradient; the loss
-// recorded is `average_loss` of the ranks' losses (the global batch's mean).
+// A synchronised run (ddp or zero1 over NCCL, at any world size): this
+// rank's place and what it shares with the others. Rank r trains samples
+// [r B, (r + 1) B) of each step's global batch of world_size x B (the CPU
+// trainer's split). The gradient's buckets (MakeSyncPlan with the config's
+// bucket caps, the CPU trainer's plan) are launched during backward as soon
+// as their last gradient is final (BucketSync as the model's
+// GradientReadyHook; --ddp_overlap=false, or a model without the hook:
+// after backward): ddp all-reduces them (average) and updates the whole
+// buffer; zero1 reduce-scatters them into this rank's shard, updates its
+// shard only (Zero1Update: the norm summed over ranks, AdamW on its pieces)
+// and all-gathers the parameters. The loss recorded is `average_loss` of
+// the ranks' losses (the global batch's mean).
 struct CudaRanks {
   int rank = 0;
   int world_size = 1;
-  SyncCollectives* collectives = nullptr;  // world_size > 1
+  SyncCollectives* collectives = nullptr;  // null: one rank, nothing synchronised
+  CollectiveStream* stream = nullptr;      // the collectives' device stream, or null
   // Every rank's value averaged over the ranks (collective, on the host).
   std::function<double(double)> average_loss;
+  // Every rank's value summed over the ranks (collective, on the host):
+  // zero1's squared gradient norm.
+  std::function<double(double)> sum_over_ranks;
 };
 
 // Values averaged on the host between the rank threads of one process (a
@@ -67,6 +87,8 @@ class ThreadAverage {
   void Average(int rank, float* values, int64_t n);
   // Summed in double.
   double Average(int rank, double value);
+  // The ranks' sum (in rank order, in double).
+  double Sum(int rank, double value);
 
  private:
   // Every rank's `mine`, in rank order.
