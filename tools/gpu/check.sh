@@ -48,12 +48,25 @@
 #             2-rank mean reassociates each gradient sum once); SKIP, not a
 #             failure, on a machine with one GPU (NCCL does not run two ranks
 #             on one GPU);
+#   sync1     the multi-GPU path at world size 1 (one GPU): the small run
+#             with --strategy=ddp and with --strategy=zero1 at --nproc=1 go
+#             through NCCL (a communicator of one), the buckets launched
+#             from backward on the collectives' stream behind the model's
+#             events, zero1's reduce-scatter into the shard buffer, the norm
+#             of the shard, AdamW on the shard's pieces and the all-gather:
+#             every loss and gradient norm equals the single run's (small)
+#             bit for bit. Derived: over one rank the average divides by 1,
+#             the shard is the whole buffer summed by the same kernel and
+#             partials, and AdamW is elementwise with the same arguments, so
+#             any difference is a synchronisation bug (a bucket reduced
+#             before its gradient was final, a shard read before the
+#             reduce-scatter landed);
 #   gpt2      GPT-2 124M shapes (V 50304, D 768, 12 layers, 12 heads, T 1024,
 #             B 4), fp32, 12 steps: finishes with a finite, falling loss;
 #             its tokens/s are recorded, not judged.
 #
 # Each check prints its estimated GPU time first; the timeouts add up to
-# 8.5 minutes at worst, about 2 minutes expected.
+# 10.5 minutes at worst, about 2.5 minutes expected.
 set -u
 if [[ $# -ne 1 ]]; then
   echo "usage: $0 OUT_DIR" >&2
@@ -230,6 +243,34 @@ PY
 )
   fi
 fi
+
+for strategy in ddp zero1; do
+  estimate "sync1 $strategy" 10 60
+  code=0
+  timeout 60 "$bin" "${small[@]}" --strategy=$strategy --out="$out/sync1_$strategy.json" \
+    > "$out/sync1_$strategy.log" 2>&1 || code=$?
+  if [[ $code != 0 ]]; then
+    record FAIL "sync1_$strategy" "trainer_cuda --strategy=$strategy --nproc=1 exited $code (sync1_$strategy.log)"
+    continue
+  fi
+  record $(python3 - "$out/sync1_$strategy.json" "$out/small.json" "$strategy" <<'PY'
+import json, sys
+def steps(path):
+    return [(s["loss"], s.get("grad_norm")) for s in json.load(open(path))["runs"][0]["steps"]]
+got, want = steps(sys.argv[1]), steps(sys.argv[2])
+name = f"sync1_{sys.argv[3]}"
+if len(got) != len(want):
+    print("FAIL", name, f"{len(got)} steps, want {len(want)}"); sys.exit()
+diff = [i for i in range(len(got)) if got[i] != want[i]]
+if diff:
+    i = diff[0]
+    print("FAIL", name, f"{len(diff)} of {len(got)} steps differ from single's; first step {i + 1}:",
+          f"loss {got[i][0]!r} vs {want[i][0]!r}, grad_norm {got[i][1]!r} vs {want[i][1]!r}")
+else:
+    print("PASS", name, f"{len(got)} losses and gradient norms equal single's bit for bit")
+PY
+)
+done
 
 estimate gpt2 40 150
 code=0

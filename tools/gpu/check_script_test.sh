@@ -3,9 +3,10 @@
 # binaries (its first real run costs scarce GPU time, so a script bug must not
 # be found there): every check passes with good stand-ins (the 2-rank one
 # skipped on one GPU); a loss off by 1e-3, a planted off-by-one that passes, a
-# failing kernel, a resumed loss off by 1e-9, a corrupt checkpoint and a
-# 2-rank run off by 1e-3 each fail their check (and the exit code), as does a
-# missing reference folder; bad usage exits 2.
+# failing kernel, a resumed loss off by 1e-9, a corrupt checkpoint, a 2-rank
+# run off by 1e-3 and zero1 at world size 1 off single by 1e-12 each fail
+# their check (and the exit code), as does a missing reference folder; bad
+# usage exits 2.
 set -u
 script=tools/gpu/check.sh
 losses=tools/gpu/cpu_losses_small.txt
@@ -20,7 +21,8 @@ cat > "$stubs/trainer_cuda" <<'EOF'
 #!/usr/bin/env bash
 # Stand-in trainer_cuda (bash and awk: a Python start costs seconds under
 # load): refuses --fault (exit 2); the small run returns the CPU losses
-# (+ $STUB_SHIFT; two ranks + $STUB_NCCL_SHIFT), the large one a falling loss.
+# (+ $STUB_SHIFT; two ranks + $STUB_NCCL_SHIFT; zero1 on one GPU
+# + $STUB_ZERO1_SHIFT), the large one a falling loss.
 # With --checkpoint_dir it trains from 10 on --resume=latest (its losses
 # + $STUB_RESUME_SHIFT) and saves at every 10th step a checkpoint of the
 # CUDA trainer's layout whose shard holds the step's state (corrupted after
@@ -29,6 +31,7 @@ out=""
 small=0
 steps=20
 nproc=1
+strategy=single
 ckpt=""
 start=0
 for a in "$@"; do
@@ -38,12 +41,14 @@ for a in "$@"; do
     --vocab_size=256) small=1 ;;
     --steps=*) steps="${a#--steps=}" ;;
     --nproc=*) nproc="${a#--nproc=}" ;;
+    --strategy=*) strategy="${a#--strategy=}" ;;
     --checkpoint_dir=*) ckpt="${a#--checkpoint_dir=}" ;;
     --resume=latest) start=10 ;;
   esac
 done
 shift_by="${STUB_SHIFT:-0}"
 [[ $nproc == 2 ]] && shift_by="${STUB_NCCL_SHIFT:-0}"
+[[ $nproc == 1 && $strategy == zero1 ]] && shift_by="${STUB_ZERO1_SHIFT:-0}"
 [[ $start != 0 ]] && shift_by="${STUB_RESUME_SHIFT:-0}"
 if [[ $small == 1 ]]; then
   awk -v shift="$shift_by" -v first="$start" -v last="$steps" \
@@ -53,7 +58,7 @@ else
   awk 'BEGIN { for (i = 0; i < 12; ++i) printf "%s%d:%.17g", (i ? "," : ""), i + 1, 11 - 0.1 * i }' > "$out.losses"
 fi
 awk '{ n = split($0, l, ","); printf "{\"runs\": [{\"tokens_per_second\": 1234.0, \"steps\": ["
-       for (i = 1; i <= n; ++i) { split(l[i], p, ":"); printf "%s{\"step\": %s, \"loss\": %s}", (i > 1 ? ", " : ""), p[1], p[2] }
+       for (i = 1; i <= n; ++i) { split(l[i], p, ":"); printf "%s{\"step\": %s, \"loss\": %s, \"grad_norm\": %s}", (i > 1 ? ", " : ""), p[1], p[2], p[1] }
        print "]}]}" }' "$out.losses" > "$out"
 if [[ -n "$ckpt" ]]; then
   for ((s = start + 1; s <= steps; ++s)); do
@@ -118,10 +123,13 @@ expect_line() {  # expect_line NAME REGEX
 
 run good
 [[ $code == 0 ]] || fail "good: exit $code, want 0: $(cat "$tmp/good.log")"
-for check in kernels planted refusal small resume ckpt gpt2; do expect_line good "^PASS $check "; done
+for check in kernels planted refusal small resume ckpt sync1_ddp sync1_zero1 gpt2; do
+  expect_line good "^PASS $check "
+done
 expect_line good "^SKIP nccl2 1 GPU\(s\) here, two needed \(NCCL does not run two ranks on one GPU\)"
-[[ $(wc -l < "$tmp/good/checks.txt") == 8 ]] || fail "good: want 8 checks: $(cat "$tmp/good/checks.txt")"
-for check in kernels refusal small resume ckpt gpt2; do
+[[ $(wc -l < "$tmp/good/checks.txt") == 10 ]] || fail "good: want 10 checks: $(cat "$tmp/good/checks.txt")"
+expect_line good "^PASS sync1_zero1 20 losses and gradient norms equal single's bit for bit"
+for check in kernels refusal small resume ckpt "sync1 ddp" "sync1 zero1" gpt2; do
   grep -Eq "^check $check: estimate ~[0-9]+ s of GPU time \(at most [0-9]+ s\)" "$tmp/good.log" \
     || fail "good: no time estimate for $check"
 done
@@ -137,6 +145,7 @@ expect_line bad "^FAIL small max\|gpu-cpu\|=0.001 "
 expect_line bad "^FAIL planted exit 1, want 1 with causal_softmax_forward/att failing"
 expect_line bad "^FAIL kernels exit 1, 1 outputs failed, 1 passed"
 expect_line bad "^PASS refusal "
+expect_line bad "^PASS sync1_ddp "
 expect_line bad "^PASS gpt2 "
 
 # Two GPUs: the 2-rank run is checked.
@@ -153,6 +162,13 @@ expect_line bad2 "^FAIL resume 10 of 10 resumed losses differ \(max 1e-09\), ste
 expect_line bad2 "^FAIL ckpt rank_00000.bin is not what the manifest says"
 expect_line bad2 "^FAIL nccl2 max\|2 ranks - 1 rank\|=0.001 "
 expect_line bad2 "^PASS small "
+
+# zero1 at world size 1 one ulp-scale off single: its check fails alone.
+run zero1_off STUB_ZERO1_SHIFT=1e-12
+[[ $code == 1 ]] || fail "zero1_off: exit $code, want 1"
+expect_line zero1_off "^FAIL sync1_zero1 20 of 20 steps differ from single's; first step 1:"
+expect_line zero1_off "^PASS sync1_ddp "
+[[ $(grep -c '^FAIL' "$tmp/zero1_off/checks.txt") == 1 ]] || fail "zero1_off: $(cat "$tmp/zero1_off/checks.txt")"
 
 run no_refs KERNEL_REFS="$tmp/absent"
 [[ $code == 1 ]] || fail "no_refs: exit $code, want 1"
