@@ -61,12 +61,20 @@
 #             any difference is a synchronisation bug (a bucket reduced
 #             before its gradient was final, a shard read before the
 #             reduce-scatter landed);
+#   zero1_resume  checkpoints through the multi-GPU path at world size 1:
+#             the resume check's fixed-schedule small model with
+#             --strategy=zero1, 10 steps saving at 10 (ckpt_zero1), then
+#             resumed from `latest` to 20: the manifest says zero1 and the
+#             resumed steps' losses equal the single continuous run's
+#             (resume_cont) bit for bit (zero1 at world size 1 is single's
+#             arithmetic, sync1; its checkpoint is the zero1 format's rank 0
+#             holding every shard);
 #   gpt2      GPT-2 124M shapes (V 50304, D 768, 12 layers, 12 heads, T 1024,
 #             B 4), fp32, 12 steps: finishes with a finite, falling loss;
 #             its tokens/s are recorded, not judged.
 #
 # Each check prints its estimated GPU time first; the timeouts add up to
-# 10.5 minutes at worst, about 2.5 minutes expected.
+# 12 minutes at worst, about 3 minutes expected.
 set -u
 if [[ $# -ne 1 ]]; then
   echo "usage: $0 OUT_DIR" >&2
@@ -271,6 +279,39 @@ else:
 PY
 )
 done
+
+estimate zero1_resume 10 80
+code=0
+for leg in "half --steps=10" "rest --steps=20 --resume=latest"; do
+  read -r name flags <<< "$leg"
+  # shellcheck disable=SC2086
+  timeout 40 "$bin" "${fixed[@]}" --strategy=zero1 $flags --checkpoint_dir="$out/ckpt_zero1" \
+    --out="$out/zero1_resume_$name.json" > "$out/zero1_resume_$name.log" 2>&1 \
+    || { code=$?; record FAIL zero1_resume "the $name run exited $code (zero1_resume_$name.log)"; break; }
+done
+if [[ $code == 0 ]]; then
+  record $(python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+def losses(path):
+    return {s["step"]: s["loss"] for s in json.load(open(path))["runs"][0]["steps"]}
+try:
+    cont = losses(f"{out}/resume_cont.json")
+except OSError:
+    print("FAIL zero1_resume no resume_cont.json (the resume check did not run)"); sys.exit()
+rest = losses(f"{out}/zero1_resume_rest.json")
+strategy = json.load(open(f"{out}/ckpt_zero1/step_00000010/manifest.json")).get("strategy")
+tail = {s: cont[s] for s in range(11, 21)}
+diff = [s for s in tail if rest.get(s) != tail[s]]
+if sorted(rest) != sorted(tail) or diff or strategy != "zero1":
+    worst = max((abs(rest.get(s, float("inf")) - tail[s]) for s in tail), default=0)
+    print("FAIL zero1_resume", f"{len(diff)} of 10 resumed losses differ from single's (max {worst:.3g}),",
+          f"manifest strategy {strategy!r}")
+else:
+    print("PASS zero1_resume", "steps 11..20 resumed from the zero1 checkpoint equal single's bit for bit")
+PY
+)
+fi
 
 estimate gpt2 40 150
 code=0

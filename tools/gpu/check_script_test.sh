@@ -4,8 +4,8 @@
 # be found there): every check passes with good stand-ins (the 2-rank one
 # skipped on one GPU); a loss off by 1e-3, a planted off-by-one that passes, a
 # failing kernel, a resumed loss off by 1e-9, a corrupt checkpoint, a 2-rank
-# run off by 1e-3 and zero1 at world size 1 off single by 1e-12 each fail
-# their check (and the exit code), as does a missing reference folder; bad
+# run off by 1e-3, zero1 at world size 1 off single by 1e-12 and a zero1
+# resume off single's continuous run by 1e-12 each fail their check (and the exit code), as does a missing reference folder; bad
 # usage exits 2.
 set -u
 script=tools/gpu/check.sh
@@ -22,7 +22,8 @@ cat > "$stubs/trainer_cuda" <<'EOF'
 # Stand-in trainer_cuda (bash and awk: a Python start costs seconds under
 # load): refuses --fault (exit 2); the small run returns the CPU losses
 # (+ $STUB_SHIFT; two ranks + $STUB_NCCL_SHIFT; zero1 on one GPU
-# + $STUB_ZERO1_SHIFT), the large one a falling loss.
+# + $STUB_ZERO1_SHIFT, resumed + $STUB_ZERO1_RESUME_SHIFT), the large one a
+# falling loss.
 # With --checkpoint_dir it trains from 10 on --resume=latest (its losses
 # + $STUB_RESUME_SHIFT) and saves at every 10th step a checkpoint of the
 # CUDA trainer's layout whose shard holds the step's state (corrupted after
@@ -50,6 +51,7 @@ shift_by="${STUB_SHIFT:-0}"
 [[ $nproc == 2 ]] && shift_by="${STUB_NCCL_SHIFT:-0}"
 [[ $nproc == 1 && $strategy == zero1 ]] && shift_by="${STUB_ZERO1_SHIFT:-0}"
 [[ $start != 0 ]] && shift_by="${STUB_RESUME_SHIFT:-0}"
+[[ $start != 0 && $strategy == zero1 ]] && shift_by="${STUB_ZERO1_RESUME_SHIFT:-0}"
 if [[ $small == 1 ]]; then
   awk -v shift="$shift_by" -v first="$start" -v last="$steps" \
     '!/^#/ && NF == 2 && $1 > first && $1 <= last { printf "%s%s:%.17g", (n++ ? "," : ""), $1, $2 + shift }' \
@@ -74,8 +76,8 @@ if [[ -n "$ckpt" ]]; then
     for t in model/wte optimizer/exp_avg/wte optimizer/exp_avg_sq/wte optimizer/step; do
       tensors="$tensors${tensors:+, }{\"name\": \"$t\"}"
     done
-    printf '{"files": [{"name": "rank_00000.bin", "size": "%s", "sha256": "%s"}], "tensors": [%s]}\n' \
-      "$size" "$sha" "$tensors" > "$d/manifest.json"
+    printf '{"strategy": "%s", "files": [{"name": "rank_00000.bin", "size": "%s", "sha256": "%s"}], "tensors": [%s]}\n' \
+      "$strategy" "$size" "$sha" "$tensors" > "$d/manifest.json"
     : > "$d/READY"
     [[ -n "${STUB_CORRUPT_CKPT:-}" ]] && echo x >> "$d/rank_00000.bin"
   done
@@ -123,13 +125,14 @@ expect_line() {  # expect_line NAME REGEX
 
 run good
 [[ $code == 0 ]] || fail "good: exit $code, want 0: $(cat "$tmp/good.log")"
-for check in kernels planted refusal small resume ckpt sync1_ddp sync1_zero1 gpt2; do
+for check in kernels planted refusal small resume ckpt sync1_ddp sync1_zero1 zero1_resume gpt2; do
   expect_line good "^PASS $check "
 done
 expect_line good "^SKIP nccl2 1 GPU\(s\) here, two needed \(NCCL does not run two ranks on one GPU\)"
-[[ $(wc -l < "$tmp/good/checks.txt") == 10 ]] || fail "good: want 10 checks: $(cat "$tmp/good/checks.txt")"
+[[ $(wc -l < "$tmp/good/checks.txt") == 11 ]] || fail "good: want 11 checks: $(cat "$tmp/good/checks.txt")"
 expect_line good "^PASS sync1_zero1 20 losses and gradient norms equal single's bit for bit"
-for check in kernels refusal small resume ckpt "sync1 ddp" "sync1 zero1" gpt2; do
+expect_line good "^PASS zero1_resume steps 11..20 resumed from the zero1 checkpoint equal single's bit for bit"
+for check in kernels refusal small resume ckpt "sync1 ddp" "sync1 zero1" zero1_resume gpt2; do
   grep -Eq "^check $check: estimate ~[0-9]+ s of GPU time \(at most [0-9]+ s\)" "$tmp/good.log" \
     || fail "good: no time estimate for $check"
 done
@@ -169,6 +172,12 @@ run zero1_off STUB_ZERO1_SHIFT=1e-12
 expect_line zero1_off "^FAIL sync1_zero1 20 of 20 steps differ from single's; first step 1:"
 expect_line zero1_off "^PASS sync1_ddp "
 [[ $(grep -c '^FAIL' "$tmp/zero1_off/checks.txt") == 1 ]] || fail "zero1_off: $(cat "$tmp/zero1_off/checks.txt")"
+
+# A zero1 resume one 1e-12 off single's continuous run: its check fails alone.
+run zero1_resume_off STUB_ZERO1_RESUME_SHIFT=1e-12
+[[ $code == 1 ]] || fail "zero1_resume_off: exit $code, want 1"
+expect_line zero1_resume_off "^FAIL zero1_resume 10 of 10 resumed losses differ from single's \(max 1e-12\), manifest strategy 'zero1'"
+[[ $(grep -c '^FAIL' "$tmp/zero1_resume_off/checks.txt") == 1 ]] || fail "zero1_resume_off: $(cat "$tmp/zero1_resume_off/checks.txt")"
 
 run no_refs KERNEL_REFS="$tmp/absent"
 [[ $code == 1 ]] || fail "no_refs: exit $code, want 1"

@@ -75,6 +75,7 @@ absl::StatusOr<mtb::TrainResult> RunOnGpus(int n, const mtb::TrainConfig& config
     return absl::FailedPreconditionError(absl::StrCat("--nproc=", n, ": ", error));
   }
   mtb::cuda::ThreadAverage losses(n);
+  mtb::cuda::ThreadExchange exchange(n);
   std::vector<absl::StatusOr<mtb::TrainResult>> results(
       n, absl::UnknownError("the rank did not run"));
   std::vector<std::thread> ranks;
@@ -91,6 +92,7 @@ absl::StatusOr<mtb::TrainResult> RunOnGpus(int n, const mtb::TrainConfig& config
       place.stream = mtb::cuda::StreamOf(collectives[rank].get());
       place.average_loss = [&losses, rank](double loss) { return losses.Average(rank, loss); };
       place.sum_over_ranks = [&losses, rank](double value) { return losses.Sum(rank, value); };
+      place.exchange = exchange.For(rank);
       results[rank] =
           mtb::cuda::RunCudaTraining(config, samples, device, factory, plan, place);
     });
@@ -141,7 +143,7 @@ int main(int argc, char** argv) {
   for (const absl::Status& status :
        {mtb::ValidateConfig(config, mtb::ScopedFlagsOnCommandLine()),
         mtb::ValidateConfigForWorldSize(config, nproc),
-        mtb::cuda::CheckCudaConfig(config, nproc, !checkpoint_options.dir.empty())}) {
+        mtb::cuda::CheckCudaConfig(config, nproc)}) {
     if (!status.ok()) return Refuse(status);
   }
   // Checkpoints, planned before anything runs as the CPU trainer plans them
@@ -157,7 +159,7 @@ int main(int argc, char** argv) {
   // A resume may take the schedule from its checkpoint: checked again.
   for (const absl::Status& status :
        {mtb::ValidateConfig(config, mtb::ScopedFlagsOnCommandLine()),
-        mtb::cuda::CheckCudaConfig(config, nproc, checkpoint_plan->enabled())}) {
+        mtb::cuda::CheckCudaConfig(config, nproc)}) {
     if (!status.ok()) return Refuse(status);
   }
   notes.insert(notes.end(), checkpoint_plan->notes.begin(), checkpoint_plan->notes.end());

@@ -69,7 +69,30 @@ absl::StatusOr<CudaSync> CudaSyncOf(const TrainConfig& config) {
                                                : CudaSync::kShardedUpdate;
 }
 
-absl::Status CheckCudaConfig(const TrainConfig& config, int world_size, bool checkpoints) {
+std::vector<std::string> ThreadExchange::Exchange(int rank, std::string mine) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const int64_t index = rounds_[rank]++;
+  Round& round = open_[index];
+  round.values.resize(world_size_);
+  round.values[rank] = std::move(mine);
+  if (++round.arrived == world_size_) {
+    round.left = world_size_;
+    changed_.notify_all();
+  }
+  changed_.wait(lock, [&] { return round.arrived == world_size_; });
+  std::vector<std::string> all = round.values;
+  if (--round.left == 0) open_.erase(index);
+  return all;
+}
+
+checkpoint::Exchange ThreadExchange::For(int rank) {
+  return [this, rank](const std::string&,
+                      const std::string& bytes) -> absl::StatusOr<std::vector<std::string>> {
+    return Exchange(rank, bytes);
+  };
+}
+
+absl::Status CheckCudaConfig(const TrainConfig& config, int world_size) {
   auto refuse = [](const std::string& what) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " is not supported with --device=cuda yet"));
@@ -88,9 +111,6 @@ absl::Status CheckCudaConfig(const TrainConfig& config, int world_size, bool che
                                StrategyName(StrategyKind::kSingle), ", ",
                                StrategyName(StrategyKind::kDdp), " or ",
                                StrategyName(StrategyKind::kZero1), ")"));
-  }
-  if (world_size > 1 && checkpoints) {
-    return refuse(absl::StrCat("--checkpoint_dir on ", world_size, " GPUs (one GPU only)"));
   }
   if (config.dropout() != 0) {
     return refuse(absl::StrCat("--dropout=", config.dropout()));
@@ -133,82 +153,13 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
         absl::StrCat("creating the model on ", device.name, ": ", error));
   }
 
-  TrainResult result;
-  result.set_schema_version(kTrainResultSchemaVersion);
-  *result.mutable_config() = config;
-  result.set_config_fingerprint(ConfigFingerprint(config));
-  const int64_t tokens_per_step = config.batch_size() * shape.seq_len;
-  ModelInfo* info = result.mutable_model();
-  info->set_parameter_count(ParameterCountOf(shape));
-  info->set_flops_parameter_count(FlopsParameterCountOf(shape));
-  info->set_flops_per_token(FlopsPerTokenOf(shape));
-  info->set_tokens_per_step(tokens_per_step);
-  if (config.peak_flops() > 0) {
-    result.mutable_peak_flops()->set_rank_flops_per_second(config.peak_flops());
-    result.mutable_peak_flops()->set_job_flops_per_second(config.peak_flops());
-    result.mutable_peak_flops()->set_source("--peak_flops");
-  }
-
-  // Checkpoints: the resumed state onto the device, the run's id.
-  HostState host(plan.enabled() ? layout.total() : 0);
-  int64_t start_step = 0;
-  int64_t hashed_bytes = 0;
-  double load_ms = 0;
-  const std::string run_id = plan.run_id.empty() ? NewRunId() : plan.run_id;
-  if (plan.resuming()) {
-    const Stopwatch load_clock;
-    start_step = plan.start_step;
-    RETURN_IF_ERROR(checkpoint::AgreedVerdict(
-        {std::string(checkpoint::ReadRankState(
-                         plan, /*rank=*/0, RequestsInto(layout, &host),
-                         checkpoint::ProgressStateOf(config, 0, 1, start_step), &hashed_bytes)
-                         .message())},
-        absl::StrCat("resuming from ", plan.resume_dir)));
-    if (host.step != start_step) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "resuming from ", plan.resume_dir, ": optimizer/step is ", host.step,
-          ", the checkpoint's step ", start_step));
-    }
-    model->LoadState(host.parameters.data(), host.exp_avg.data(), host.exp_avg_sq.data());
-    load_ms = load_clock.ElapsedMs();
-  }
-  checkpoint::SaveTarget target;
-  target.root = plan.options.dir;
-  target.keep_last = plan.options.keep_last;
-  target.run_id = run_id;
-  target.strategy = ConfigName(config.strategy());
-  target.config = config;
-  target.data = plan.data_identity;
-  auto save = [&](int64_t step) -> absl::Status {
-    const Stopwatch save_clock;
-    model->CopyStateToHost(host.parameters.data(), host.exp_avg.data(),
-                           host.exp_avg_sq.data());
-    host.step = step;
-    ASSIGN_OR_RETURN(
-        CheckpointSave saved,
-        checkpoint::WriteAndPublish(target, step, ShardsOf(layout, host),
-                                    checkpoint::ProgressStateOf(config, 0, 1, step),
-                                    checkpoint::SingleRankExchange(), /*trace=*/nullptr,
-                                    [](const char*) {}));
-    saved.set_blocking_ms(save_clock.ElapsedMs());
-    *result.mutable_checkpoint()->add_saves() = std::move(saved);
-    return absl::OkStatus();
-  };
-  if (plan.enabled()) {
-    *result.mutable_checkpoint() = checkpoint::CheckpointInfoOf(plan, run_id, hashed_bytes);
-    result.mutable_checkpoint()->set_load_ms(load_ms);
-  }
-  // A resume at the last step trains nothing; it saves the loaded state.
-  if (plan.trains_nothing(config.steps()) && plan.SavesAt(start_step, config.steps())) {
-    RETURN_IF_ERROR(save(start_step));
-  }
-
   // Synchronised ranks: the buckets, launched from backward (BucketSync);
   // zero1: this rank's shard of the gradient and its update pieces.
   SyncPlan sync_plan;
   std::unique_ptr<BucketSync> bucket_sync;
   std::vector<UpdatePiece> pieces;
   ShardedDevice* sharded = nullptr;
+  std::vector<PlanRange> save_ranges;  // synchronised ranks: what this rank saves
   if (ranks.collectives != nullptr) {
     ASSIGN_OR_RETURN(const CudaSync kind, CudaSyncOf(config));
     std::vector<int64_t> numels;
@@ -241,6 +192,101 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
                                                     : BucketOp::kAllReduce,
         *ranks.collectives, ranks.stream, model->gradients(), shard_grads);
     if (!config.ddp_launch_after_backward()) model->SetGradientReadyHook(bucket_sync.get());
+    // What this rank saves: ddp its even slice of the buffer, zero1 its
+    // shards (the CPU trainer's placements).
+    if (kind == CudaSync::kShardedUpdate) {
+      save_ranges = sync_plan.UpdateRanges(ranks.rank);
+    } else {
+      const std::vector<int64_t> counts = ShardCounts(layout.total(), ranks.world_size);
+      PlanRange slice{0, counts[ranks.rank]};
+      for (int r = 0; r < ranks.rank; ++r) slice.offset += counts[r];
+      if (slice.numel > 0) save_ranges.push_back(slice);
+    }
+  }
+
+  TrainResult result;
+  result.set_schema_version(kTrainResultSchemaVersion);
+  *result.mutable_config() = config;
+  result.set_config_fingerprint(ConfigFingerprint(config));
+  const int64_t tokens_per_step = config.batch_size() * shape.seq_len;
+  ModelInfo* info = result.mutable_model();
+  info->set_parameter_count(ParameterCountOf(shape));
+  info->set_flops_parameter_count(FlopsParameterCountOf(shape));
+  info->set_flops_per_token(FlopsPerTokenOf(shape));
+  info->set_tokens_per_step(tokens_per_step);
+  if (config.peak_flops() > 0) {
+    result.mutable_peak_flops()->set_rank_flops_per_second(config.peak_flops());
+    result.mutable_peak_flops()->set_job_flops_per_second(config.peak_flops());
+    result.mutable_peak_flops()->set_source("--peak_flops");
+  }
+
+  // Checkpoints: the resumed state onto the device, the run's id.
+  HostState host(plan.enabled() ? layout.total() : 0);
+  const checkpoint::Exchange& exchange = ranks.exchange;
+  int64_t start_step = 0;
+  int64_t hashed_bytes = 0;
+  double load_ms = 0;
+  const std::string run_id = plan.run_id.empty() ? NewRunId() : plan.run_id;
+  if (plan.resuming()) {
+    const Stopwatch load_clock;
+    start_step = plan.start_step;
+    // Every rank reads the whole state (the model everywhere; zero1 uses
+    // the moments of its shard only) and checks its own recorded state.
+    const std::string mine(
+        checkpoint::ReadRankState(
+            plan, ranks.rank, RequestsInto(layout, &host),
+            checkpoint::ProgressStateOf(config, ranks.rank, ranks.world_size, start_step),
+            &hashed_bytes)
+            .message());
+    std::vector<std::string> errors = {mine};
+    if (exchange) {
+      ASSIGN_OR_RETURN(errors, exchange("resume", mine));
+    }
+    RETURN_IF_ERROR(
+        checkpoint::AgreedVerdict(errors, absl::StrCat("resuming from ", plan.resume_dir)));
+    if (host.step != start_step) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "resuming from ", plan.resume_dir, ": optimizer/step is ", host.step,
+          ", the checkpoint's step ", start_step));
+    }
+    model->LoadState(host.parameters.data(), host.exp_avg.data(), host.exp_avg_sq.data());
+    load_ms = load_clock.ElapsedMs();
+  }
+  checkpoint::SaveTarget target;
+  target.root = plan.options.dir;
+  target.keep_last = plan.options.keep_last;
+  target.run_id = run_id;
+  target.strategy = ConfigName(config.strategy());
+  target.rank = ranks.rank;
+  target.world_size = ranks.world_size;
+  target.config = config;
+  target.data = plan.data_identity;
+  auto save = [&](int64_t step) -> absl::Status {
+    const Stopwatch save_clock;
+    model->CopyStateToHost(host.parameters.data(), host.exp_avg.data(),
+                           host.exp_avg_sq.data());
+    host.step = step;
+    ASSIGN_OR_RETURN(
+        CheckpointSave saved,
+        checkpoint::WriteAndPublish(
+            target, step,
+            ranks.collectives == nullptr
+                ? ShardsOf(layout, host)
+                : RangeShardsOf(layout, host, save_ranges, ranks.rank == 0),
+            checkpoint::ProgressStateOf(config, ranks.rank, ranks.world_size, step),
+            exchange ? exchange : checkpoint::SingleRankExchange(), /*trace=*/nullptr,
+            [](const char*) {}));
+    saved.set_blocking_ms(save_clock.ElapsedMs());
+    *result.mutable_checkpoint()->add_saves() = std::move(saved);
+    return absl::OkStatus();
+  };
+  if (plan.enabled()) {
+    *result.mutable_checkpoint() = checkpoint::CheckpointInfoOf(plan, run_id, hashed_bytes);
+    result.mutable_checkpoint()->set_load_ms(load_ms);
+  }
+  // A resume at the last step trains nothing; it saves the loaded state.
+  if (plan.trains_nothing(config.steps()) && plan.SavesAt(start_step, config.steps())) {
+    RETURN_IF_ERROR(save(start_step));
   }
 
   const LrSchedule schedule = LrScheduleOf(config);

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "trainer/checkpoint/plan.h"
+#include "trainer/checkpoint/protocol.h"
 #include "trainer/cuda/bucket_sync.h"
 #include "trainer/cuda/gpt_cuda.h"
 #include "trainer/cuda/layout.h"
@@ -40,11 +41,10 @@ absl::StatusOr<CudaSync> CudaSyncOf(const TrainConfig& config);
 // The values the CUDA path does not implement yet, refused with one line
 // naming the flag (kInvalidArgument): --precision other than fp32, a
 // --strategy whose CudaSyncOf is unimplemented, single on several GPUs,
-// checkpoints on several GPUs, --dropout > 0, --grad_accum > 1,
+// --dropout > 0, --grad_accum > 1,
 // --repeat > 1, --reduction=exact, --activation_checkpointing. Call after
 // ResolveConfig and ValidateConfig.
-absl::Status CheckCudaConfig(const TrainConfig& config, int world_size = 1,
-                             bool checkpoints = false);
+absl::Status CheckCudaConfig(const TrainConfig& config, int world_size = 1);
 
 // Makes the device model for `layout` initialised with `parameters`; null and
 // *error on failure (CreateGptCuda on a GPU, trainer_cuda's main).
@@ -74,6 +74,32 @@ struct CudaRanks {
   // Every rank's value summed over the ranks (collective, on the host):
   // zero1's squared gradient norm.
   std::function<double(double)> sum_over_ranks;
+  // Checkpoints: every rank's bytes, rank by rank (the checkpoint
+  // protocol's exchanges; a resume's agreed verdict). Empty: one rank.
+  checkpoint::Exchange exchange;
+};
+
+// The checkpoint protocol's exchange between the rank threads of one
+// process: the k-th call of every rank meets the k-th call of the others and
+// each gets every rank's bytes in rank order. Thread-safe.
+class ThreadExchange {
+ public:
+  explicit ThreadExchange(int world_size) : world_size_(world_size) {}
+  std::vector<std::string> Exchange(int rank, std::string mine);
+  // As a CudaRanks::exchange for `rank`.
+  checkpoint::Exchange For(int rank);
+
+ private:
+  const int world_size_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<int, int64_t> rounds_;
+  struct Round {
+    std::vector<std::string> values;
+    int arrived = 0;
+    int left = 0;
+  };
+  std::map<int64_t, Round> open_;
 };
 
 // Values averaged on the host between the rank threads of one process (a
@@ -107,11 +133,13 @@ class ThreadAverage {
 
 // Trains config.steps() steps from the seeded initialisation on `samples`.
 // `device` goes into the result's provenance. With `checkpoints` (the plan
-// PlanCheckpoints made for one rank; default: none) the run resumes from its
+// PlanCheckpoints made for the run's ranks; default: none) the run resumes from its
 // checkpoint (the parameters, AdamW's moments and count, its recorded state
 // checked against where this configuration is at that step) and saves after
-// the steps the plan names, in the CPU trainer's format (checkpoint_state.h)
-// through the same protocol (trainer/checkpoint/protocol.h); the result's
+// the steps the plan names, in the CPU trainer's format (checkpoint_state.h:
+// one rank, single's; several, each rank its ddp slice or zero1 shards, the
+// ranks agreeing through `ranks.exchange`) through the same protocol
+// (trainer/checkpoint/protocol.h); the result's
 // `checkpoint` says what it did. Errors: kResourceExhausted when the model
 // cannot be created (the factory's line), kFailedPrecondition
 // (deterministic) on a non-finite loss; a resume or save that fails, as the
