@@ -3,6 +3,7 @@
 // writing the same TrainResult JSON. Flags the CUDA path does not implement
 // are refused (trainer/config/device.h, run.h), as is a machine without a usable GPU:
 // one line naming why, exit 2, before anything runs.
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -122,6 +123,15 @@ int main(int argc, char** argv) {
     return Refuse(absl::InvalidArgumentError(absl::StrCat(
         "--device=", absl::GetFlag(FLAGS_device),
         ": this binary trains on cuda only (the trainer runs --device=cpu)")));
+  }
+  // Started by a launcher as one rank of several (torchrun's LOCAL_RANK):
+  // one process per GPU is not written yet; --nproc=N runs a rank thread per
+  // GPU in this process.
+  if (const char* local_rank = std::getenv("LOCAL_RANK"); local_rank != nullptr) {
+    return Refuse(absl::InvalidArgumentError(absl::StrCat(
+        "LOCAL_RANK=", local_rank,
+        ": trainer_cuda does not run as one process per GPU yet; start it once "
+        "with --nproc=N (a rank thread per GPU)")));
   }
   const int nproc = absl::GetFlag(FLAGS_nproc);
   if (nproc < 1) {

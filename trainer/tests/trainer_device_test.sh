@@ -66,6 +66,9 @@ if [[ -x "$real_cuda" ]]; then
       "${cuda_tiny[@]}" --nproc=2 --strategy=zero1 --checkpoint_dir="$out/ckpt" --save_every=1
   fi
   expect 2 "fault" "${cuda_tiny[@]}" --fault=nan:rank=0,step=2
+  # Started by a launcher as one rank of several: not written yet.
+  LOCAL_RANK=1 expect 2 "LOCAL_RANK=1: trainer_cuda does not run as one process per GPU yet" \
+    "${cuda_tiny[@]}" --strategy=ddp
 elif beside="$(dirname "$(readlink -f "$trainer")")" &&
      [[ -x "$beside/cuda/trainer_cuda" || -x "$beside/trainer_cuda" ]]; then
   # This build has no CUDA, but an earlier --config=cuda build in the same
