@@ -19,12 +19,10 @@ BucketSync::BucketSync(const SyncPlan& plan, BucketOp op, SyncCollectives& colle
     for (int t : bucket.tensors) positions = std::max(positions, t + 1);
   }
   bucket_of_.assign(positions, -1);
-  int64_t at = 0;
   for (size_t b = 0; b < plan_.buckets.size(); ++b) {
     for (int t : plan_.buckets[b].tensors) bucket_of_[t] = static_cast<int>(b);
-    shard_offset_.push_back(at);
-    at += plan_.buckets[b].counts[collectives_.rank()];
   }
+  shard_offset_ = ShardOffsets(plan_, collectives_.rank());
   Start();
 }
 
@@ -110,19 +108,44 @@ absl::Status CheckShardPlan(const SyncPlan& plan, int64_t numel) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Bucket indices by their offset in the flat buffer.
+std::vector<int> InMemoryOrder(const SyncPlan& plan) {
+  std::vector<int> order(plan.buckets.size());
+  for (size_t b = 0; b < order.size(); ++b) order[b] = static_cast<int>(b);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return plan.buckets[a].offset < plan.buckets[b].offset;
+  });
+  return order;
+}
+
+}  // namespace
+
+std::vector<int64_t> ShardOffsets(const SyncPlan& plan, int rank) {
+  std::vector<int64_t> offsets(plan.buckets.size());
+  int64_t at = 0;
+  for (int b : InMemoryOrder(plan)) {
+    offsets[b] = at;
+    at += plan.buckets[b].counts[rank];
+  }
+  return offsets;
+}
+
 std::vector<UpdatePiece> ShardPieces(const SyncPlan& plan, int rank,
                                      const std::vector<DeviceTensor>& tensors) {
   std::vector<UpdatePiece> pieces;
-  int64_t shard_at = 0;
-  for (const PlanRange& range : plan.UpdateRanges(rank)) {
+  const std::vector<int64_t> shard_offsets = ShardOffsets(plan, rank);
+  for (int b : InMemoryOrder(plan)) {
+    const PlanRange range = plan.buckets[b].shard(rank);
     const int64_t end = range.offset + range.numel;
     for (const DeviceTensor& tensor : tensors) {
       const int64_t lo = std::max(range.offset, tensor.offset);
       const int64_t hi = std::min(end, tensor.offset + tensor.numel);
       if (lo >= hi) continue;
-      pieces.push_back({lo, shard_at + (lo - range.offset), hi - lo, tensor.weight_decay});
+      pieces.push_back(
+          {lo, shard_offsets[b] + (lo - range.offset), hi - lo, tensor.weight_decay});
     }
-    shard_at += range.numel;
   }
   return pieces;
 }

@@ -53,7 +53,7 @@ enum class BucketOp {
 class BucketSync : public GradientReadyHook {
  public:
   // `grads`: the flat gradient (plan.numel floats); `shard_grads`: zero1's
-  // ShardNumel(rank) floats (kReduceScatter), the shards in bucket order.
+  // ShardNumel(rank) floats (kReduceScatter), laid out by ShardOffsets.
   // `stream`: null for host collectives. All must outlive this.
   BucketSync(const SyncPlan& plan, BucketOp op, SyncCollectives& collectives,
              CollectiveStream* stream, float* grads, float* shard_grads);
@@ -89,9 +89,17 @@ class BucketSync : public GradientReadyHook {
 // the first bucket that is not.
 absl::Status CheckShardPlan(const SyncPlan& plan, int64_t numel);
 
+// ZeRO-1's shard buffer: where each bucket's shard (this rank's
+// counts[rank] elements) starts in it. The shards lie back to back in the
+// order of their place in the flat buffer (not the launch order), so that
+// over one rank the shard buffer is the gradient buffer element for element
+// and its sum of squares the same kernel's over the same layout (bit for bit
+// with single).
+std::vector<int64_t> ShardOffsets(const SyncPlan& plan, int rank);
+
 // ZeRO-1: this rank's UpdateRanges split at tensor boundaries (each piece
-// takes its tensor's weight-decay flag), with where each lands in the shard
-// buffer (the ranges back to back, in bucket order). `tensors`: layout
+// takes its tensor's weight-decay flag), in the flat buffer's order, with
+// where each lands in the shard buffer (ShardOffsets). `tensors`: layout
 // order, tiling the buffer.
 std::vector<UpdatePiece> ShardPieces(const SyncPlan& plan, int rank,
                                      const std::vector<DeviceTensor>& tensors);

@@ -45,7 +45,9 @@
 #include "common/collective/traffic.h"
 #include "gtest/gtest.h"
 #include "trainer/cuda/gpt_tensors.h"
+#include "trainer/cuda/layout.h"
 #include "trainer/cuda/ranks_test_util.h"
+#include "trainer/model/model_shape.h"
 
 namespace mtb {
 namespace cuda {
@@ -113,9 +115,11 @@ TEST(Zero1, ThreeRanksOwnTheCpuTrainersShardsAndMoveTheirBytes) {
       EXPECT_LE(std::abs(got[s] * got[s] - want[s] * want[s]), bound * want[s] * want[s]) << s;
     }
     // Ownership: the pieces this rank updated, element by element.
-    int64_t shard_at = 0;
+    int64_t shard_at = 0, last_offset = -1;
     for (const UpdatePiece& piece : sharded[r].seen.pieces) {
-      EXPECT_EQ(piece.shard_offset, shard_at);
+      EXPECT_EQ(piece.shard_offset, shard_at);  // back to back,
+      EXPECT_GT(piece.offset, last_offset);     // in the flat buffer's order
+      last_offset = piece.offset;
       shard_at += piece.numel;
       for (int64_t e = piece.offset; e < piece.offset + piece.numel; ++e) {
         ASSERT_EQ(owner[e], -1) << "element " << e << " updated twice";
@@ -145,6 +149,33 @@ TEST(Zero1, ThreeRanksOwnTheCpuTrainersShardsAndMoveTheirBytes) {
   }
   for (int64_t e = 0; e < plan.numel; ++e) {
     ASSERT_EQ(owner[e], plan.OwnerOf(e)) << "element " << e;
+  }
+}
+
+// Over one rank (trainer_cuda --strategy=zero1 --nproc=1, check.sh's
+// sync1_zero1) the shard buffer is the gradient buffer element for element
+// and the update pieces are the tensors: the norm's kernel and AdamW's
+// launches see what single's do, so the GPU run equals single bit for bit.
+// (Shards laid out in launch order, the reverse, would not.)
+TEST(Zero1, OverOneRankTheShardIsTheGradientBuffer) {
+  const TrainConfig config = RanksConfig(TrainConfig::zero1, 4);
+  const SyncPlan plan = PlanFor(config, 1);
+  ASSERT_GT(plan.buckets.size(), 2u);
+  const std::vector<int64_t> offsets = ShardOffsets(plan, 0);
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    EXPECT_EQ(offsets[b], plan.buckets[b].offset) << "bucket " << b;
+  }
+  const ParameterLayout layout = ParameterLayout::ForGpt(ModelShapeOf(config));
+  std::vector<DeviceTensor> tensors;
+  for (const TensorSlot& slot : layout.tensors()) {
+    tensors.push_back({slot.offset, slot.numel, slot.weight_decay});
+  }
+  const std::vector<UpdatePiece> pieces = ShardPieces(plan, 0, tensors);
+  ASSERT_EQ(pieces.size(), tensors.size());
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    EXPECT_EQ(pieces[t], (UpdatePiece{tensors[t].offset, tensors[t].offset, tensors[t].numel,
+                                      tensors[t].weight_decay}))
+        << "tensor " << t;
   }
 }
 
