@@ -48,6 +48,10 @@
 #             2-rank mean reassociates each gradient sum once); SKIP, not a
 #             failure, on a machine with one GPU (NCCL does not run two ranks
 #             on one GPU);
+#   nccl2_zero1  zero1 over NCCL at two ranks (--nproc=2 --strategy=zero1
+#             --batch_size=2) within 1e-4 of one rank, nccl2's budget (not bit
+#             for bit: the norm sums each rank's shard, then the ranks); SKIP
+#             on one GPU;
 #   sync1     the multi-GPU path at world size 1 (one GPU): the small run
 #             with --strategy=ddp and with --strategy=zero1 at --nproc=1 go
 #             through NCCL (a communicator of one), the buckets launched
@@ -74,7 +78,7 @@
 #             its tokens/s are recorded, not judged.
 #
 # Each check prints its estimated GPU time first; the timeouts add up to
-# 12 minutes at worst, about 3 minutes expected.
+# 13 minutes at worst (12 with one GPU), about 3 minutes expected.
 set -u
 if [[ $# -ne 1 ]]; then
   echo "usage: $0 OUT_DIR" >&2
@@ -247,6 +251,29 @@ if len(two) != len(one):
     print("FAIL nccl2", f"{len(two)} losses, want {len(one)}"); sys.exit()
 err = max(abs(a - b) for a, b in zip(two, one))
 print("PASS" if err <= bound else "FAIL", "nccl2", f"max|2 ranks - 1 rank|={err:.3g} bound {bound}")
+PY
+)
+  fi
+fi
+
+if [[ $gpus -lt 2 ]]; then
+  record SKIP nccl2_zero1 "$gpus GPU(s) here, two needed (NCCL does not run two ranks on one GPU)"
+else
+  estimate nccl2_zero1 10 60
+  code=0
+  timeout 60 "$bin" "${small[@]}" --nproc=2 --strategy=zero1 --batch_size=2 \
+    --out="$out/nccl2_zero1.json" > "$out/nccl2_zero1.log" 2>&1 || code=$?
+  if [[ $code != 0 ]]; then
+    record FAIL nccl2_zero1 "trainer_cuda --nproc=2 --strategy=zero1 exited $code (nccl2_zero1.log)"
+  else
+    record $(python3 - "$out/nccl2_zero1.json" "$out/small.json" <<'PY'
+import json, sys
+two, one = ([s["loss"] for s in json.load(open(p))["runs"][0]["steps"]] for p in sys.argv[1:3])
+bound = 1e-4
+if len(two) != len(one):
+    print("FAIL nccl2_zero1", f"{len(two)} losses, want {len(one)}"); sys.exit()
+err = max(abs(a - b) for a, b in zip(two, one))
+print("PASS" if err <= bound else "FAIL", "nccl2_zero1", f"max|2 ranks - 1 rank|={err:.3g} bound {bound}")
 PY
 )
   fi

@@ -4,8 +4,9 @@
 # be found there): every check passes with good stand-ins (the 2-rank one
 # skipped on one GPU); a loss off by 1e-3, a planted off-by-one that passes, a
 # failing kernel, a resumed loss off by 1e-9, a corrupt checkpoint, a 2-rank
-# run off by 1e-3, zero1 at world size 1 off single by 1e-12 and a zero1
-# resume off single's continuous run by 1e-12 each fail their check (and the exit code), as does a missing reference folder; bad
+# run off by 1e-3 (ddp and zero1), zero1 at world size 1 off single by
+# 1e-12 and a zero1 resume off single's continuous run by 1e-12 each fail
+# their check (and the exit code), as does a missing reference folder; bad
 # usage exits 2.
 set -u
 script=tools/gpu/check.sh
@@ -50,6 +51,7 @@ done
 shift_by="${STUB_SHIFT:-0}"
 [[ $nproc == 2 ]] && shift_by="${STUB_NCCL_SHIFT:-0}"
 [[ $nproc == 1 && $strategy == zero1 ]] && shift_by="${STUB_ZERO1_SHIFT:-0}"
+[[ $nproc == 2 && $strategy == zero1 ]] && shift_by="${STUB_NCCL_ZERO1_SHIFT:-0}"
 [[ $start != 0 ]] && shift_by="${STUB_RESUME_SHIFT:-0}"
 [[ $start != 0 && $strategy == zero1 ]] && shift_by="${STUB_ZERO1_RESUME_SHIFT:-0}"
 if [[ $small == 1 ]]; then
@@ -129,7 +131,8 @@ for check in kernels planted refusal small resume ckpt sync1_ddp sync1_zero1 zer
   expect_line good "^PASS $check "
 done
 expect_line good "^SKIP nccl2 1 GPU\(s\) here, two needed \(NCCL does not run two ranks on one GPU\)"
-[[ $(wc -l < "$tmp/good/checks.txt") == 11 ]] || fail "good: want 11 checks: $(cat "$tmp/good/checks.txt")"
+expect_line good "^SKIP nccl2_zero1 1 GPU\(s\) here, two needed"
+[[ $(wc -l < "$tmp/good/checks.txt") == 12 ]] || fail "good: want 12 checks: $(cat "$tmp/good/checks.txt")"
 expect_line good "^PASS sync1_zero1 20 losses and gradient norms equal single's bit for bit"
 expect_line good "^PASS zero1_resume steps 11..20 resumed from the zero1 checkpoint equal single's bit for bit"
 for check in kernels refusal small resume ckpt "sync1 ddp" "sync1 zero1" zero1_resume gpt2; do
@@ -155,6 +158,7 @@ expect_line bad "^PASS gpt2 "
 run two_gpus STUB_GPUS=2
 [[ $code == 0 ]] || fail "two_gpus: exit $code, want 0: $(cat "$tmp/two_gpus/checks.txt")"
 expect_line two_gpus "^PASS nccl2 max\|2 ranks - 1 rank\|=0 bound 0.0001"
+expect_line two_gpus "^PASS nccl2_zero1 max\|2 ranks - 1 rank\|=0 bound 0.0001"
 
 # Three more faults at once: a resumed loss off by 1e-9 (and its shard
 # file), a shard file that is not what its manifest says, a 2-rank run off
@@ -164,20 +168,21 @@ run bad2 STUB_RESUME_SHIFT=1e-9 STUB_CORRUPT_CKPT=1 STUB_GPUS=2 STUB_NCCL_SHIFT=
 expect_line bad2 "^FAIL resume 10 of 10 resumed losses differ \(max 1e-09\), step-20 shard files differ"
 expect_line bad2 "^FAIL ckpt rank_00000.bin is not what the manifest says"
 expect_line bad2 "^FAIL nccl2 max\|2 ranks - 1 rank\|=0.001 "
+expect_line bad2 "^PASS nccl2_zero1 "
 expect_line bad2 "^PASS small "
 
-# zero1 at world size 1 one ulp-scale off single: its check fails alone.
-run zero1_off STUB_ZERO1_SHIFT=1e-12
-[[ $code == 1 ]] || fail "zero1_off: exit $code, want 1"
-expect_line zero1_off "^FAIL sync1_zero1 20 of 20 steps differ from single's; first step 1:"
-expect_line zero1_off "^PASS sync1_ddp "
-[[ $(grep -c '^FAIL' "$tmp/zero1_off/checks.txt") == 1 ]] || fail "zero1_off: $(cat "$tmp/zero1_off/checks.txt")"
-
-# A zero1 resume one 1e-12 off single's continuous run: its check fails alone.
-run zero1_resume_off STUB_ZERO1_RESUME_SHIFT=1e-12
-[[ $code == 1 ]] || fail "zero1_resume_off: exit $code, want 1"
-expect_line zero1_resume_off "^FAIL zero1_resume 10 of 10 resumed losses differ from single's \(max 1e-12\), manifest strategy 'zero1'"
-[[ $(grep -c '^FAIL' "$tmp/zero1_resume_off/checks.txt") == 1 ]] || fail "zero1_resume_off: $(cat "$tmp/zero1_resume_off/checks.txt")"
+# Three zero1 faults at once, each failing its own check and nothing else:
+# zero1 at world size 1 1e-12 off single, a zero1 resume 1e-12 off single's
+# continuous run, zero1 at two ranks 1e-3 off one rank.
+run zero1_bad STUB_ZERO1_SHIFT=1e-12 STUB_ZERO1_RESUME_SHIFT=1e-12 STUB_GPUS=2 \
+  STUB_NCCL_ZERO1_SHIFT=1e-3
+[[ $code == 1 ]] || fail "zero1_bad: exit $code, want 1"
+expect_line zero1_bad "^FAIL sync1_zero1 20 of 20 steps differ from single's; first step 1:"
+expect_line zero1_bad "^FAIL zero1_resume 10 of 10 resumed losses differ from single's \(max 1e-12\), manifest strategy 'zero1'"
+expect_line zero1_bad "^FAIL nccl2_zero1 max\|2 ranks - 1 rank\|=0.001 "
+expect_line zero1_bad "^PASS sync1_ddp "
+expect_line zero1_bad "^PASS nccl2 "
+[[ $(grep -c '^FAIL' "$tmp/zero1_bad/checks.txt") == 3 ]] || fail "zero1_bad: $(cat "$tmp/zero1_bad/checks.txt")"
 
 run no_refs KERNEL_REFS="$tmp/absent"
 [[ $code == 1 ]] || fail "no_refs: exit $code, want 1"
