@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/collective/traffic.h"
 
 namespace mtb {
 namespace cuda {
@@ -74,6 +75,20 @@ absl::Status BucketSync::Finish() {
     if (absl::Status drained = stream_->Drain(); status_.ok()) status_ = drained;
   }
   return status_;
+}
+
+StepBytes ExpectedStepBytes(const SyncPlan& plan, BucketOp op, int rank) {
+  constexpr int64_t kFloatBytes = 4;
+  StepBytes bytes;
+  for (const PlanBucket& bucket : plan.buckets) {
+    if (op == BucketOp::kAllReduce) {
+      bytes.grad += collective::AllReduceTraffic(bucket.numel * kFloatBytes, plan.world_size).sent;
+    } else {
+      bytes.grad += collective::ReduceScatterVTraffic(bucket.counts, kFloatBytes, rank).sent;
+      bytes.gather += collective::AllGatherVTraffic(bucket.counts, kFloatBytes, rank).sent;
+    }
+  }
+  return bytes;
 }
 
 absl::Status CheckShardPlan(const SyncPlan& plan, int64_t numel) {

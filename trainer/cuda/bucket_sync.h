@@ -82,6 +82,17 @@ class BucketSync : public GradientReadyHook {
   absl::Status status_;
 };
 
+// The bytes rank `rank` sends per step by the collective layer's byte model
+// (common/collective/traffic.h, as the CPU trainer's strategies count their
+// expected bytes): the gradient's buckets (all-reduce, or zero1's
+// reduce-scatters with the plan's shard counts) and zero1's parameter
+// all-gathers (0 for ddp).
+struct StepBytes {
+  int64_t grad = 0;
+  int64_t gather = 0;
+};
+StepBytes ExpectedStepBytes(const SyncPlan& plan, BucketOp op, int rank);
+
 // Whether `plan` is the CPU trainer's plan for `numel` elements over its
 // world: buckets tiling [0, numel) once and every bucket's shard boundaries
 // ShardCounts' (which elements each rank owns under zero1, as the CPU

@@ -141,6 +141,20 @@ TEST(Zero1, ThreeRanksOwnTheCpuTrainersShardsAndMoveTheirBytes) {
       sent += collective::ReduceScatterVTraffic(counts, 4, r).sent +
               collective::AllGatherVTraffic(counts, 4, r).sent;
     }
+    // The result records the same per step (expected by the byte model).
+    for (const StepRecord& record : sharded[r].result->runs(0).steps()) {
+      EXPECT_EQ(record.expected_grad_bytes() + record.expected_param_gather_bytes(),
+                sent / steps);
+      EXPECT_EQ(record.grad_syncs(), 1);
+    }
+    int64_t all_reduce = 0;
+    for (const PlanBucket& bucket : plan.buckets) {
+      all_reduce += collective::AllReduceTraffic(bucket.numel * 4, world).sent;
+    }
+    for (const StepRecord& record : replicated[r].result->runs(0).steps()) {
+      EXPECT_EQ(record.expected_grad_bytes(), all_reduce);
+      EXPECT_EQ(record.expected_param_gather_bytes(), 0);
+    }
     int64_t own = 0;
     for (const PlanBucket& bucket : plan.buckets) own += bucket.counts[r];
     // Reduce-scatter: every other rank's part of each bucket; all-gather:

@@ -160,6 +160,7 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
   std::vector<UpdatePiece> pieces;
   ShardedDevice* sharded = nullptr;
   std::vector<PlanRange> save_ranges;  // synchronised ranks: what this rank saves
+  StepBytes step_bytes;                // and what it sends per step
   if (ranks.collectives != nullptr) {
     ASSIGN_OR_RETURN(const CudaSync kind, CudaSyncOf(config));
     std::vector<int64_t> numels;
@@ -192,6 +193,10 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
                                                     : BucketOp::kAllReduce,
         *ranks.collectives, ranks.stream, model->gradients(), shard_grads);
     if (!config.ddp_launch_after_backward()) model->SetGradientReadyHook(bucket_sync.get());
+    step_bytes = ExpectedStepBytes(sync_plan,
+                                   kind == CudaSync::kShardedUpdate ? BucketOp::kReduceScatter
+                                                                    : BucketOp::kAllReduce,
+                                   ranks.rank);
     // What this rank saves: ddp its even slice of the buffer, zero1 its
     // shards (the CPU trainer's placements).
     if (kind == CudaSync::kShardedUpdate) {
@@ -310,11 +315,14 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
     const double lr = LearningRateAt(schedule, step + 1);
     if (bucket_sync != nullptr) bucket_sync->Start();
     StepStats stats = model->ForwardBackward(inputs.data(), targets.data());
+    double comm_wait_ms = 0;
     if (bucket_sync != nullptr) {
       const Stopwatch sync_clock;
       if (absl::Status synced = bucket_sync->Finish(); !synced.ok()) {
         return Annotate(synced, absl::StrCat("step ", step + 1, ": the gradient's sync"));
       }
+      // What backward did not hide: the buckets left and the wait for all.
+      comm_wait_ms = sync_clock.ElapsedMs();
       stats.loss = ranks.average_loss(stats.loss);
       stats.backward_ms += sync_clock.ElapsedMs();
     }
@@ -343,6 +351,13 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
     record->set_tokens_per_second(tokens_per_step / (record->step_ms() / 1e3));
     record->set_timed(step - start_step >= config.timing_warmup_steps());
     record->set_peak_memory_bytes(model->DeviceBytes());
+    if (bucket_sync != nullptr) {
+      // Expected by the byte model (NCCL's own traffic is not counted).
+      record->set_grad_syncs(1);
+      record->set_comm_wait_ms(comm_wait_ms);
+      record->set_expected_grad_bytes(step_bytes.grad);
+      record->set_expected_param_gather_bytes(step_bytes.gather);
+    }
     if (config.peak_flops() > 0) {
       record->set_mfu(record->tokens_per_second() * FlopsPerTokenOf(shape) /
                       config.peak_flops());
