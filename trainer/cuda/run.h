@@ -58,8 +58,9 @@ using GptCudaFactory = std::function<std::unique_ptr<GptCuda>(
 // trainer's split). The gradient's buckets (MakeSyncPlan with the config's
 // bucket caps, the CPU trainer's plan) are launched during backward as soon
 // as their last gradient is final (BucketSync as the model's
-// GradientReadyHook; --ddp_overlap=false, or a model without the hook:
-// after backward): ddp all-reduces them (average) and updates the whole
+// GradientReadyHook; after backward when the config's
+// ddp_launch_after_backward is set — --ddp_overlap=false, which
+// trainer_cuda's flags do not take yet — or the model never calls the hook): ddp all-reduces them (average) and updates the whole
 // buffer; zero1 reduce-scatters them into this rank's shard, updates its
 // shard only (Zero1Update: the norm summed over ranks, AdamW on its pieces)
 // and all-gathers the parameters. The loss recorded is `average_loss` of
