@@ -10,12 +10,17 @@
 #   ckpt_verify   ckpt_tool verify of the GPU's step-10 checkpoint;
 #   ckpt_compare  ckpt_tool compare of the GPU's step-20 checkpoints, the
 #                 continuous one and the resumed one: equal (tolerance 0);
+#   zero1_compare ckpt_tool verify of the GPU's zero1 step-10 checkpoint
+#                 (check.sh's zero1_resume, written through the multi-GPU
+#                 path at world size 1) and ckpt_tool compare with the single
+#                 run's step-10 checkpoint: the same logical tensors bit for
+#                 bit (tolerance 0);
 #   cpu_resume    the CPU trainer resumes the GPU's step-10 checkpoint
 #                 (--strategy=single, the same flags) to step 20: its losses
 #                 of steps 11..20 within 1e-4 of the GPU's continuous run, the
 #                 small check's budget (the two devices sum in other orders).
 # Then rewrites OUT_DIR/gpu_train.json and .md (write_results.py) with them.
-# Exit 0 when all three pass, 1 otherwise, 2 on bad usage.
+# Exit 0 when all four pass, 1 otherwise, 2 on bad usage.
 set -u
 if [[ $# -ne 1 || ! -d "$1/ckpt_resume" ]]; then
   echo "usage: $0 OUT_DIR (a GPU run's folder, with ckpt_resume/ and ckpt_cont/)" >&2
@@ -47,6 +52,14 @@ if "$ckpt_tool" compare "$out/ckpt_cont/step_00000020" "$out/ckpt_resume/step_00
   record PASS ckpt_compare "the continuous and resumed step-20 checkpoints are equal (after_compare.txt)"
 else
   record FAIL ckpt_compare "the continuous and resumed step-20 checkpoints differ (after_compare.txt)"
+fi
+
+zero1="$out/ckpt_zero1/step_00000010"
+if "$ckpt_tool" verify "$zero1" > "$out/after_zero1_verify.txt" 2>&1 &&
+   "$ckpt_tool" compare "$zero1" "$step10" > "$out/after_zero1_compare.txt" 2>&1; then
+  record PASS zero1_compare "the zero1 step-10 checkpoint verifies and equals single's (after_zero1_compare.txt)"
+else
+  record FAIL zero1_compare "ckpt_tool verify or compare of $zero1 failed (after_zero1_verify.txt, after_zero1_compare.txt)"
 fi
 
 # check.sh's small run with its fixed schedule, resumed on the CPU.

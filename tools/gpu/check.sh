@@ -56,6 +56,31 @@
 #             2-rank mean reassociates each gradient sum once); SKIP, not a
 #             failure, on a machine with one GPU (NCCL does not run two ranks
 #             on one GPU);
+#   nccl2_zero1  zero1 over NCCL at two ranks (--nproc=2 --strategy=zero1
+#             --batch_size=2) within 1e-4 of one rank, nccl2's budget (not bit
+#             for bit: the norm sums each rank's shard, then the ranks); SKIP
+#             on one GPU;
+#   sync1     the multi-GPU path at world size 1 (one GPU): the small run
+#             with --strategy=ddp and with --strategy=zero1 at --nproc=1 go
+#             through NCCL (a communicator of one), the buckets launched
+#             from backward on the collectives' stream behind the model's
+#             events, zero1's reduce-scatter into the shard buffer, the norm
+#             of the shard, AdamW on the shard's pieces and the all-gather:
+#             every loss and gradient norm equals the single run's (small)
+#             bit for bit. Derived: over one rank the average divides by 1,
+#             the shard is the whole buffer summed by the same kernel and
+#             partials, and AdamW is elementwise with the same arguments, so
+#             any difference is a synchronisation bug (a bucket reduced
+#             before its gradient was final, a shard read before the
+#             reduce-scatter landed);
+#   zero1_resume  checkpoints through the multi-GPU path at world size 1:
+#             the resume check's fixed-schedule small model with
+#             --strategy=zero1, 10 steps saving at 10 (ckpt_zero1), then
+#             resumed from `latest` to 20: the manifest says zero1 and the
+#             resumed steps' losses equal the single continuous run's
+#             (resume_cont) bit for bit (zero1 at world size 1 is single's
+#             arithmetic, sync1; its checkpoint is the zero1 format's rank 0
+#             holding every shard);
 #   gpt2      GPT-2 124M shapes (V 50304, D 768, 12 layers, 12 heads, T 1024,
 #             B 4), fp32, 12 steps: finishes with a finite, falling loss;
 #             its tokens/s are recorded, not judged;
@@ -76,9 +101,9 @@
 # Then write_results.py writes gpu_train.json and gpu_train.md (the results
 # file for docs/figures/) into OUT_DIR.
 #
-# Each check prints its estimated GPU time first (H100); about 5 minutes
+# Each check prints its estimated GPU time first (H100); about 6 minutes
 # expected in all (perf about 3 of them, torch.compile's first compilation
-# the largest part), 17 minutes if every check hits its timeout (a perf run
+# the largest part), about 21 minutes if every check hits its timeout (a perf run
 # that times out is not repeated in later rounds).
 set -u
 if [[ $# -ne 1 ]]; then
@@ -268,6 +293,90 @@ print("PASS" if err <= bound else "FAIL", "nccl2", f"max|2 ranks - 1 rank|={err:
 PY
 )
   fi
+fi
+
+if [[ $gpus -lt 2 ]]; then
+  record SKIP nccl2_zero1 "$gpus GPU(s) here, two needed (NCCL does not run two ranks on one GPU)"
+else
+  estimate nccl2_zero1 10 60
+  code=0
+  timeout 60 "$bin" "${small[@]}" --nproc=2 --strategy=zero1 --batch_size=2 \
+    --out="$out/nccl2_zero1.json" > "$out/nccl2_zero1.log" 2>&1 || code=$?
+  if [[ $code != 0 ]]; then
+    record FAIL nccl2_zero1 "trainer_cuda --nproc=2 --strategy=zero1 exited $code (nccl2_zero1.log)"
+  else
+    record $(python3 - "$out/nccl2_zero1.json" "$out/small.json" <<'PY'
+import json, sys
+two, one = ([s["loss"] for s in json.load(open(p))["runs"][0]["steps"]] for p in sys.argv[1:3])
+bound = 1e-4
+if len(two) != len(one):
+    print("FAIL nccl2_zero1", f"{len(two)} losses, want {len(one)}"); sys.exit()
+err = max(abs(a - b) for a, b in zip(two, one))
+print("PASS" if err <= bound else "FAIL", "nccl2_zero1", f"max|2 ranks - 1 rank|={err:.3g} bound {bound}")
+PY
+)
+  fi
+fi
+
+for strategy in ddp zero1; do
+  estimate "sync1 $strategy" 10 60
+  code=0
+  timeout 60 "$bin" "${small[@]}" --strategy=$strategy --out="$out/sync1_$strategy.json" \
+    > "$out/sync1_$strategy.log" 2>&1 || code=$?
+  if [[ $code != 0 ]]; then
+    record FAIL "sync1_$strategy" "trainer_cuda --strategy=$strategy --nproc=1 exited $code (sync1_$strategy.log)"
+    continue
+  fi
+  record $(python3 - "$out/sync1_$strategy.json" "$out/small.json" "$strategy" <<'PY'
+import json, sys
+def steps(path):
+    return [(s["loss"], s.get("grad_norm")) for s in json.load(open(path))["runs"][0]["steps"]]
+got, want = steps(sys.argv[1]), steps(sys.argv[2])
+name = f"sync1_{sys.argv[3]}"
+if len(got) != len(want):
+    print("FAIL", name, f"{len(got)} steps, want {len(want)}"); sys.exit()
+diff = [i for i in range(len(got)) if got[i] != want[i]]
+if diff:
+    i = diff[0]
+    print("FAIL", name, f"{len(diff)} of {len(got)} steps differ from single's; first step {i + 1}:",
+          f"loss {got[i][0]!r} vs {want[i][0]!r}, grad_norm {got[i][1]!r} vs {want[i][1]!r}")
+else:
+    print("PASS", name, f"{len(got)} losses and gradient norms equal single's bit for bit")
+PY
+)
+done
+
+estimate zero1_resume 10 80
+code=0
+for leg in "half --steps=10" "rest --steps=20 --resume=latest"; do
+  read -r name flags <<< "$leg"
+  # shellcheck disable=SC2086
+  timeout 40 "$bin" "${fixed[@]}" --strategy=zero1 $flags --checkpoint_dir="$out/ckpt_zero1" \
+    --out="$out/zero1_resume_$name.json" > "$out/zero1_resume_$name.log" 2>&1 \
+    || { code=$?; record FAIL zero1_resume "the $name run exited $code (zero1_resume_$name.log)"; break; }
+done
+if [[ $code == 0 ]]; then
+  record $(python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+def losses(path):
+    return {s["step"]: s["loss"] for s in json.load(open(path))["runs"][0]["steps"]}
+try:
+    cont = losses(f"{out}/resume_cont.json")
+except OSError:
+    print("FAIL zero1_resume no resume_cont.json (the resume check did not run)"); sys.exit()
+rest = losses(f"{out}/zero1_resume_rest.json")
+strategy = json.load(open(f"{out}/ckpt_zero1/step_00000010/manifest.json")).get("strategy")
+tail = {s: cont[s] for s in range(11, 21)}
+diff = [s for s in tail if rest.get(s) != tail[s]]
+if sorted(rest) != sorted(tail) or diff or strategy != "zero1":
+    worst = max((abs(rest.get(s, float("inf")) - tail[s]) for s in tail), default=0)
+    print("FAIL zero1_resume", f"{len(diff)} of 10 resumed losses differ from single's (max {worst:.3g}),",
+          f"manifest strategy {strategy!r}")
+else:
+    print("PASS zero1_resume", "steps 11..20 resumed from the zero1 checkpoint equal single's bit for bit")
+PY
+)
 fi
 
 estimate gpt2 40 150

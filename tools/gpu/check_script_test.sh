@@ -3,9 +3,11 @@
 # binaries (its first real run costs scarce GPU time, so a script bug must not
 # be found there): every check passes with good stand-ins (the 2-rank one
 # skipped on one GPU); a loss off by 1e-3, a planted off-by-one that passes, a
-# failing kernel, a resumed loss off by 1e-9, a corrupt checkpoint and a
-# 2-rank run off by 1e-3 each fail their check (and the exit code), as does a
-# missing reference folder; bad usage exits 2. The bf16 small run against the
+# failing kernel, a resumed loss off by 1e-9, a corrupt checkpoint, a 2-rank
+# run off by 1e-3 (ddp and zero1), zero1 at world size 1 off single by
+# 1e-12 and a zero1 resume off single's continuous run by 1e-12 each fail
+# their check (and the exit code), as does a missing reference folder; bad
+# usage exits 2. The bf16 small run against the
 # CPU trainer's bf16 losses: off by 1e-3 fails. The perf check with a
 # stand-in PyTorch peer: perf.json's medians, ratios and MFU, each goal met
 # or missed (a missed goal is a GOAL line, never a failure; a peer that
@@ -25,7 +27,9 @@ cat > "$stubs/trainer_cuda" <<'EOF'
 #!/usr/bin/env bash
 # Stand-in trainer_cuda (bash and awk: a Python start costs seconds under
 # load): refuses --fault (exit 2); the small run returns the CPU losses
-# (+ $STUB_SHIFT; two ranks + $STUB_NCCL_SHIFT), the large one a falling loss.
+# (+ $STUB_SHIFT; two ranks + $STUB_NCCL_SHIFT; zero1 on one GPU
+# + $STUB_ZERO1_SHIFT, resumed + $STUB_ZERO1_RESUME_SHIFT), the large one a
+# falling loss.
 # With --checkpoint_dir it trains from 10 on --resume=latest (its losses
 # + $STUB_RESUME_SHIFT) and saves at every 10th step a checkpoint of the
 # CUDA trainer's layout whose shard holds the step's state (corrupted after
@@ -36,6 +40,7 @@ bf16=0
 perf=0
 steps=20
 nproc=1
+strategy=single
 ckpt=""
 start=0
 for a in "$@"; do
@@ -47,13 +52,17 @@ for a in "$@"; do
     --batch_size=16) perf=1 ;;
     --steps=*) steps="${a#--steps=}" ;;
     --nproc=*) nproc="${a#--nproc=}" ;;
+    --strategy=*) strategy="${a#--strategy=}" ;;
     --checkpoint_dir=*) ckpt="${a#--checkpoint_dir=}" ;;
     --resume=latest) start=10 ;;
   esac
 done
 shift_by="${STUB_SHIFT:-0}"
 [[ $nproc == 2 ]] && shift_by="${STUB_NCCL_SHIFT:-0}"
+[[ $nproc == 1 && $strategy == zero1 ]] && shift_by="${STUB_ZERO1_SHIFT:-0}"
+[[ $nproc == 2 && $strategy == zero1 ]] && shift_by="${STUB_NCCL_ZERO1_SHIFT:-0}"
 [[ $start != 0 ]] && shift_by="${STUB_RESUME_SHIFT:-0}"
+[[ $start != 0 && $strategy == zero1 ]] && shift_by="${STUB_ZERO1_RESUME_SHIFT:-0}"
 if [[ $perf == 1 ]]; then
   # The perf run: 13 steps, 3 warm-up, $STUB_OURS_TPS tokens/s, the peak
   # $STUB_PEAK, 1e9 FLOPs per token; the allocation line.
@@ -78,7 +87,7 @@ else
   awk 'BEGIN { for (i = 0; i < 12; ++i) printf "%s%d:%.17g", (i ? "," : ""), i + 1, 11 - 0.1 * i }' > "$out.losses"
 fi
 awk '{ n = split($0, l, ","); printf "{\"runs\": [{\"tokens_per_second\": 1234.0, \"steps\": ["
-       for (i = 1; i <= n; ++i) { split(l[i], p, ":"); printf "%s{\"step\": %s, \"loss\": %s}", (i > 1 ? ", " : ""), p[1], p[2] }
+       for (i = 1; i <= n; ++i) { split(l[i], p, ":"); printf "%s{\"step\": %s, \"loss\": %s, \"grad_norm\": %s}", (i > 1 ? ", " : ""), p[1], p[2], p[1] }
        print "]}]}" }' "$out.losses" > "$out"
 if [[ -n "$ckpt" ]]; then
   for ((s = start + 1; s <= steps; ++s)); do
@@ -94,8 +103,8 @@ if [[ -n "$ckpt" ]]; then
     for t in model/wte optimizer/exp_avg/wte optimizer/exp_avg_sq/wte optimizer/step; do
       tensors="$tensors${tensors:+, }{\"name\": \"$t\"}"
     done
-    printf '{"files": [{"name": "rank_00000.bin", "size": "%s", "sha256": "%s"}], "tensors": [%s]}\n' \
-      "$size" "$sha" "$tensors" > "$d/manifest.json"
+    printf '{"strategy": "%s", "files": [{"name": "rank_00000.bin", "size": "%s", "sha256": "%s"}], "tensors": [%s]}\n' \
+      "$strategy" "$size" "$sha" "$tensors" > "$d/manifest.json"
     : > "$d/READY"
     [[ -n "${STUB_CORRUPT_CKPT:-}" ]] && echo x >> "$d/rank_00000.bin"
   done
@@ -168,18 +177,21 @@ expect_line() {  # expect_line NAME REGEX
 if mine 0; then
 run good PERF_ROUNDS=3
 [[ $code == 0 ]] || fail "good: exit $code, want 0: $(cat "$tmp/good.log")"
-for check in kernels kernels_bf16 planted refusal small small_bf16 resume ckpt gpt2 perf; do
+for check in kernels kernels_bf16 planted refusal small small_bf16 resume ckpt sync1_ddp sync1_zero1 zero1_resume gpt2 perf; do
   expect_line good "^PASS $check "
 done
 expect_line good "^SKIP nccl2 1 GPU\(s\) here, two needed \(NCCL does not run two ranks on one GPU\)"
+expect_line good "^SKIP nccl2_zero1 1 GPU\(s\) here, two needed"
 # 100000 tokens/s against 80000 (eager) and 90000 (compile); MFU 1e9 x 1e5 /
 # 5e14 = 20%; nothing allocated after step 1.
 expect_line good "^GOAL compile_ratio met: ours/torch.compile=1.111x \(ours 100000 tokens/s, compile 90000; medians of 3/3 rounds\) goal >= 1.0x$"
 expect_line good "^GOAL eager_ratio reported: ours/torch.eager=1.250x "
 expect_line good "^GOAL mfu missed: MFU 20.0% of the measured cuBLASLt bf16 peak \(500 TFLOP/s, median of 3 rounds\) goal >= 40%$"
 expect_line good "^GOAL alloc met: 0 bytes of device memory allocated after step 1 at most \(3 of 3 rounds read\) goal 0$"
-[[ $(wc -l < "$tmp/good/checks.txt") == 15 ]] || fail "good: want 15 lines: $(cat "$tmp/good/checks.txt")"
-for check in kernels kernels_bf16 refusal small small_bf16 resume ckpt gpt2 perf; do
+[[ $(wc -l < "$tmp/good/checks.txt") == 19 ]] || fail "good: want 19 lines: $(cat "$tmp/good/checks.txt")"
+expect_line good "^PASS sync1_zero1 20 losses and gradient norms equal single's bit for bit"
+expect_line good "^PASS zero1_resume steps 11..20 resumed from the zero1 checkpoint equal single's bit for bit"
+for check in kernels kernels_bf16 refusal small small_bf16 resume ckpt "sync1 ddp" "sync1 zero1" zero1_resume gpt2 perf; do
   grep -Eq "^check $check: estimate ~[0-9]+ s of GPU time \(at most [0-9]+ s\)" "$tmp/good.log" \
     || fail "good: no time estimate for $check"
 done
@@ -237,12 +249,14 @@ expect_line bad "^FAIL small max\|gpu-cpu\|=0.001 "
 expect_line bad "^FAIL planted exit 1, want 1 with causal_softmax_forward/att failing"
 expect_line bad "^FAIL kernels exit 1, 1 outputs failed, 1 passed"
 expect_line bad "^PASS refusal "
+expect_line bad "^PASS sync1_ddp "
 expect_line bad "^PASS gpt2 "
 
 # Two GPUs: the 2-rank run is checked.
 run two_gpus STUB_GPUS=2
 [[ $code == 0 ]] || fail "two_gpus: exit $code, want 0: $(cat "$tmp/two_gpus/checks.txt")"
 expect_line two_gpus "^PASS nccl2 max\|2 ranks - 1 rank\|=0 bound 0.0001"
+expect_line two_gpus "^PASS nccl2_zero1 max\|2 ranks - 1 rank\|=0 bound 0.0001"
 
 fi
 if mine 3; then
@@ -254,7 +268,21 @@ run bad2 STUB_RESUME_SHIFT=1e-9 STUB_CORRUPT_CKPT=1 STUB_GPUS=2 STUB_NCCL_SHIFT=
 expect_line bad2 "^FAIL resume 10 of 10 resumed losses differ \(max 1e-09\), step-20 shard files differ"
 expect_line bad2 "^FAIL ckpt rank_00000.bin is not what the manifest says"
 expect_line bad2 "^FAIL nccl2 max\|2 ranks - 1 rank\|=0.001 "
+expect_line bad2 "^PASS nccl2_zero1 "
 expect_line bad2 "^PASS small "
+
+# Three zero1 faults at once, each failing its own check and nothing else:
+# zero1 at world size 1 1e-12 off single, a zero1 resume 1e-12 off single's
+# continuous run, zero1 at two ranks 1e-3 off one rank.
+run zero1_bad STUB_ZERO1_SHIFT=1e-12 STUB_ZERO1_RESUME_SHIFT=1e-12 STUB_GPUS=2 \
+  STUB_NCCL_ZERO1_SHIFT=1e-3
+[[ $code == 1 ]] || fail "zero1_bad: exit $code, want 1"
+expect_line zero1_bad "^FAIL sync1_zero1 20 of 20 steps differ from single's; first step 1:"
+expect_line zero1_bad "^FAIL zero1_resume 10 of 10 resumed losses differ from single's \(max 1e-12\), manifest strategy 'zero1'"
+expect_line zero1_bad "^FAIL nccl2_zero1 max\|2 ranks - 1 rank\|=0.001 "
+expect_line zero1_bad "^PASS sync1_ddp "
+expect_line zero1_bad "^PASS nccl2 "
+[[ $(grep -c '^FAIL' "$tmp/zero1_bad/checks.txt") == 3 ]] || fail "zero1_bad: $(cat "$tmp/zero1_bad/checks.txt")"
 
 run no_refs KERNEL_REFS="$tmp/absent"
 [[ $code == 1 ]] || fail "no_refs: exit $code, want 1"

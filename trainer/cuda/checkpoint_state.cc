@@ -1,5 +1,6 @@
 #include "trainer/cuda/checkpoint_state.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,37 @@ std::vector<checkpoint::TensorShard> ShardsOf(const ParameterLayout& layout,
                   shards.push_back({std::move(name), dtype, shape, 0, numel,
                                     absl::string_view(bytes, numel * checkpoint::ElementBytes(dtype))});
                 });
+  return shards;
+}
+
+std::vector<checkpoint::TensorShard> RangeShardsOf(const ParameterLayout& layout,
+                                                   const HostState& state,
+                                                   const std::vector<PlanRange>& ranges,
+                                                   bool with_step) {
+  std::vector<checkpoint::TensorShard> shards;
+  // One piece per tensor that flat elements [range) touch.
+  auto append = [&](const PlanRange& range, const char* prefix,
+                    const std::vector<float>& values) {
+    for (const TensorSlot& slot : layout.tensors()) {
+      const int64_t from = std::max(range.offset, slot.offset);
+      const int64_t to = std::min(range.offset + range.numel, slot.offset + slot.numel);
+      if (from >= to) continue;
+      shards.push_back({absl::StrCat(prefix, slot.name), "float32", slot.shape,
+                        from - slot.offset, to - from,
+                        absl::string_view(reinterpret_cast<const char*>(values.data() + from),
+                                          (to - from) * sizeof(float))});
+    }
+  };
+  for (const PlanRange& range : ranges) append(range, "model/", state.parameters);
+  for (const PlanRange& range : ranges) {
+    append(range, "optimizer/exp_avg/", state.exp_avg);
+    append(range, "optimizer/exp_avg_sq/", state.exp_avg_sq);
+  }
+  if (with_step) {
+    shards.push_back({"optimizer/step", "int64", {}, 0, 1,
+                      absl::string_view(reinterpret_cast<const char*>(&state.step),
+                                        sizeof(state.step))});
+  }
   return shards;
 }
 

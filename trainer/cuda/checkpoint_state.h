@@ -14,6 +14,7 @@
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/cuda/layout.h"
+#include "trainer/strategy/sync_plan.h"
 
 namespace mtb {
 namespace cuda {
@@ -33,6 +34,21 @@ struct HostState {
 // until they are written).
 std::vector<checkpoint::TensorShard> ShardsOf(const ParameterLayout& layout,
                                               const HostState& state);
+
+// What one rank of a synchronised run (several ranks, ddp or zero1) saves,
+// in the CPU trainer's format and order (its strategies'
+// CheckpointPiecesToSave): the model/ pieces of every flat range of
+// `ranges`, cut at tensor boundaries, then per range its
+// optimizer/exp_avg/ and optimizer/exp_avg_sq/ pieces, then optimizer/step
+// when `with_step` (rank 0). ddp: `ranges` is the rank's even slice of the
+// buffer (ShardCounts over the whole buffer); zero1: its update ranges
+// (SyncPlan::UpdateRanges). Over all ranks the pieces cover every element
+// of every tensor once, so the checkpoint holds the same logical tensors as
+// a single run's and any world size (the CPU trainer's too) resumes from it.
+std::vector<checkpoint::TensorShard> RangeShardsOf(const ParameterLayout& layout,
+                                                   const HostState& state,
+                                                   const std::vector<PlanRange>& ranges,
+                                                   bool with_step);
 
 // The same tensors as requests that read a checkpoint straight into `state`.
 std::vector<checkpoint::RangeRequest> RequestsInto(const ParameterLayout& layout,

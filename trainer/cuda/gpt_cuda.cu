@@ -729,7 +729,7 @@ struct LayerActivations {
 // bf16 step (docs/gpu.md "The bf16 step"): the products read a bf16 copy of
 // the weights that AdamW rewrites from the fp32 master each step.
 template <typename T>
-class GptCudaImpl : public GptCuda {
+class GptCudaImpl : public GptCuda, public ShardedDevice {
  public:
   static constexpr bool kLow = !std::is_same<T, float>::value;
 
@@ -844,6 +844,13 @@ class GptCudaImpl : public GptCuda {
       MTB_CUDA_CHECK(cudaEventCreate(&e));
       events_.push_back(e);
     }
+    // Backward's points where gradients become final (NotifyReady): the
+    // final LayerNorm, each block, the embeddings.
+    for (int64_t i = 0; i < dims_.n_layers + 2; ++i) {
+      cudaEvent_t e;
+      MTB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      events_.push_back(e);
+    }
     MTB_CUDA_CHECK(cudaMemcpy(params_, initial, total * sizeof(float),
                               cudaMemcpyHostToDevice));
     RefreshLowWeights();
@@ -856,6 +863,10 @@ class GptCudaImpl : public GptCuda {
 
   StepStats ForwardBackward(const int32_t* inputs, const int32_t* targets) override {
     const int64_t n = dims_.batch_size * dims_.seq_len;
+    if (low_weights_stale_) {
+      RefreshLowWeights();
+      low_weights_stale_ = false;
+    }
     MTB_CUDA_CHECK(cudaMemcpyAsync(inputs_, inputs, n * sizeof(int32_t),
                                    cudaMemcpyHostToDevice, stream_));
     MTB_CUDA_CHECK(cudaMemcpyAsync(targets_, targets, n * sizeof(int32_t),
@@ -934,7 +945,72 @@ class GptCudaImpl : public GptCuda {
 
   int64_t DeviceBytes() const override { return bytes_; }
 
+  // ---- several GPUs (bucket_sync.h) ----
+
+  void SetGradientReadyHook(GradientReadyHook* hook) override { hook_ = hook; }
+  ShardedDevice* sharded() override { return this; }
+  float* parameters() override { return params_; }
+
+  float* AllocateShardGradients(int64_t numel, std::string* error) override {
+    void* p = nullptr;
+    if (const cudaError_t e = cudaMalloc(&p, numel * sizeof(float)); e != cudaSuccess) {
+      *error = "cudaMalloc of " + std::to_string(numel * sizeof(float)) + " bytes: " +
+               cudaGetErrorString(e);
+      return nullptr;
+    }
+    allocations_.push_back(p);
+    bytes_ += numel * static_cast<int64_t>(sizeof(float));
+    MTB_CUDA_CHECK(cudaMemset(p, 0, numel * sizeof(float)));
+    return static_cast<float*>(p);
+  }
+
+  double SquaredNorm(const float* data, int64_t numel) override {
+    // The shard was written on the collectives' stream.
+    MTB_CUDA_CHECK(cudaDeviceSynchronize());
+    SumOfSquares<<<kNormPartials, kThreads, 0, stream_>>>(norm_partials_, data, numel);
+    MTB_CUDA_CHECK(cudaMemcpyAsync(host_partials_.data(), norm_partials_,
+                                   kNormPartials * sizeof(float), cudaMemcpyDeviceToHost,
+                                   stream_));
+    MTB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    double sum = 0;
+    for (float partial : host_partials_) sum += partial;
+    return sum;
+  }
+
+  double UpdatePieces(const std::vector<UpdatePiece>& pieces, const float* shard_gradients,
+                      int64_t step, double lr, double grad_scale) override {
+    MTB_CUDA_CHECK(cudaDeviceSynchronize());
+    MTB_CUDA_CHECK(cudaEventRecord(events_[2], stream_));
+    const double bias_correction1 = 1 - std::pow(adamw_.beta1, static_cast<double>(step));
+    const double bias_correction2 = 1 - std::pow(adamw_.beta2, static_cast<double>(step));
+    for (const UpdatePiece& piece : pieces) {
+      const double decay = piece.weight_decay ? adamw_.weight_decay : 0.0;
+      AdamW<<<Blocks(piece.numel), kThreads, 0, stream_>>>(
+          params_ + piece.offset, shard_gradients + piece.shard_offset,
+          adam_m_ + piece.offset, adam_v_ + piece.offset, piece.numel,
+          static_cast<float>(lr), static_cast<float>(adamw_.beta1),
+          static_cast<float>(adamw_.beta2), static_cast<float>(adamw_.eps),
+          static_cast<float>(1 - lr * decay), static_cast<float>(lr / bias_correction1),
+          static_cast<float>(std::sqrt(bias_correction2)), static_cast<float>(grad_scale),
+          nullptr);
+    }
+    MTB_CUDA_CHECK(cudaGetLastError());
+    // The pieces cover this rank's shard only; the other ranks' updated
+    // parameters arrive by the all-gather after this call, so the bf16 copy is
+    // rewritten from the whole gathered master before the next forward.
+    low_weights_stale_ = kLow;
+    MTB_CUDA_CHECK(cudaEventRecord(events_[3], stream_));
+    // The parameters are gathered on the collectives' stream next.
+    MTB_CUDA_CHECK(cudaEventSynchronize(events_[3]));
+    float ms = 0;
+    MTB_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[2], events_[3]));
+    return ms;
+  }
+
  private:
+  // Set by the sharded update (zero1): the bf16 copy waits for the gathered
+  // master (bf16 step only).
+  bool low_weights_stale_ = false;
   // The bf16 copy of the weights from the fp32 master (bf16 step only).
   void RefreshLowWeights() {
     if (!kLow) return;
@@ -959,6 +1035,17 @@ class GptCudaImpl : public GptCuda {
                         rstd, dims_.batch_size * dims_.seq_len,
                         static_cast<int>(dims_.d_model));
   }
+
+  // Backward's point `point` (0: the final LayerNorm, 1..L: the blocks from
+  // the last, L + 1: the embeddings): `tensors`' gradients are final once
+  // the kernels enqueued so far have run.
+  void NotifyReady(int64_t point, const std::vector<int>& tensors) {
+    if (hook_ == nullptr) return;
+    cudaEvent_t ready = events_[4 + point];
+    MTB_CUDA_CHECK(cudaEventRecord(ready, stream_));
+    hook_->Ready(tensors, ready);
+  }
+
   float* Param(int index) { return params_ + tensors_[index].offset; }
   float* Grad(int index) { return grads_ + tensors_[index].offset; }
   float* Param(int64_t layer, int tensor) { return Param(BlockTensorIndex(layer, tensor)); }
@@ -1023,6 +1110,7 @@ class GptCudaImpl : public GptCuda {
         lnf_rstd_, n, static_cast<int>(d));
     LayerNormWeights(Grad(FinalLnWeightIndex(layers)), Grad(FinalLnBiasIndex(layers)),
                      d_rows_, last, lnf_mean_, lnf_rstd_);
+    NotifyReady(0, {FinalLnBiasIndex(layers), FinalLnWeightIndex(layers)});
     for (int64_t l = layers - 1; l >= 0; --l) {
       LayerActivations<T>& a = layers_[l];
       const float* x = l > 0 ? layers_[l - 1].residual3 : encoded_;
@@ -1051,12 +1139,18 @@ class GptCudaImpl : public GptCuda {
           static_cast<int>(d));
       LayerNormWeights(Grad(l, kLn1Weight), Grad(l, kLn1Bias), d_rows_, x, a.ln1_mean,
                        a.ln1_rstd);
+      std::vector<int> block;  // reverse layout order, as backward readies them
+      for (int tensor = kTensorsPerBlock - 1; tensor >= 0; --tensor) {
+        block.push_back(BlockTensorIndex(l, tensor));
+      }
+      NotifyReady(layers - l, block);
     }
     TokenEmbeddingBackward<<<static_cast<unsigned>(groups_.groups()), kThreads, 0, stream_>>>(
         Grad(kTokenEmbeddingIndex), group_order_, group_token_, group_start_, d_residual_, d);
     PositionEmbeddingBackward<<<Blocks(t * d), kThreads, 0, stream_>>>(
         Grad(kPositionEmbeddingIndex), d_residual_, b, t, d);
     MTB_CUDA_CHECK(cudaGetLastError());
+    NotifyReady(layers + 1, {kPositionEmbeddingIndex, kTokenEmbeddingIndex});
   }
 
   GptDims dims_;
@@ -1067,7 +1161,8 @@ class GptCudaImpl : public GptCuda {
   std::vector<void*> allocations_;
   Lt lt_;
   cudaStream_t stream_ = nullptr;
-  std::vector<cudaEvent_t> events_;
+  std::vector<cudaEvent_t> events_;  // 4 timing events, then NotifyReady's
+  GradientReadyHook* hook_ = nullptr;
   float *params_ = nullptr, *grads_ = nullptr, *adam_m_ = nullptr, *adam_v_ = nullptr;
   T* params_low_ = nullptr;  // params_ itself in the fp32 step
   std::vector<LayerActivations<T>> layers_;

@@ -72,6 +72,53 @@ struct StepStats {
   double optimizer_ms = 0;  // norm, clip and AdamW
 };
 
+// Told during ForwardBackward each time the gradients of some tensors are
+// final, so that their buckets' collectives can start while backward goes on
+// (trainer/cuda/bucket_sync.h): `tensors` are layout positions, in the order
+// backward finished them; `ready` is a device event recorded on the model's
+// stream after the kernels that wrote them (a cudaEvent_t on a GPU; null
+// where the gradients are complete when Ready is called, a host stand-in).
+class GradientReadyHook {
+ public:
+  virtual ~GradientReadyHook() = default;
+  virtual void Ready(const std::vector<int>& tensors, void* ready) = 0;
+};
+
+// ZeRO-1's update (trainer/cuda/bucket_sync.h): AdamW on pieces of the flat
+// buffers, each piece's gradient read from a separate shard buffer.
+struct UpdatePiece {
+  int64_t offset = 0;        // flat element of the parameters and moments
+  int64_t shard_offset = 0;  // element of the shard gradient buffer
+  int64_t numel = 0;
+  bool weight_decay = false;  // the piece's tensor's flag
+  bool operator==(const UpdatePiece& o) const {
+    return offset == o.offset && shard_offset == o.shard_offset && numel == o.numel &&
+           weight_decay == o.weight_decay;
+  }
+};
+
+// The device half of a ZeRO-1 step. Every call synchronises what it needs
+// (the collectives' stream before, the model's after), so the buffers may be
+// handed straight to the collectives.
+class ShardedDevice {
+ public:
+  virtual ~ShardedDevice() = default;
+  // The flat parameter buffer (total floats; device memory on a GPU).
+  virtual float* parameters() = 0;
+  // A buffer of `numel` floats for this rank's shard of the gradient, made
+  // once before the first step (nothing is allocated inside a step); null
+  // and *error on failure.
+  virtual float* AllocateShardGradients(int64_t numel, std::string* error) = 0;
+  // The sum of squares of data[0, numel) (fixed order, summed in double).
+  virtual double SquaredNorm(const float* data, int64_t numel) = 0;
+  // AdamW (1-based `step`, `lr`) on every piece, each gradient element
+  // multiplied by grad_scale first (the clip coefficient); the moments are
+  // this model's, at the pieces' offsets. Returns the milliseconds it took.
+  virtual double UpdatePieces(const std::vector<UpdatePiece>& pieces,
+                              const float* shard_gradients, int64_t step, double lr,
+                              double grad_scale) = 0;
+};
+
 class GptCuda {
  public:
   virtual ~GptCuda() = default;
@@ -113,6 +160,11 @@ class GptCuda {
   // Every byte this model took from the CUDA allocator (all of it at
   // creation: nothing is allocated inside a step).
   virtual int64_t DeviceBytes() const = 0;
+  // Several GPUs. The hook backward calls as gradients become final (null:
+  // none, the default; a model without per-layer points never calls it).
+  virtual void SetGradientReadyHook(GradientReadyHook* hook) { (void)hook; }
+  // ZeRO-1's device half, or null when this model has none.
+  virtual ShardedDevice* sharded() { return nullptr; }
 };
 
 // Makes device `device` current for the calling thread (a multi-GPU run's

@@ -3,6 +3,7 @@
 // writing the same TrainResult JSON. Flags the CUDA path does not implement
 // are refused (trainer/config/device.h, run.h), as is a machine without a usable GPU:
 // one line naming why, exit 2, before anything runs.
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -32,7 +33,7 @@
 
 ABSL_FLAG(std::string, device, "cuda", "cuda: the only device of this binary");
 ABSL_FLAG(int, nproc, 1,
-          "GPUs of this machine, a rank thread each (ddp over NCCL when > 1)");
+          "GPUs of this machine, a rank thread each (ddp or zero1 over NCCL)");
 ABSL_FLAG(std::string, out, "",
           "result JSON path (default results/trainer_cuda_<UTC time>.json in "
           "your checkout); the .md and .svg go beside it");
@@ -43,8 +44,8 @@ namespace {
 
 constexpr char kProgram[] = "trainer_cuda";
 constexpr char kUsage[] =
-    "trains the GPT on NVIDIA GPUs (fp32 or bf16, no LibTorch; ddp over NCCL with "
-    "--nproc > 1) with the trainer's flags.\n"
+    "trains the GPT on NVIDIA GPUs (fp32 or bf16, no LibTorch; ddp or zero1 over "
+    "NCCL, a rank thread per GPU) with the trainer's flags.\n"
     "  trainer_cuda --strategy=single --data=synthetic --steps=20";
 
 // The device model on device 0; with `watch`, the allocator watched around
@@ -71,13 +72,14 @@ mtb::cuda::GptCudaFactory DeviceFactory(const mtb::cuda::AdamWSettings& adamw,
 constexpr int kPeakRepeats = 5;
 constexpr int kPeakCalls = 10;
 
-// ddp on GPUs 0..n-1 of this machine: a rank thread each, its gradient
-// averaged over NCCL between backward and the update (run.h, CudaRanks).
+// ddp or zero1 on GPUs 0..n-1 of this machine: a rank thread each, its
+// gradient's buckets over NCCL from backward on (run.h, CudaRanks).
 // Rank 0's result; the first failure of any rank otherwise.
 absl::StatusOr<mtb::TrainResult> RunOnGpus(int n, const mtb::TrainConfig& config,
                                            const mtb::SampleSource& samples,
                                            const mtb::cuda::DeviceInfo& device,
-                                           const mtb::cuda::GptCudaFactory& factory) {
+                                           const mtb::cuda::GptCudaFactory& factory,
+                                           const mtb::checkpoint::CheckpointPlan& plan) {
   std::string error;
   std::vector<std::unique_ptr<mtb::SyncCollectives>> collectives =
       mtb::cuda::MakeNcclCollectives(n, &error);
@@ -85,6 +87,7 @@ absl::StatusOr<mtb::TrainResult> RunOnGpus(int n, const mtb::TrainConfig& config
     return absl::FailedPreconditionError(absl::StrCat("--nproc=", n, ": ", error));
   }
   mtb::cuda::ThreadAverage losses(n);
+  mtb::cuda::ThreadExchange exchange(n);
   std::vector<absl::StatusOr<mtb::TrainResult>> results(
       n, absl::UnknownError("the rank did not run"));
   std::vector<std::thread> ranks;
@@ -98,9 +101,12 @@ absl::StatusOr<mtb::TrainResult> RunOnGpus(int n, const mtb::TrainConfig& config
       place.rank = rank;
       place.world_size = n;
       place.collectives = collectives[rank].get();
+      place.stream = mtb::cuda::StreamOf(collectives[rank].get());
       place.average_loss = [&losses, rank](double loss) { return losses.Average(rank, loss); };
-      results[rank] = mtb::cuda::RunCudaTraining(config, samples, device, factory,
-                                                 mtb::checkpoint::CheckpointPlan(), place);
+      place.sum_over_ranks = [&losses, rank](double value) { return losses.Sum(rank, value); };
+      place.exchange = exchange.For(rank);
+      results[rank] =
+          mtb::cuda::RunCudaTraining(config, samples, device, factory, plan, place);
     });
   }
   for (std::thread& rank : ranks) rank.join();
@@ -129,6 +135,15 @@ int main(int argc, char** argv) {
         "--device=", absl::GetFlag(FLAGS_device),
         ": this binary trains on cuda only (the trainer runs --device=cpu)")));
   }
+  // Started by a launcher as one rank of several (torchrun's LOCAL_RANK):
+  // one process per GPU is not written yet; --nproc=N runs a rank thread per
+  // GPU in this process.
+  if (const char* local_rank = std::getenv("LOCAL_RANK"); local_rank != nullptr) {
+    return Refuse(absl::InvalidArgumentError(absl::StrCat(
+        "LOCAL_RANK=", local_rank,
+        ": trainer_cuda does not run as one process per GPU yet; start it once "
+        "with --nproc=N (a rank thread per GPU)")));
+  }
   const int nproc = absl::GetFlag(FLAGS_nproc);
   if (nproc < 1) {
     return Refuse(absl::InvalidArgumentError(
@@ -149,7 +164,7 @@ int main(int argc, char** argv) {
   for (const absl::Status& status :
        {mtb::ValidateConfig(config, mtb::ScopedFlagsOnCommandLine()),
         mtb::ValidateConfigForWorldSize(config, nproc),
-        mtb::cuda::CheckCudaConfig(config, nproc, !checkpoint_options.dir.empty())}) {
+        mtb::cuda::CheckCudaConfig(config, nproc)}) {
     if (!status.ok()) return Refuse(status);
   }
   // Checkpoints, planned before anything runs as the CPU trainer plans them
@@ -165,7 +180,7 @@ int main(int argc, char** argv) {
   // A resume may take the schedule from its checkpoint: checked again.
   for (const absl::Status& status :
        {mtb::ValidateConfig(config, mtb::ScopedFlagsOnCommandLine()),
-        mtb::cuda::CheckCudaConfig(config, nproc, checkpoint_plan->enabled())}) {
+        mtb::cuda::CheckCudaConfig(config, nproc)}) {
     if (!status.ok()) return Refuse(status);
   }
   notes.insert(notes.end(), checkpoint_plan->notes.begin(), checkpoint_plan->notes.end());
@@ -203,12 +218,19 @@ int main(int argc, char** argv) {
       return mtb::kExitFailure;
     }
   }
+  // ddp and zero1 run over NCCL at any world size, one GPU included (their
+  // sync path at world size 1); single on one GPU alone. On one GPU the
+  // device's allocations after step 1 are watched either way.
+  absl::StatusOr<mtb::cuda::CudaSync> sync = mtb::cuda::CudaSyncOf(config);
+  if (!sync.ok()) return Refuse(sync.status());
+  const bool synchronised = *sync != mtb::cuda::CudaSync::kNone;
   mtb::cuda::AllocationStats allocations;
+  mtb::cuda::AllocationStats* watch = nproc == 1 ? &allocations : nullptr;
   absl::StatusOr<mtb::TrainResult> result =
-      nproc == 1 ? mtb::cuda::RunCudaTraining(config, **samples, device,
-                                              DeviceFactory(adamw, &allocations),
-                                              *checkpoint_plan)
-                 : RunOnGpus(nproc, config, **samples, device, DeviceFactory(adamw));
+      !synchronised ? mtb::cuda::RunCudaTraining(config, **samples, device,
+                                                 DeviceFactory(adamw, watch), *checkpoint_plan)
+                    : RunOnGpus(nproc, config, **samples, device, DeviceFactory(adamw, watch),
+                                *checkpoint_plan);
   if (!result.ok()) return Refuse(result.status());
   if (!peak.empty()) {
     mtb::cuda::ApplyMeasuredPeak(peak, bf16, kPeakRepeats, kPeakCalls, nproc, &*result);
@@ -217,7 +239,7 @@ int main(int argc, char** argv) {
   *context = mtb::NewRunContext(kProgram, argc, argv);
   mtb::FillCudaInfo(context);
   context->set_world_size(nproc);
-  context->set_backend(nproc == 1 ? "none" : "nccl");
+  context->set_backend(synchronised ? "nccl" : "none");
   mtb::FinishRunContext(context);
   if (out.empty()) out = mtb::DefaultResultPath(kProgram, "json");
   absl::StatusOr<std::vector<std::string>> written =

@@ -1,8 +1,8 @@
-// DDP's gradient all-reduce over NCCL on device buffers, for trainer_cuda on
-// several GPUs of one machine: one process, a rank thread per GPU, the
-// communicators made together (ncclCommInitAll). Plain C++ header (no NCCL or
-// CUDA types), so the run loop and main.cc need no CUDA headers. ZeRO-1's
-// reduce-scatter and all-gather are not written yet (refused).
+// The sync plan's collectives over NCCL on device buffers (ddp's all-reduce,
+// zero1's reduce-scatter and all-gather, uneven shards included), for
+// trainer_cuda on the GPUs of one machine: one process, a rank thread per
+// GPU, the communicators made together (ncclCommInitAll). Plain C++ header
+// (no NCCL or CUDA types), so the run loop and main.cc need no CUDA headers.
 #ifndef MTB_TRAINER_CUDA_NCCL_COLLECTIVES_H_
 #define MTB_TRAINER_CUDA_NCCL_COLLECTIVES_H_
 
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/cuda/bucket_sync.h"
 #include "trainer/strategy/sync_plan.h"
 
 namespace mtb {
@@ -20,6 +21,10 @@ namespace cuda {
 // runs on its own stream and returns when it is done. Empty and *error (one
 // line) on failure, e.g. fewer than n devices.
 std::vector<std::unique_ptr<SyncCollectives>> MakeNcclCollectives(int n, std::string* error);
+
+// The stream the collectives of MakeNcclCollectives run on (BucketSync's
+// overlap with backward: each bucket enqueued behind the model's event).
+CollectiveStream* StreamOf(SyncCollectives* collectives);
 
 }  // namespace cuda
 }  // namespace mtb

@@ -65,6 +65,12 @@ class AllocationWatch : public GptCuda {
     model_->LoadState(p, m, v);
   }
   int64_t DeviceBytes() const override { return model_->DeviceBytes(); }
+  void SetGradientReadyHook(GradientReadyHook* hook) override {
+    model_->SetGradientReadyHook(hook);
+  }
+  // zero1's update goes through the model's sharded side, not Update: the
+  // watch sees only Update's steps (single and ddp), and says -1 otherwise.
+  ShardedDevice* sharded() override { return model_->sharded(); }
 
  private:
   std::unique_ptr<GptCuda> model_;

@@ -1,5 +1,6 @@
 #include "trainer/cuda/run.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -47,38 +48,65 @@ void ThreadAverage::Average(int rank, float* values, int64_t n) {
 }
 
 double ThreadAverage::Average(int rank, double value) {
-  double sum = 0;
-  for (const std::vector<double>& one : Gather(rank, {value})) sum += one[0];
-  return sum / world_size_;
+  return Sum(rank, value) / world_size_;
 }
 
-absl::Status CheckCudaConfig(const TrainConfig& config, int world_size, bool checkpoints) {
+double ThreadAverage::Sum(int rank, double value) {
+  double sum = 0;
+  for (const std::vector<double>& one : Gather(rank, {value})) sum += one[0];
+  return sum;
+}
+
+absl::StatusOr<CudaSync> CudaSyncOf(const TrainConfig& config) {
+  ASSIGN_OR_RETURN(const StrategyEntry* entry, FindStrategy(ConfigName(config.strategy())));
+  if (entry->max_world_size == 1) return CudaSync::kNone;
+  // A whole gradient on every rank at the end of backward (the strategies
+  // whose --grad_sync=auto is "last"; zero2 and fsdp shard it, "every").
+  if (std::string(entry->auto_grad_sync) != "last") {
+    return absl::UnimplementedError("the gradient is sharded during backward");
+  }
+  return entry->gather_bytes_label[0] == '\0' ? CudaSync::kAllReduce
+                                               : CudaSync::kShardedUpdate;
+}
+
+std::vector<std::string> ThreadExchange::Exchange(int rank, std::string mine) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const int64_t index = rounds_[rank]++;
+  Round& round = open_[index];
+  round.values.resize(world_size_);
+  round.values[rank] = std::move(mine);
+  if (++round.arrived == world_size_) {
+    round.left = world_size_;
+    changed_.notify_all();
+  }
+  changed_.wait(lock, [&] { return round.arrived == world_size_; });
+  std::vector<std::string> all = round.values;
+  if (--round.left == 0) open_.erase(index);
+  return all;
+}
+
+checkpoint::Exchange ThreadExchange::For(int rank) {
+  return [this, rank](const std::string&,
+                      const std::string& bytes) -> absl::StatusOr<std::vector<std::string>> {
+    return Exchange(rank, bytes);
+  };
+}
+
+absl::Status CheckCudaConfig(const TrainConfig& config, int world_size) {
   auto refuse = [](const std::string& what) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " is not supported with --device=cuda yet"));
   };
-  // One GPU: the strategies that run on one rank only (the registry's
-  // entry); several: ddp.
+  // One GPU: single, or a synchronised strategy over NCCL at world size 1;
+  // several: the synchronised ones (ddp's all-reduce, zero1's sharded update).
   const std::string strategy = ConfigName(config.strategy());
-  if (world_size == 1) {
-    if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(strategy);
-        !entry.ok() || (*entry)->max_world_size != 1) {
-      return refuse(absl::StrCat("--strategy=", strategy, " (one GPU: --strategy=",
-                                 StrategyName(StrategyKind::kSingle), ")"));
-    }
-  } else {
-    // The sync trainer_cuda has is the gradient's all-reduce: strategies that
-    // run on several ranks and gather nothing (everything replicated).
-    if (absl::StatusOr<const StrategyEntry*> entry = FindStrategy(strategy);
-        !entry.ok() || (*entry)->max_world_size == 1 ||
-        (*entry)->gather_bytes_label[0] != '\0') {
-      return refuse(absl::StrCat("--strategy=", strategy, " on ", world_size,
-                                 " GPUs (several GPUs: --strategy=",
-                                 StrategyName(StrategyKind::kDdp), ")"));
-    }
-    if (checkpoints) {
-      return refuse(absl::StrCat("--checkpoint_dir on ", world_size, " GPUs (one GPU only)"));
-    }
+  const absl::StatusOr<CudaSync> sync = CudaSyncOf(config);
+  if (!sync.ok() || (world_size > 1 && *sync == CudaSync::kNone)) {
+    return refuse(absl::StrCat("--strategy=", strategy, " on ", world_size, " GPU",
+                               world_size == 1 ? "" : "s", " (--strategy=",
+                               StrategyName(StrategyKind::kSingle), ", ",
+                               StrategyName(StrategyKind::kDdp), " or ",
+                               StrategyName(StrategyKind::kZero1), ")"));
   }
   if (config.dropout() != 0) {
     return refuse(absl::StrCat("--dropout=", config.dropout()));
@@ -122,6 +150,62 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
         absl::StrCat("creating the model on ", device.name, ": ", error));
   }
 
+  // Synchronised ranks: the buckets, launched from backward (BucketSync);
+  // zero1: this rank's shard of the gradient and its update pieces.
+  SyncPlan sync_plan;
+  std::unique_ptr<BucketSync> bucket_sync;
+  std::vector<UpdatePiece> pieces;
+  ShardedDevice* sharded = nullptr;
+  std::vector<PlanRange> save_ranges;  // synchronised ranks: what this rank saves
+  StepBytes step_bytes;                // and what it sends per step
+  if (ranks.collectives != nullptr) {
+    ASSIGN_OR_RETURN(const CudaSync kind, CudaSyncOf(config));
+    std::vector<int64_t> numels;
+    std::vector<DeviceTensor> tensors;
+    for (const TensorSlot& slot : layout.tensors()) {
+      numels.push_back(slot.numel);
+      tensors.push_back({slot.offset, slot.numel, slot.weight_decay});
+    }
+    sync_plan = MakeSyncPlan(numels, ranks.world_size, kFirstBucketBytes,
+                             BucketCapBytes(config.bucket_cap_mb()));
+    RETURN_IF_ERROR(CheckShardPlan(sync_plan, layout.total()));
+    float* shard_grads = nullptr;
+    if (kind == CudaSync::kShardedUpdate) {
+      sharded = model->sharded();
+      if (sharded == nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "--strategy=", ConfigName(config.strategy()), ": the model on ", device.name,
+            " has no sharded update"));
+      }
+      shard_grads = sharded->AllocateShardGradients(
+          std::max<int64_t>(1, sync_plan.ShardNumel(ranks.rank)), &error);
+      if (shard_grads == nullptr) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("zero1's shard of the gradient on ", device.name, ": ", error));
+      }
+      pieces = ShardPieces(sync_plan, ranks.rank, tensors);
+    }
+    bucket_sync = std::make_unique<BucketSync>(
+        sync_plan, kind == CudaSync::kShardedUpdate ? BucketOp::kReduceScatter
+                                                    : BucketOp::kAllReduce,
+        *ranks.collectives, ranks.stream, model->gradients(), shard_grads);
+    if (!config.ddp_launch_after_backward()) model->SetGradientReadyHook(bucket_sync.get());
+    step_bytes = ExpectedStepBytes(sync_plan,
+                                   kind == CudaSync::kShardedUpdate ? BucketOp::kReduceScatter
+                                                                    : BucketOp::kAllReduce,
+                                   ranks.rank);
+    // What this rank saves: ddp its even slice of the buffer, zero1 its
+    // shards (the CPU trainer's placements).
+    if (kind == CudaSync::kShardedUpdate) {
+      save_ranges = sync_plan.UpdateRanges(ranks.rank);
+    } else {
+      const std::vector<int64_t> counts = ShardCounts(layout.total(), ranks.world_size);
+      PlanRange slice{0, counts[ranks.rank]};
+      for (int r = 0; r < ranks.rank; ++r) slice.offset += counts[r];
+      if (slice.numel > 0) save_ranges.push_back(slice);
+    }
+  }
+
   TrainResult result;
   result.set_schema_version(kTrainResultSchemaVersion);
   *result.mutable_config() = config;
@@ -140,6 +224,7 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
 
   // Checkpoints: the resumed state onto the device, the run's id.
   HostState host(plan.enabled() ? layout.total() : 0);
+  const checkpoint::Exchange& exchange = ranks.exchange;
   int64_t start_step = 0;
   int64_t hashed_bytes = 0;
   double load_ms = 0;
@@ -147,12 +232,20 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
   if (plan.resuming()) {
     const Stopwatch load_clock;
     start_step = plan.start_step;
-    RETURN_IF_ERROR(checkpoint::AgreedVerdict(
-        {std::string(checkpoint::ReadRankState(
-                         plan, /*rank=*/0, RequestsInto(layout, &host),
-                         checkpoint::ProgressStateOf(config, 0, 1, start_step), &hashed_bytes)
-                         .message())},
-        absl::StrCat("resuming from ", plan.resume_dir)));
+    // Every rank reads the whole state (the model everywhere; zero1 uses
+    // the moments of its shard only) and checks its own recorded state.
+    const std::string mine(
+        checkpoint::ReadRankState(
+            plan, ranks.rank, RequestsInto(layout, &host),
+            checkpoint::ProgressStateOf(config, ranks.rank, ranks.world_size, start_step),
+            &hashed_bytes)
+            .message());
+    std::vector<std::string> errors = {mine};
+    if (exchange) {
+      ASSIGN_OR_RETURN(errors, exchange("resume", mine));
+    }
+    RETURN_IF_ERROR(
+        checkpoint::AgreedVerdict(errors, absl::StrCat("resuming from ", plan.resume_dir)));
     if (host.step != start_step) {
       return absl::FailedPreconditionError(absl::StrCat(
           "resuming from ", plan.resume_dir, ": optimizer/step is ", host.step,
@@ -166,6 +259,8 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
   target.keep_last = plan.options.keep_last;
   target.run_id = run_id;
   target.strategy = ConfigName(config.strategy());
+  target.rank = ranks.rank;
+  target.world_size = ranks.world_size;
   target.config = config;
   target.data = plan.data_identity;
   auto save = [&](int64_t step) -> absl::Status {
@@ -175,10 +270,14 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
     host.step = step;
     ASSIGN_OR_RETURN(
         CheckpointSave saved,
-        checkpoint::WriteAndPublish(target, step, ShardsOf(layout, host),
-                                    checkpoint::ProgressStateOf(config, 0, 1, step),
-                                    checkpoint::SingleRankExchange(), /*trace=*/nullptr,
-                                    [](const char*) {}));
+        checkpoint::WriteAndPublish(
+            target, step,
+            ranks.collectives == nullptr
+                ? ShardsOf(layout, host)
+                : RangeShardsOf(layout, host, save_ranges, ranks.rank == 0),
+            checkpoint::ProgressStateOf(config, ranks.rank, ranks.world_size, step),
+            exchange ? exchange : checkpoint::SingleRankExchange(), /*trace=*/nullptr,
+            [](const char*) {}));
     saved.set_blocking_ms(save_clock.ElapsedMs());
     *result.mutable_checkpoint()->add_saves() = std::move(saved);
     return absl::OkStatus();
@@ -190,15 +289,6 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
   // A resume at the last step trains nothing; it saves the loaded state.
   if (plan.trains_nothing(config.steps()) && plan.SavesAt(start_step, config.steps())) {
     RETURN_IF_ERROR(save(start_step));
-  }
-
-  // Several GPUs: the buckets the gradient is averaged in.
-  SyncPlan sync_plan;
-  if (ranks.world_size > 1) {
-    std::vector<int64_t> numels;
-    for (const TensorSlot& slot : layout.tensors()) numels.push_back(slot.numel);
-    sync_plan = MakeSyncPlan(numels, ranks.world_size, kFirstBucketBytes,
-                             BucketCapBytes(config.bucket_cap_mb()));
   }
 
   const LrSchedule schedule = LrScheduleOf(config);
@@ -220,17 +310,30 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
     }
     const double data_ms = step_clock.ElapsedMs();
     const double lr = LearningRateAt(schedule, step + 1);
+    if (bucket_sync != nullptr) bucket_sync->Start();
     StepStats stats = model->ForwardBackward(inputs.data(), targets.data());
-    if (ranks.world_size > 1) {
+    double comm_wait_ms = 0;
+    if (bucket_sync != nullptr) {
       const Stopwatch sync_clock;
-      if (absl::Status synced = RunDdpSync(sync_plan, *ranks.collectives, model->gradients());
-          !synced.ok()) {
-        return Annotate(synced, absl::StrCat("step ", step + 1, ": the gradient's all-reduce"));
+      if (absl::Status synced = bucket_sync->Finish(); !synced.ok()) {
+        return Annotate(synced, absl::StrCat("step ", step + 1, ": the gradient's sync"));
       }
+      // What backward did not hide: the buckets left and the wait for all.
+      comm_wait_ms = sync_clock.ElapsedMs();
       stats.loss = ranks.average_loss(stats.loss);
       stats.backward_ms += sync_clock.ElapsedMs();
     }
-    model->Update(step + 1, lr, config.max_grad_norm(), &stats);
+    if (sharded != nullptr) {
+      if (absl::Status updated = Zero1Update(sync_plan, pieces, *sharded,
+                                             bucket_sync->shard_gradients(),
+                                             *ranks.collectives, ranks.sum_over_ranks,
+                                             step + 1, lr, config.max_grad_norm(), &stats);
+          !updated.ok()) {
+        return Annotate(updated, absl::StrCat("step ", step + 1, ": zero1's update"));
+      }
+    } else {
+      model->Update(step + 1, lr, config.max_grad_norm(), &stats);
+    }
     StepRecord* record = run->add_steps();
     record->set_step(static_cast<int32_t>(step + 1));  // 1-based, as the CPU trainer
     record->set_loss(stats.loss);
@@ -245,6 +348,13 @@ absl::StatusOr<TrainResult> RunCudaTraining(const TrainConfig& config,
     record->set_tokens_per_second(tokens_per_step / (record->step_ms() / 1e3));
     record->set_timed(step - start_step >= config.timing_warmup_steps());
     record->set_peak_memory_bytes(model->DeviceBytes());
+    if (bucket_sync != nullptr) {
+      // Expected by the byte model (NCCL's own traffic is not counted).
+      record->set_grad_syncs(1);
+      record->set_comm_wait_ms(comm_wait_ms);
+      record->set_expected_grad_bytes(step_bytes.grad);
+      record->set_expected_param_gather_bytes(step_bytes.gather);
+    }
     if (config.peak_flops() > 0) {
       record->set_mfu(record->tokens_per_second() * FlopsPerTokenOf(shape) /
                       config.peak_flops());

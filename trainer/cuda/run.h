@@ -17,6 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "trainer/checkpoint/plan.h"
+#include "trainer/checkpoint/protocol.h"
+#include "trainer/cuda/bucket_sync.h"
 #include "trainer/cuda/gpt_cuda.h"
 #include "trainer/cuda/layout.h"
 #include "trainer/data/samples.h"
@@ -26,14 +28,23 @@
 namespace mtb {
 namespace cuda {
 
+// How trainer_cuda synchronises a strategy's ranks, from its registry entry:
+// nothing (one rank only: single); the gradient's buckets all-reduced (a
+// whole gradient on every rank and nothing gathered: ddp); the buckets
+// reduce-scattered, each rank updating its shard of the parameters and
+// AdamW's moments and the parameters all-gathered after (a whole gradient
+// and a parameter gather: zero1). Unimplemented for the strategies that
+// shard the gradient during backward (zero2, fsdp).
+enum class CudaSync { kNone, kAllReduce, kShardedUpdate };
+absl::StatusOr<CudaSync> CudaSyncOf(const TrainConfig& config);
+
 // The values the CUDA path does not implement yet, refused with one line
 // naming the flag (kInvalidArgument): a
-// --strategy other than single on one GPU and other than ddp on several,
-// checkpoints on several GPUs, --dropout > 0, --grad_accum > 1,
+// --strategy whose CudaSyncOf is unimplemented, single on several GPUs,
+// --dropout > 0, --grad_accum > 1,
 // --repeat > 1, --reduction=exact, --activation_checkpointing. Call after
 // ResolveConfig and ValidateConfig.
-absl::Status CheckCudaConfig(const TrainConfig& config, int world_size = 1,
-                             bool checkpoints = false);
+absl::Status CheckCudaConfig(const TrainConfig& config, int world_size = 1);
 
 // Makes the device model for `layout` initialised with `parameters`; null and
 // *error on failure (CreateGptCuda on a GPU, trainer_cuda's main).
@@ -41,19 +52,55 @@ using GptCudaFactory = std::function<std::unique_ptr<GptCuda>(
     const GptDims& dims, const ParameterLayout& layout,
     const float* parameters, std::string* error)>;
 
-// A run on several GPUs (ddp): this rank's place and what it shares with the
-// others. Rank r trains samples [r B, (r + 1) B) of each step's global batch
-// of world_size x B (the CPU trainer's split); between ForwardBackward and
-// Update every bucket of its gradient is averaged over the ranks
-// (RunDdpSync over `collectives`, the plan of MakeSyncPlan with the config's
-// bucket caps), so every rank updates with the same gradient; the loss
-// recorded is `average_loss` of the ranks' losses (the global batch's mean).
+// A synchronised run (ddp or zero1 over NCCL, at any world size): this
+// rank's place and what it shares with the others. Rank r trains samples
+// [r B, (r + 1) B) of each step's global batch of world_size x B (the CPU
+// trainer's split). The gradient's buckets (MakeSyncPlan with the config's
+// bucket caps, the CPU trainer's plan) are launched during backward as soon
+// as their last gradient is final (BucketSync as the model's
+// GradientReadyHook; after backward when the config's
+// ddp_launch_after_backward is set — --ddp_overlap=false, which
+// trainer_cuda's flags do not take yet — or the model never calls the hook): ddp all-reduces them (average) and updates the whole
+// buffer; zero1 reduce-scatters them into this rank's shard, updates its
+// shard only (Zero1Update: the norm summed over ranks, AdamW on its pieces)
+// and all-gathers the parameters. The loss recorded is `average_loss` of
+// the ranks' losses (the global batch's mean).
 struct CudaRanks {
   int rank = 0;
   int world_size = 1;
-  SyncCollectives* collectives = nullptr;  // world_size > 1
+  SyncCollectives* collectives = nullptr;  // null: one rank, nothing synchronised
+  CollectiveStream* stream = nullptr;      // the collectives' device stream, or null
   // Every rank's value averaged over the ranks (collective, on the host).
   std::function<double(double)> average_loss;
+  // Every rank's value summed over the ranks (collective, on the host):
+  // zero1's squared gradient norm.
+  std::function<double(double)> sum_over_ranks;
+  // Checkpoints: every rank's bytes, rank by rank (the checkpoint
+  // protocol's exchanges; a resume's agreed verdict). Empty: one rank.
+  checkpoint::Exchange exchange;
+};
+
+// The checkpoint protocol's exchange between the rank threads of one
+// process: the k-th call of every rank meets the k-th call of the others and
+// each gets every rank's bytes in rank order. Thread-safe.
+class ThreadExchange {
+ public:
+  explicit ThreadExchange(int world_size) : world_size_(world_size) {}
+  std::vector<std::string> Exchange(int rank, std::string mine);
+  // As a CudaRanks::exchange for `rank`.
+  checkpoint::Exchange For(int rank);
+
+ private:
+  const int world_size_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<int, int64_t> rounds_;
+  struct Round {
+    std::vector<std::string> values;
+    int arrived = 0;
+    int left = 0;
+  };
+  std::map<int64_t, Round> open_;
 };
 
 // Values averaged on the host between the rank threads of one process (a
@@ -67,6 +114,8 @@ class ThreadAverage {
   void Average(int rank, float* values, int64_t n);
   // Summed in double.
   double Average(int rank, double value);
+  // The ranks' sum (in rank order, in double).
+  double Sum(int rank, double value);
 
  private:
   // Every rank's `mine`, in rank order.
@@ -85,11 +134,13 @@ class ThreadAverage {
 
 // Trains config.steps() steps from the seeded initialisation on `samples`.
 // `device` goes into the result's provenance. With `checkpoints` (the plan
-// PlanCheckpoints made for one rank; default: none) the run resumes from its
+// PlanCheckpoints made for the run's ranks; default: none) the run resumes from its
 // checkpoint (the parameters, AdamW's moments and count, its recorded state
 // checked against where this configuration is at that step) and saves after
-// the steps the plan names, in the CPU trainer's format (checkpoint_state.h)
-// through the same protocol (trainer/checkpoint/protocol.h); the result's
+// the steps the plan names, in the CPU trainer's format (checkpoint_state.h:
+// one rank, single's; several, each rank its ddp slice or zero1 shards, the
+// ranks agreeing through `ranks.exchange`) through the same protocol
+// (trainer/checkpoint/protocol.h); the result's
 // `checkpoint` says what it did. Errors: kResourceExhausted when the model
 // cannot be created (the factory's line), kFailedPrecondition
 // (deterministic) on a non-finite loss; a resume or save that fails, as the

@@ -196,7 +196,7 @@ TEST(CheckCudaConfig, RefusesWhatTheCudaPathDoesNotImplement) {
     const char* message;
   };
   const Case cases[] = {
-      {[](TrainConfig* c) { c->set_strategy(TrainConfig::ddp); }, "--strategy=ddp"},
+      {[](TrainConfig* c) { c->set_strategy(TrainConfig::zero2); }, "--strategy=zero2"},
       {[](TrainConfig* c) { c->set_dropout(0.1); }, "--dropout=0.1"},
       {[](TrainConfig* c) { c->set_grad_accum(2); }, "--grad_accum=2"},
       {[](TrainConfig* c) { c->set_repeat(2); }, "--repeat=2"},
@@ -213,20 +213,19 @@ TEST(CheckCudaConfig, RefusesWhatTheCudaPathDoesNotImplement) {
   }
 }
 
-TEST(CheckCudaConfig, SeveralGpusRunDdpWithoutCheckpoints) {
+TEST(CheckCudaConfig, SeveralGpusRunDdpOrZero1) {
   TrainConfig config = TinyConfig();
-  config.set_strategy(TrainConfig::ddp);
-  EXPECT_TRUE(CheckCudaConfig(config, 2).ok());  // the negative case
-  EXPECT_NE(CheckCudaConfig(config, 2, /*checkpoints=*/true)
-                .message()
-                .find("--checkpoint_dir on 2 GPUs (one GPU only)"),
-            std::string::npos);
-  for (const auto strategy : {TrainConfig::zero1, TrainConfig::zero2, TrainConfig::fsdp,
-                              TrainConfig::single}) {
+  for (const auto strategy : {TrainConfig::ddp, TrainConfig::zero1}) {
+    config.set_strategy(strategy);
+    EXPECT_TRUE(CheckCudaConfig(config, 2).ok());  // the negative case
+    EXPECT_TRUE(CheckCudaConfig(config, 1).ok());  // NCCL at world size 1
+  }
+  for (const auto strategy : {TrainConfig::zero2, TrainConfig::fsdp, TrainConfig::single}) {
     config.set_strategy(strategy);
     const absl::Status status = CheckCudaConfig(config, 2);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << static_cast<int>(strategy);
-    EXPECT_NE(status.message().find("(several GPUs: --strategy=ddp)"), std::string::npos)
+    EXPECT_NE(status.message().find("on 2 GPUs (--strategy=single, ddp or zero1)"),
+              std::string::npos)
         << status;
   }
 }
