@@ -155,7 +155,7 @@ echo "{\"mode\": \"$mode\", \"median_tokens_per_second\": $tps, \"torch_version\
 EOF
 chmod +x "$stubs/trainer_cuda" "$stubs/kernel_check" "$stubs/nvidia-smi"
 
-# Four shards (BUILD): case group K runs in shard K.
+# Five shards (BUILD): case group K runs in shard K.
 [[ -n "${TEST_SHARD_STATUS_FILE:-}" ]] && touch "$TEST_SHARD_STATUS_FILE"
 mine() { [[ $(( $1 % ${TEST_TOTAL_SHARDS:-1} )) == "${TEST_SHARD_INDEX:-0}" ]]; }
 
@@ -271,6 +271,8 @@ expect_line bad2 "^FAIL nccl2 max\|2 ranks - 1 rank\|=0.001 "
 expect_line bad2 "^PASS nccl2_zero1 "
 expect_line bad2 "^PASS small "
 
+fi
+if mine 4; then
 # Three zero1 faults at once, each failing its own check and nothing else:
 # zero1 at world size 1 1e-12 off single, a zero1 resume 1e-12 off single's
 # continuous run, zero1 at two ranks 1e-3 off one rank.
