@@ -4,6 +4,7 @@
 # built here (docs/gpu.md):
 #
 #   tools/gpu/prepare.sh     # builds and copies tools/gpu/bin, writes tools/gpu/refs
+#                            # and tools/gpu/torch_ref
 #   # on the GPU machine:
 #   tools/gpu/check.sh OUT_DIR
 #
@@ -35,6 +36,17 @@
 #             (max |bf16 - fp32| = 1.8e-4: a rounding that falls the other way
 #             moves a value by at most twice its rounding error) plus the
 #             fp32 budget (docs/gpu.md "The bf16 step");
+#   torch_ref the same initial weights in the machine's PyTorch
+#             (tools/gpu/torch_check.py, $PYTHON; its reference folder
+#             tools/gpu/torch_ref made here by prepare.sh: the CPU trainer's
+#             initial weights exported to safetensors, step 1's batch, the
+#             CPU trainer's loss, float64 gradients): torch_loss (fp32 on the
+#             GPU, TF32 off, against the CPU trainer's loss), torch_grads
+#             (against float64), hf_gpt2 and hf_gpt2_grads (transformers'
+#             GPT2LMHeadModel.from_pretrained of the export; SKIP without
+#             transformers), torch_cuda (trainer_cuda's step-1 loss of the
+#             small run against torch's within 1e-4), each within its bound
+#             (docs/gpu.md "PyTorch and transformers on the same weights");
 #   resume    checkpoints on the GPU: the small model (a fixed schedule)
 #             trained 20 steps saving at 10 and 20 (ckpt_cont), and 10 steps
 #             saving at 10 then resumed from `latest` to 20 (ckpt_resume):
@@ -103,7 +115,7 @@
 #
 # Each check prints its estimated GPU time first (H100); about 6 minutes
 # expected in all (perf about 3 of them, torch.compile's first compilation
-# the largest part), about 21 minutes if every check hits its timeout (a perf run
+# the largest part), about 23 minutes if every check hits its timeout (a perf run
 # that times out is not repeated in later rounds).
 set -u
 if [[ $# -ne 1 ]]; then
@@ -196,6 +208,29 @@ PY
 }
 small_check small "$here/cpu_losses_small.txt" 1e-4
 small_check small_bf16 "$here/cpu_losses_small_bf16.txt" 5e-4 --precision=bf16
+
+# PyTorch and transformers on the same initial weights (torch_check.py, its
+# reference folder made by prepare.sh): one line per check, or one FAIL when
+# it cannot run.
+python="${PYTHON:-python3}"
+torch_ref="${TORCH_REF:-$here/torch_ref}"
+estimate torch_ref 20 120
+if [[ ! -f "$torch_ref/reference_fp64.pt" ]]; then
+  record FAIL torch_ref "no reference at $torch_ref (see the header)"
+else
+  code=0
+  timeout 120 "$python" "${TORCH_CHECK:-$here/torch_check.py}" check "$torch_ref" --device=cuda \
+    --cuda_result="$out/small.json" > "$out/torch_check.txt" 2>&1 || code=$?
+  while read -r line; do
+    # shellcheck disable=SC2086
+    [[ -n "$line" ]] && record $line
+  done < <(grep -E '^(PASS|FAIL|SKIP) ' "$out/torch_check.txt")
+  # An exit other than 0 or 1, or no torch_loss verdict (a Python error
+  # also exits 1): the script itself failed.
+  if [[ $code != 0 && $code != 1 ]] || ! grep -Eq '^(PASS|FAIL) torch_loss ' "$out/torch_check.txt"; then
+    record FAIL torch_ref "torch_check.py exited $code (torch_check.txt)"
+  fi
+fi
 
 # Checkpoints: a fixed schedule, so that a 10-step run and a 20-step run
 # train the same first 10 steps.
@@ -399,7 +434,6 @@ PY
 fi
 
 # Performance: ours and PyTorch's in alternating rounds.
-python="${PYTHON:-python3}"
 peer="${TORCH_PEER:-$here/../../trainer/bench/gpt2_torch_peer.py}"
 rounds="${PERF_ROUNDS:-3}"
 perf_shape=(--vocab_size=50304 --d_model=768 --n_layers=12 --n_heads=12 --seq_len=1024

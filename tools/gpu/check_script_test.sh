@@ -6,8 +6,9 @@
 # failing kernel, a resumed loss off by 1e-9, a corrupt checkpoint, a 2-rank
 # run off by 1e-3 (ddp and zero1), zero1 at world size 1 off single by
 # 1e-12 and a zero1 resume off single's continuous run by 1e-12 each fail
-# their check (and the exit code), as does a missing reference folder; bad
-# usage exits 2. The bf16 small run against the
+# their check (and the exit code), as do a missing reference folder (the
+# kernels' or torch_ref's), gradients off in torch_check.py (a stand-in) and
+# its crash without a verdict; bad usage exits 2. The bf16 small run against the
 # CPU trainer's bf16 losses: off by 1e-3 fails. The perf check with a
 # stand-in PyTorch peer: perf.json's medians, ratios and MFU, each goal met
 # or missed (a missed goal is a GOAL line, never a failure; a peer that
@@ -18,8 +19,9 @@ losses=tools/gpu/cpu_losses_small.txt
 losses_bf16=tools/gpu/cpu_losses_small_bf16.txt
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 stubs="$tmp/stubs"
-mkdir -p "$stubs" "$tmp/refs"
+mkdir -p "$stubs" "$tmp/refs" "$tmp/torch_ref"
 : > "$tmp/refs/manifest.txt"
+: > "$tmp/torch_ref/reference_fp64.pt"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
@@ -153,6 +155,21 @@ tps="${STUB_EAGER_TPS:-80000}"
 [[ $mode == compile ]] && tps="${STUB_COMPILE_TPS:-90000}"
 echo "{\"mode\": \"$mode\", \"median_tokens_per_second\": $tps, \"torch_version\": \"2.stand-in\"}" > "$out"
 EOF
+# Stand-in torch_check.py (run by $PYTHON=bash): its lines without
+# transformers, after reading --cuda_result; $STUB_TORCH_GRADS_OFF: the
+# gradients off (FAIL, exit 1); $STUB_TORCH_CRASH: a Python error, no lines.
+cat > "$stubs/torch_check.sh" <<'EOF'
+if [[ -n "${STUB_TORCH_CRASH:-}" ]]; then echo "Traceback: RuntimeError: CUDA error" >&2; exit 1; fi
+for a in "$@"; do [[ "$a" == --cuda_result=* ]] && result="${a#--cuda_result=}"; done
+[[ -f "$result" ]] || { echo "no $result" >&2; exit 2; }
+grads=4.2e-08 state=PASS
+[[ -n "${STUB_TORCH_GRADS_OFF:-}" ]] && grads=0.0962 state=FAIL
+echo "PASS torch_loss max|torch fp32 - cpu trainer|=2.4e-07 (cuda, torch 2.stand-in) bound 0.00079"
+echo "$state torch_grads max|torch fp32 grad - fp64|=$grads over 28 tensors bound 5.72e-05"
+echo "SKIP hf_gpt2 transformers does not import (ModuleNotFoundError)"
+echo "PASS torch_cuda max|trainer_cuda step 1 - torch fp32|=1e-07 bound 0.0001"
+[[ $state == PASS ]]
+EOF
 chmod +x "$stubs/trainer_cuda" "$stubs/kernel_check" "$stubs/nvidia-smi"
 
 # Five shards (BUILD): case group K runs in shard K.
@@ -167,7 +184,8 @@ run() {
   code=0
   env TRAINER_CUDA="$stubs/trainer_cuda" KERNEL_CHECK="$stubs/kernel_check" \
     KERNEL_REFS="$tmp/refs" CPU_LOSSES="$losses" CPU_LOSSES_BF16="$losses_bf16" \
-    PYTHON=bash TORCH_PEER="$stubs/peer.sh" PERF_ROUNDS=1 PATH="$stubs:$PATH" "$@" \
+    PYTHON=bash TORCH_PEER="$stubs/peer.sh" TORCH_CHECK="$stubs/torch_check.sh" \
+    TORCH_REF="$tmp/torch_ref" PERF_ROUNDS=1 PATH="$stubs:$PATH" "$@" \
     bash "$script" "$tmp/$name" > "$tmp/$name.log" 2>&1 || code=$?
 }
 expect_line() {  # expect_line NAME REGEX
@@ -177,7 +195,8 @@ expect_line() {  # expect_line NAME REGEX
 if mine 0; then
 run good PERF_ROUNDS=3
 [[ $code == 0 ]] || fail "good: exit $code, want 0: $(cat "$tmp/good.log")"
-for check in kernels kernels_bf16 planted refusal small small_bf16 resume ckpt sync1_ddp sync1_zero1 zero1_resume gpt2 perf; do
+for check in kernels kernels_bf16 planted refusal small small_bf16 torch_loss torch_grads \
+    torch_cuda resume ckpt sync1_ddp sync1_zero1 zero1_resume gpt2 perf; do
   expect_line good "^PASS $check "
 done
 expect_line good "^SKIP nccl2 1 GPU\(s\) here, two needed \(NCCL does not run two ranks on one GPU\)"
@@ -188,10 +207,11 @@ expect_line good "^GOAL compile_ratio met: ours/torch.compile=1.111x \(ours 1000
 expect_line good "^GOAL eager_ratio reported: ours/torch.eager=1.250x "
 expect_line good "^GOAL mfu missed: MFU 20.0% of the measured cuBLASLt bf16 peak \(500 TFLOP/s, median of 3 rounds\) goal >= 40%$"
 expect_line good "^GOAL alloc met: 0 bytes of device memory allocated after step 1 at most \(3 of 3 rounds read\) goal 0$"
-[[ $(wc -l < "$tmp/good/checks.txt") == 19 ]] || fail "good: want 19 lines: $(cat "$tmp/good/checks.txt")"
+expect_line good "^SKIP hf_gpt2 transformers does not import"
+[[ $(wc -l < "$tmp/good/checks.txt") == 23 ]] || fail "good: want 23 lines: $(cat "$tmp/good/checks.txt")"
 expect_line good "^PASS sync1_zero1 20 losses and gradient norms equal single's bit for bit"
 expect_line good "^PASS zero1_resume steps 11..20 resumed from the zero1 checkpoint equal single's bit for bit"
-for check in kernels kernels_bf16 refusal small small_bf16 resume ckpt "sync1 ddp" "sync1 zero1" zero1_resume gpt2 perf; do
+for check in kernels kernels_bf16 refusal small small_bf16 torch_ref resume ckpt "sync1 ddp" "sync1 zero1" zero1_resume gpt2 perf; do
   grep -Eq "^check $check: estimate ~[0-9]+ s of GPU time \(at most [0-9]+ s\)" "$tmp/good.log" \
     || fail "good: no time estimate for $check"
 done
@@ -210,6 +230,9 @@ assert r["machine"]["cuda_runtime"] == "13.0", r["machine"]
 c = {x["name"]: x for x in r["checks"]}
 assert c["small_bf16"]["observed"] == 0 and c["small_bf16"]["bound"] == 5e-4, c["small_bf16"]
 assert c["small"]["bound"] == 1e-4, c["small"]
+assert c["torch_loss"]["observed"] == 2.4e-7 and c["torch_loss"]["bound"] == 7.9e-4, c["torch_loss"]
+assert c["torch_grads"]["bound"] == 5.72e-5 and c["torch_cuda"]["observed"] == 1e-7, c
+assert c["hf_gpt2"]["state"] == "SKIP", c["hf_gpt2"]
 assert c["mfu"]["state"] == "GOAL" and c["mfu"]["met"] is False, c["mfu"]
 assert c["compile_ratio"]["met"] is True, c["compile_ratio"]
 assert abs(r["perf"]["compile_ratio"] - 100000 / 90000) < 1e-12, r["perf"]
@@ -240,7 +263,8 @@ grep -q "^GOAL compile_ratio" "$tmp/no_torch/checks.txt" && fail "no_torch: a ra
 fi
 if mine 2; then
 # Three faults at once, each failing its own check.
-run bad STUB_SHIFT=1e-3 STUB_PLANT_PASSES=1 STUB_KERNEL_FAIL=1 STUB_BF16_SHIFT=1e-3
+run bad STUB_SHIFT=1e-3 STUB_PLANT_PASSES=1 STUB_KERNEL_FAIL=1 STUB_BF16_SHIFT=1e-3 \
+  STUB_TORCH_GRADS_OFF=1
 [[ $code == 1 ]] || fail "bad: exit $code, want 1"
 expect_line bad "^FAIL small_bf16 max\|gpu-cpu\|=0.001 .* bound 0.0005$"
 expect_line bad "^FAIL kernels_bf16 exit 1, 1 outputs failed, 1 passed"
@@ -250,6 +274,9 @@ expect_line bad "^FAIL planted exit 1, want 1 with causal_softmax_forward/att fa
 expect_line bad "^FAIL kernels exit 1, 1 outputs failed, 1 passed"
 expect_line bad "^PASS refusal "
 expect_line bad "^PASS sync1_ddp "
+expect_line bad "^FAIL torch_grads max\|torch fp32 grad - fp64\|=0.0962 .* bound 5.72e-05$"
+expect_line bad "^PASS torch_loss "
+grep -q "^FAIL torch_ref" "$tmp/bad/checks.txt" && fail "bad: torch_check.py ran, no torch_ref failure wanted"
 expect_line bad "^PASS gpt2 "
 
 # Two GPUs: the 2-rank run is checked.
@@ -263,13 +290,15 @@ if mine 3; then
 # Three more faults at once: a resumed loss off by 1e-9 (and its shard
 # file), a shard file that is not what its manifest says, a 2-rank run off
 # by 1e-3.
-run bad2 STUB_RESUME_SHIFT=1e-9 STUB_CORRUPT_CKPT=1 STUB_GPUS=2 STUB_NCCL_SHIFT=1e-3
+run bad2 STUB_RESUME_SHIFT=1e-9 STUB_CORRUPT_CKPT=1 STUB_GPUS=2 STUB_NCCL_SHIFT=1e-3 \
+  STUB_TORCH_CRASH=1
 [[ $code == 1 ]] || fail "bad2: exit $code, want 1"
 expect_line bad2 "^FAIL resume 10 of 10 resumed losses differ \(max 1e-09\), step-20 shard files differ"
 expect_line bad2 "^FAIL ckpt rank_00000.bin is not what the manifest says"
 expect_line bad2 "^FAIL nccl2 max\|2 ranks - 1 rank\|=0.001 "
 expect_line bad2 "^PASS nccl2_zero1 "
 expect_line bad2 "^PASS small "
+expect_line bad2 "^FAIL torch_ref torch_check.py exited 1 \(torch_check.txt\)$"
 
 fi
 if mine 4; then
@@ -286,9 +315,10 @@ expect_line zero1_bad "^PASS sync1_ddp "
 expect_line zero1_bad "^PASS nccl2 "
 [[ $(grep -c '^FAIL' "$tmp/zero1_bad/checks.txt") == 3 ]] || fail "zero1_bad: $(cat "$tmp/zero1_bad/checks.txt")"
 
-run no_refs KERNEL_REFS="$tmp/absent"
+run no_refs KERNEL_REFS="$tmp/absent" TORCH_REF="$tmp/absent"
 [[ $code == 1 ]] || fail "no_refs: exit $code, want 1"
 expect_line no_refs "^FAIL kernels no kernel_check at .* or no references at "
+expect_line no_refs "^FAIL torch_ref no reference at $tmp/absent "
 
 code=0
 bash "$script" > /dev/null 2>&1 || code=$?

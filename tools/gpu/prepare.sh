@@ -2,7 +2,10 @@
 # Prepares tools/gpu/check.sh's inputs here (Bazel, LibTorch, CUDA toolkit; no
 # GPU needed): builds trainer_cuda and kernel_check with --config=cuda, copies
 # them to tools/gpu/bin (with COMMIT, the commit they come from), and writes
-# the per-kernel reference folder to tools/gpu/refs. Then, on the GPU machine, from a copy of this checkout:
+# the per-kernel reference folder to tools/gpu/refs and check.sh's torch_ref
+# reference folder to tools/gpu/torch_ref (torch_ref.sh: the CPU trainer's
+# initial weights exported to safetensors, step 1's batch, the CPU trainer's
+# loss, float64 gradients by /usr/bin/python3). Then, on the GPU machine, from a copy of this checkout:
 #   tools/gpu/check.sh OUT_DIR
 # Run from the repository root. Exit 0 when everything is in place.
 set -euo pipefail
@@ -13,10 +16,13 @@ cp -fL bazel-bin/trainer/cuda/trainer_cuda bazel-bin/trainer/cuda/kernel_check t
 chmod u+w tools/gpu/bin/*
 # The commit the binaries were built from (+dirty when the tree had changes),
 # for the results file.
-echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!tools/gpu/bin' ':!tools/gpu/refs' || echo +dirty)" \
+echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!tools/gpu/bin' ':!tools/gpu/refs' ':!tools/gpu/torch_ref' || echo +dirty)" \
   > tools/gpu/bin/COMMIT
-nice -n 10 ./bazelw build //trainer/cuda:kernel_refs_dump
+nice -n 10 ./bazelw build //trainer/cuda:kernel_refs_dump //trainer/cuda:batch_dump //trainer \
+  //ckpt_tool
 rm -rf tools/gpu/refs
 bazel-bin/trainer/cuda/kernel_refs_dump tools/gpu/refs
+tools/gpu/torch_ref.sh bazel-bin/trainer/trainer bazel-bin/ckpt_tool/ckpt_tool \
+  bazel-bin/trainer/cuda/batch_dump tools/gpu/torch_ref
 ls -l tools/gpu/bin
-du -sh tools/gpu/refs
+du -sh tools/gpu/refs tools/gpu/torch_ref
