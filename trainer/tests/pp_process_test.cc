@@ -1,17 +1,25 @@
-// Pipeline parallelism with real processes: the trainer launches --pp ranks
-// of itself that pass activations and gradients over Gloo, and each result is
+// Pipeline parallelism with real processes: the trainer launches ranks of
+// itself that pass activations and gradients over Gloo, and each run is
 // compared with one rank on the same global batch by CompareWithReference
-// (trainer/tests/ddp_process_check.cc: losses, norms, every rank's gathered model
-// equal, parameters per tensor within its derived tiers). One micro-batch is
-// one rank bit for bit (trainer/pipeline/pipeline_training.h says why);
-// several change the fp32 summation order only. The negative: an unsummed
-// tied embedding fails the same comparison. Bad input is refused before any
-// rank starts. pp x dp (with its strategies and checkpoints) is
-// pp_dp_process_test's, to keep this test's launches few. One process, one
-// one-rank reference, seven launches: the launches (not the training) are
-// the cost, so the test is not sharded.
+// (trainer/tests/ddp_process_check.cc: every step's loss and norm, every
+// rank's gathered model equal bit for bit, rank 0's parameters per tensor
+// within the derived tiers), over five steps clipped from step 1 on.
+//
+// A rank launch costs about as much as the training here, so each property
+// that needs processes gets one launch, sharing one one-rank reference:
+//  - pp=4 under 1F1B (6 micro-batches), traced: the schedule's bound on the
+//    micro-batches in flight per stage, its activation bytes, the spans;
+//  - pp=2 x dp=2 under GPipe (zero1 over each stage's dp group, 2
+//    micro-batches per pipeline), with --metrics_jsonl.
+// Together with pp_restart_process_test's pp=2 run (bit for bit with one
+// rank at one micro-batch) both schedules and both sizes run as processes.
+// Every pp x schedule x micro-batch combination, the bit-for-bit cases, the
+// unsummed tied embedding (the negative) and a pp=2 x dp=2 checkpoint
+// resumed at pp=1 and pp=4 are //trainer/pipeline:pipeline_training_test's
+// (rank threads, the same code and tiers).
+// Bad --pp input is refused in one line, exit 2, before any rank starts: one
+// launcher invocation per refusal, none starts a rank.
 #include <algorithm>
-#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -26,10 +34,13 @@
 namespace mtb {
 namespace {
 
-std::vector<std::string> PipelineFlags(int stages, const std::string& schedule,
+// `dp` pipelines of `stages` stages; each pipeline takes the global batch
+// over `dp`.
+std::vector<std::string> PipelineFlags(int stages, int dp,
+                                       const std::string& schedule,
                                        int micro_batches) {
   std::vector<std::string> flags = TinyDdpFlags();
-  flags.push_back(absl::StrCat("--batch_size=", kTinyGlobalBatch));
+  flags.push_back(absl::StrCat("--batch_size=", kTinyGlobalBatch / dp));
   // Clipped from step 1 on (the norms are ~1-2): the clipping coefficient,
   // computed from the pipelined norm, is part of what is compared.
   flags.push_back("--max_grad_norm=0.5");
@@ -43,38 +54,43 @@ std::vector<std::string> PipelineFlags(int stages, const std::string& schedule,
 
 const TrainerLaunch& Reference() {
   static const TrainerLaunch* reference =
-      new TrainerLaunch(RunTrainer("one_rank", 1, PipelineFlags(1, "", 1)));
+      new TrainerLaunch(RunTrainer("one_rank", 1, PipelineFlags(1, 1, "", 1)));
   return *reference;
 }
 
-void ExpectEqualsOneRank(int stages, const std::string& schedule,
-                         int micro_batches,
-                         const std::vector<std::string>& extra_flags = {}) {
-  SCOPED_TRACE(absl::StrCat("pp=", stages, " ", schedule, " m=", micro_batches));
+// Launches `stages` x `dp` ranks and expects one rank's run within the
+// tiers; returns the launch for further checks.
+TrainerLaunch ExpectEqualsOneRank(int stages, int dp,
+                                  const std::string& schedule,
+                                  int micro_batches,
+                                  const std::vector<std::string>& extra_flags) {
+  const std::string name = absl::StrCat("pp", stages, "_dp", dp, "_", schedule,
+                                        "_m", micro_batches);
+  SCOPED_TRACE(name);
   const TrainerLaunch& one = Reference();
-  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_EQ(one.exit_code, 0) << one.output;
+  if (one.exit_code != 0) return {};
   int clipped = 0;
   for (const StepRecord& step : one.result.runs(0).steps()) clipped += step.clipped();
-  ASSERT_GE(clipped, 3) << "the reference should clip most steps";
-  std::vector<std::string> flags = PipelineFlags(stages, schedule, micro_batches);
+  EXPECT_GE(clipped, 3) << "the reference should clip most steps";
+  std::vector<std::string> flags =
+      PipelineFlags(stages, dp, schedule, micro_batches);
   flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
-  const TrainerLaunch pipelined =
-      RunTrainer(absl::StrCat("pp", stages, "_", schedule, "_m", micro_batches),
-                 stages, flags);
-  ASSERT_EQ(pipelined.exit_code, 0) << pipelined.output;
-  EXPECT_EQ(pipelined.result.run_context().world_size(), stages);
+  TrainerLaunch pipelined = RunTrainer(name, stages * dp, flags);
+  EXPECT_EQ(pipelined.exit_code, 0) << pipelined.output;
+  if (pipelined.exit_code != 0) return pipelined;
+  EXPECT_EQ(pipelined.result.run_context().world_size(), stages * dp);
   EXPECT_EQ(pipelined.result.model().tokens_per_step(),
             one.result.model().tokens_per_step());
   const DdpComparison comparison = CompareWithReference(pipelined, one);
   EXPECT_TRUE(comparison.ok()) << comparison.Describe();
-  std::cout << "pp=" << stages << " " << schedule << " m=" << micro_batches
-            << " vs 1 rank:\n" << comparison.Describe() << "\n";
+  std::cout << name << " vs 1 rank:\n" << comparison.Describe() << "\n";
   // Activations per stage (docs/pipeline.md "Memory"): the micro-batches in
   // flight are the schedule's bound (GPipe m, 1F1B min(p - s, m)), and with
   // one rank per process the bytes held at the peak are that many
   // micro-batches' (half a micro-batch either way for allocations of other
   // threads), which tells 1F1B's p on stage 0 from GPipe's m.
-  ASSERT_EQ(pipelined.result.pipeline_stages_size(), stages);
+  EXPECT_EQ(pipelined.result.pipeline_stages_size(), stages);
   for (const PipelineStageMemory& stage : pipelined.result.pipeline_stages()) {
     SCOPED_TRACE(absl::StrCat("stage ", stage.stage()));
     EXPECT_EQ(stage.peak_in_flight(), schedule == "gpipe"
@@ -83,34 +99,24 @@ void ExpectEqualsOneRank(int stages, const std::string& schedule,
     EXPECT_EQ(stage.gpipe_bound(), micro_batches);
     EXPECT_EQ(stage.one_f_one_b_bound(),
               std::min(stages - stage.stage(), micro_batches));
-    const double one = static_cast<double>(stage.micro_batch_activation_bytes());
-    EXPECT_GT(one, 0) << "one rank per process: the allocator counts";
+    const double bytes = static_cast<double>(stage.micro_batch_activation_bytes());
+    EXPECT_GT(bytes, 0) << "one rank per process: the allocator counts";
     EXPECT_NEAR(static_cast<double>(stage.peak_activation_bytes()),
-                stage.peak_in_flight() * one, one / 2)
-        << "one micro-batch holds " << one << " bytes";
+                stage.peak_in_flight() * bytes, bytes / 2)
+        << "one micro-batch holds " << bytes << " bytes";
     EXPECT_GT(stage.owned_parameters(), 0);
   }
-  if (micro_batches == 1) {
-    for (int s = 0; s < one.result.runs(0).steps_size(); ++s) {
-      EXPECT_EQ(pipelined.result.runs(0).steps(s).loss_bits(),
-                one.result.runs(0).steps(s).loss_bits())
-          << "step " << s + 1;
-    }
-    EXPECT_TRUE(at::equal(pipelined.rank_parameters[0], one.rank_parameters[0]))
-        << "one micro-batch is one rank bit for bit";
-  }
+  return pipelined;
 }
 
-TEST(Pipeline, TwoStagesEqualOneRankUnderBothSchedules) {
-  ExpectEqualsOneRank(2, "gpipe", 1);
-  ExpectEqualsOneRank(2, "1f1b", 3);
-}
-
-TEST(Pipeline, FourStagesEqualOneRankUnderBothSchedules) {
-  // Traced too: every stage's trace has its forward and backward spans per
-  // micro-batch, named by stage and micro-batch.
+// 1F1B at 4 stages with more micro-batches than stages: stage 0 holds 4 in
+// flight, not GPipe's 6. Traced too: every stage's trace has its forward
+// and backward spans per micro-batch, named by stage and micro-batch.
+TEST(Pipeline, FourStagesUnder1f1bEqualOneRank) {
   const std::string traces = LaunchDirectory("pp4_traces");
-  ExpectEqualsOneRank(4, "gpipe", 4, {"--trace_dir=" + traces});
+  const TrainerLaunch pipelined =
+      ExpectEqualsOneRank(4, 1, "1f1b", 6, {"--trace_dir=" + traces});
+  ASSERT_EQ(pipelined.exit_code, 0);
   for (int stage = 0; stage < 4; ++stage) {
     absl::StatusOr<std::string> trace =
         ReadFileToString(absl::StrCat(traces, "/rank_", stage, ".trace.json"));
@@ -129,30 +135,46 @@ TEST(Pipeline, FourStagesEqualOneRankUnderBothSchedules) {
             std::string::npos)
         << "stage " << stage;
   }
-  ExpectEqualsOneRank(4, "1f1b", 6);
 }
 
-TEST(Pipeline, UnsummedTiedEmbeddingFailsTheComparison) {
-  const TrainerLaunch& one = Reference();
-  ASSERT_EQ(one.exit_code, 0) << one.output;
-  std::vector<std::string> flags = PipelineFlags(2, "1f1b", 2);
-  flags.push_back("--testonly_pp_skip_tied_embedding_sum");
-  const TrainerLaunch broken = RunTrainer("pp_untied", 2, flags);
-  ASSERT_EQ(broken.exit_code, 0) << broken.output;
-  const DdpComparison comparison = CompareWithReference(broken, one);
-  EXPECT_TRUE(comparison.Failed(DdpCheck::kGradNorm)) << comparison.Describe();
-  EXPECT_TRUE(comparison.FailedParameter("wte")) << comparison.Describe();
+// pp=2 x dp=2: each stage's gradient reduced over its two replicas by zero1
+// (reduce-scatter, sharded AdamW, all-gather over the stage's own
+// parameters, as over a whole model), GPipe with 2 micro-batches per
+// pipeline; --metrics_jsonl writes rank 0's line per step.
+TEST(Pipeline, TwoStagesTimesTwoReplicasUnderGpipeEqualOneRank) {
+  const std::string metrics = LaunchDirectory("pp2_dp2_metrics.jsonl");
+  const TrainerLaunch pipelined = ExpectEqualsOneRank(
+      2, 2, "gpipe", 2, {"--strategy=zero1", "--metrics_jsonl=" + metrics});
+  ASSERT_EQ(pipelined.exit_code, 0);
+  absl::StatusOr<std::string> lines = ReadFileToString(metrics);
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  EXPECT_EQ(std::count(lines->begin(), lines->end(), '\n'), 5) << *lines;
 }
 
-// Every refusal's wording is pipeline_config_test's; here one launch shows
-// the launcher refuses in one line, exit 2, before any rank starts.
+// Every refusal's wording is pipeline_config_test's; here each of the three
+// bad inputs is refused by the launcher in one line, exit 2, before any rank
+// starts (no launch: the launcher exits first).
 TEST(Pipeline, BadInputIsRefusedInOneLineBeforeAnyRankStarts) {
-  std::vector<std::string> flags = TinyDdpFlags();
-  flags.push_back(absl::StrCat("--batch_size=", kTinyGlobalBatch));
-  flags.push_back("--pp=2");
-  flags.push_back("--pp_microbatches=5");
-  ExpectRefusedBeforeRanks("bad", 2, flags,
-                           "--pp_microbatches=5 must divide --batch_size=12");
+  struct Case {
+    std::string name;
+    int nproc;
+    std::vector<std::string> flags;
+    std::string line;
+  };
+  const std::vector<Case> cases = {
+      {"more_stages_than_layers", 5, {"--pp=5"},
+       "--pp=5 must be between 1 and --n_layers=4"},
+      {"micro_batches_not_dividing", 2, {"--pp=2", "--pp_microbatches=5"},
+       "--pp_microbatches=5 must divide --batch_size=12"},
+      {"split_not_summing", 2, {"--pp=2", "--pp_split=2,1"},
+       "--pp_split=2,1 has 2 stage(s) summing to 3 blocks"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> flags = TinyDdpFlags();
+    flags.push_back(absl::StrCat("--batch_size=", kTinyGlobalBatch));
+    flags.insert(flags.end(), c.flags.begin(), c.flags.end());
+    ExpectRefusedBeforeRanks(c.name, c.nproc, flags, c.line);
+  }
 }
 
 }  // namespace
