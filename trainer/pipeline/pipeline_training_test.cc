@@ -19,6 +19,8 @@
 #include "common/collective/test_util.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
+#include "common/base/flags.h"
+#include "common/faults/fault_spec.h"
 #include "trainer/checkpoint/checkpointer.h"
 #include "trainer/checkpoint/plan.h"
 #include "trainer/config/config_names.h"
@@ -583,6 +585,48 @@ TEST_F(PipelineTraining, APpTimesTpCheckpointResumesOnOneRank) {
   EXPECT_TRUE(comparison.ok()) << comparison.Describe();
   std::cout << "pp2 x tp2 checkpoint at pp 1 x tp 1:\n"
             << comparison.Describe() << "\n";
+}
+
+// --fault=nan on stage 0, which has no loss of its own (its NaN reaches the
+// loss through the step's scalar all-reduce): every rank stops at step 2
+// with the same verdict, before the update, naming the injected fault, as
+// a deterministic failure (the launcher's exit 3: not restarted).
+TEST_F(PipelineTraining, ANanOnAStageWithoutALossStopsEveryRank) {
+  TrainConfig config = Pipelined(PipelineTestConfig(), 2, 1, "1f1b", 2);
+  config.set_steps(3);
+  const auto data = TensorData(MakeSyntheticSamples(
+      config.seed(), config.vocab_size(), config.seq_len()));
+  absl::StatusOr<std::vector<Fault>> faults =
+      ParseFaults("nan:rank=0,step=2", TrainerFaultGrammar());
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  std::vector<absl::Status> statuses(2);
+  std::vector<int64_t> steps_done(2, 0);
+  const absl::Status ran = collective::RunRanksAsThreads(
+      2, [&](collective::Communicator& communicator) {
+        const int rank = communicator.rank();
+        RunHooks hooks;
+        hooks.faults = *faults;
+        hooks.after_step = [&, rank](int64_t step) {
+          steps_done[rank] = step;
+          return absl::OkStatus();
+        };
+        statuses[rank] = RunPipelineTraining(config, RankInfo{rank, 2},
+                                             &communicator, *data, hooks)
+                             .status();
+      });
+  ASSERT_TRUE(ran.ok()) << ran;
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(testing::Message() << "rank " << rank);
+    EXPECT_EQ(statuses[rank].code(), absl::StatusCode::kAborted) << statuses[rank];
+    EXPECT_EQ(ExitCodeFor(statuses[rank]), kExitDeterministicFailure);
+    EXPECT_NE(statuses[rank].message().find("step 2"), std::string::npos)
+        << statuses[rank];
+    EXPECT_NE(statuses[rank].message().find(
+                  "(injected by --fault=nan:rank=0,step=2)"),
+              std::string::npos)
+        << statuses[rank];
+    EXPECT_EQ(steps_done[rank], 1);
+  }
 }
 
 }  // namespace

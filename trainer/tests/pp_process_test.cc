@@ -10,7 +10,8 @@
 //  - pp=4 under 1F1B (6 micro-batches), traced: the schedule's bound on the
 //    micro-batches in flight per stage, its activation bytes, the spans;
 //  - pp=2 x dp=2 under GPipe (zero1 over each stage's dp group, 2
-//    micro-batches per pipeline), with --metrics_jsonl.
+//    micro-batches per pipeline), with --metrics_jsonl;
+//  - pp=2 x tp=2 under 1F1B with sequence parallelism and dropout.
 // Together with pp_restart_process_test's pp=2 run (bit for bit with one
 // rank at one micro-batch) both schedules and both sizes run as processes.
 // Every pp x schedule x micro-batch combination, the bit-for-bit cases, the
@@ -58,14 +59,14 @@ const TrainerLaunch& Reference() {
   return *reference;
 }
 
-// Launches `stages` x `dp` ranks and expects one rank's run within the
-// tiers; returns the launch for further checks.
-TrainerLaunch ExpectEqualsOneRank(int stages, int dp,
+// Launches `stages` x `dp` x `tp` ranks and expects one rank's run within
+// the tiers; returns the launch for further checks.
+TrainerLaunch ExpectEqualsOneRank(int stages, int dp, int tp,
                                   const std::string& schedule,
                                   int micro_batches,
                                   const std::vector<std::string>& extra_flags) {
-  const std::string name = absl::StrCat("pp", stages, "_dp", dp, "_", schedule,
-                                        "_m", micro_batches);
+  const std::string name = absl::StrCat("pp", stages, "_dp", dp, "_tp", tp,
+                                        "_", schedule, "_m", micro_batches);
   SCOPED_TRACE(name);
   const TrainerLaunch& one = Reference();
   EXPECT_EQ(one.exit_code, 0) << one.output;
@@ -75,11 +76,12 @@ TrainerLaunch ExpectEqualsOneRank(int stages, int dp,
   EXPECT_GE(clipped, 3) << "the reference should clip most steps";
   std::vector<std::string> flags =
       PipelineFlags(stages, dp, schedule, micro_batches);
+  if (tp > 1) flags.push_back(absl::StrCat("--tp=", tp));
   flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
-  TrainerLaunch pipelined = RunTrainer(name, stages * dp, flags);
+  TrainerLaunch pipelined = RunTrainer(name, stages * dp * tp, flags);
   EXPECT_EQ(pipelined.exit_code, 0) << pipelined.output;
   if (pipelined.exit_code != 0) return pipelined;
-  EXPECT_EQ(pipelined.result.run_context().world_size(), stages * dp);
+  EXPECT_EQ(pipelined.result.run_context().world_size(), stages * dp * tp);
   EXPECT_EQ(pipelined.result.model().tokens_per_step(),
             one.result.model().tokens_per_step());
   const DdpComparison comparison = CompareWithReference(pipelined, one);
@@ -115,7 +117,7 @@ TrainerLaunch ExpectEqualsOneRank(int stages, int dp,
 TEST(Pipeline, FourStagesUnder1f1bEqualOneRank) {
   const std::string traces = LaunchDirectory("pp4_traces");
   const TrainerLaunch pipelined =
-      ExpectEqualsOneRank(4, 1, "1f1b", 6, {"--trace_dir=" + traces});
+      ExpectEqualsOneRank(4, 1, 1, "1f1b", 6, {"--trace_dir=" + traces});
   ASSERT_EQ(pipelined.exit_code, 0);
   for (int stage = 0; stage < 4; ++stage) {
     absl::StatusOr<std::string> trace =
@@ -144,11 +146,19 @@ TEST(Pipeline, FourStagesUnder1f1bEqualOneRank) {
 TEST(Pipeline, TwoStagesTimesTwoReplicasUnderGpipeEqualOneRank) {
   const std::string metrics = LaunchDirectory("pp2_dp2_metrics.jsonl");
   const TrainerLaunch pipelined = ExpectEqualsOneRank(
-      2, 2, "gpipe", 2, {"--strategy=zero1", "--metrics_jsonl=" + metrics});
+      2, 2, 1, "gpipe", 2, {"--strategy=zero1", "--metrics_jsonl=" + metrics});
   ASSERT_EQ(pipelined.exit_code, 0);
   absl::StatusOr<std::string> lines = ReadFileToString(metrics);
   ASSERT_TRUE(lines.ok()) << lines.status();
   EXPECT_EQ(std::count(lines->begin(), lines->end(), '\n'), 5) << *lines;
+}
+
+// pp=2 x tp=2 (docs/pipeline.md "With tensor parallelism"): each stage's
+// blocks split over its tp group, sequence parallelism, dropout (the
+// counter-based masks, each tp rank drawing its part of one rank's), 1F1B;
+// every rank's dump holds the logical global tensors.
+TEST(Pipeline, TwoStagesTimesTwoTensorParallelRanksEqualOneRank) {
+  ExpectEqualsOneRank(2, 1, 2, "1f1b", 2, {"--sequence_parallel"});
 }
 
 // Every refusal's wording is pipeline_config_test's; here each of the three
