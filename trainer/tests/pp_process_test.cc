@@ -6,14 +6,16 @@
 // within the derived tiers), over five steps clipped from step 1 on.
 //
 // A rank launch costs about as much as the training here, so each property
-// that needs processes gets one launch, sharing one one-rank reference:
+// that needs processes gets one launch, sharing one one-rank reference (run
+// as a world of one, without a launcher process):
 //  - pp=4 under 1F1B (6 micro-batches), traced: the schedule's bound on the
 //    micro-batches in flight per stage, its activation bytes, the spans;
 //  - pp=2 x dp=2 under GPipe (zero1 over each stage's dp group, 2
 //    micro-batches per pipeline), with --metrics_jsonl;
 //  - pp=2 x tp=2 under 1F1B with sequence parallelism and dropout.
-// Together with pp_restart_process_test's pp=2 run (bit for bit with one
-// rank at one micro-batch) both schedules and both sizes run as processes.
+//  - pp=2 under 1F1B at one micro-batch, a stage killed and restarted by
+//    --max_restarts: bit for bit with one rank.
+// So both schedules and both sizes run as processes.
 // Every pp x schedule x micro-batch combination, the bit-for-bit cases, the
 // unsummed tied embedding (the negative) and a pp=2 x dp=2 checkpoint
 // resumed at pp=1 and pp=4 are //trainer/pipeline:pipeline_training_test's
@@ -21,9 +23,16 @@
 // Bad --pp input is refused in one line, exit 2, before any rank starts: one
 // launcher invocation per refusal, none starts a rank.
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
@@ -53,9 +62,45 @@ std::vector<std::string> PipelineFlags(int stages, int dp,
   return flags;
 }
 
+// A port nothing listens on now (the kernel's pick for port 0).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  socklen_t length = sizeof(address);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// One rank on its own: the trainer binary started as the one worker of a
+// world of one (RANK=0, WORLD_SIZE=1 and a free MASTER_PORT in the
+// environment it inherits: docs/launch.md), with no launcher process in
+// front of it. The same run as RunTrainer(name, 1, flags), bit for bit, at
+// about half its cost.
+TrainerLaunch RunOneRank(const std::string& name,
+                         const std::vector<std::string>& flags) {
+  const std::vector<std::pair<std::string, std::string>> environment = {
+      {"RANK", "0"},
+      {"WORLD_SIZE", "1"},
+      {"MASTER_ADDR", "127.0.0.1"},
+      {"MASTER_PORT", absl::StrCat(FreePort())},
+      {"OMP_NUM_THREADS", "1"}};
+  for (const auto& [variable, value] : environment) {
+    setenv(variable.c_str(), value.c_str(), /*overwrite=*/1);
+  }
+  TrainerLaunch launch = RunTrainer(name, 1, flags);
+  for (const auto& [variable, value] : environment) unsetenv(variable.c_str());
+  return launch;
+}
+
 const TrainerLaunch& Reference() {
   static const TrainerLaunch* reference =
-      new TrainerLaunch(RunTrainer("one_rank", 1, PipelineFlags(1, 1, "", 1)));
+      new TrainerLaunch(RunOneRank("one_rank", PipelineFlags(1, 1, "", 1)));
   return *reference;
 }
 
@@ -159,6 +204,70 @@ TEST(Pipeline, TwoStagesTimesTwoReplicasUnderGpipeEqualOneRank) {
 // every rank's dump holds the logical global tensors.
 TEST(Pipeline, TwoStagesTimesTwoTensorParallelRanksEqualOneRank) {
   ExpectEqualsOneRank(2, 1, 2, "1f1b", 2, {"--sequence_parallel"});
+}
+
+// Faults and restarts (docs/pipeline.md "Faults and restarts"): pp=2 at one
+// micro-batch, where a pipelined run is one rank's bit for bit
+// (trainer/pipeline/pipeline_training.h says why), saving every second
+// step. Rank 1 (the last stage) SIGKILLed by --fault=kill in the backward of
+// step 4 with --max_restarts=1: the launcher restarts both ranks with
+// --resume=latest, the restart resumes from step 2, and the job's steps 3
+// to 5 (loss bits, norms, rates) and both ranks' final models equal the
+// one-rank run bit for bit: the same layout resumes exactly (so this is
+// also the pp=2 process run equal to one rank). The restart history names
+// the kill, the resume point and the step lost. The negative (a resume
+// leaving the last stage's AdamW step count unloaded differs from step 4
+// on) is //trainer/pipeline:pipeline_training_test's, on rank threads
+// through the same Checkpointer; a hung stage is pp_restart_process_test's.
+TEST(Pipeline, AKilledStageRestartsFromTheLatestCheckpointBitForBit) {
+  const TrainerLaunch& one = Reference();
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const std::string dir = LaunchDirectory("restarted_ckpt");
+  std::vector<std::string> flags = PipelineFlags(2, 1, "1f1b", 1);
+  flags.push_back("--checkpoint_dir=" + dir);
+  flags.push_back("--save_every=2");
+  flags.push_back("--max_restarts=1");
+  flags.push_back("--fault=kill:rank=1,step=4,phase=backward");
+  const TrainerLaunch restarted = RunTrainer("restarted", 2, flags);
+  ASSERT_EQ(restarted.exit_code, 0) << restarted.output;
+  for (const std::string& said :
+       {std::string("--fault=kill:rank=1,step=4,phase=backward: killing this "
+                    "rank"),
+        std::string("launch: restarting all 2 ranks (restart 1 of 1) with "
+                    "--resume=latest"),
+        absl::StrCat("resumed from ", dir, "/step_00000002")}) {
+    EXPECT_NE(restarted.output.find(said), std::string::npos)
+        << said << "\n" << restarted.output;
+  }
+  // The final attempt trained steps 3 to 5.
+  const TrainRun& ref = one.result.runs(0);
+  const TrainRun& got = restarted.result.runs(0);
+  ASSERT_EQ(ref.steps_size(), 5);
+  ASSERT_EQ(got.steps_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    const StepRecord& expected = ref.steps(2 + i);
+    const StepRecord& actual = got.steps(i);
+    EXPECT_EQ(actual.step(), expected.step());
+    EXPECT_EQ(actual.loss_bits(), expected.loss_bits()) << "step " << actual.step();
+    EXPECT_EQ(actual.grad_norm(), expected.grad_norm()) << "step " << actual.step();
+    EXPECT_EQ(actual.lr(), expected.lr()) << "step " << actual.step();
+    EXPECT_TRUE(expected.clipped()) << "step " << expected.step();
+  }
+  ASSERT_EQ(restarted.rank_parameters.size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(at::equal(restarted.rank_parameters[rank], one.rank_parameters[0]))
+        << "rank " << rank << "'s gathered model vs one rank's";
+  }
+  const RestartHistory& history = restarted.result.restarts();
+  EXPECT_EQ(history.restarts(), 1);
+  EXPECT_EQ(history.max_restarts(), 1);
+  ASSERT_EQ(history.attempts_size(), 2);
+  EXPECT_NE(history.attempts(0).ended().find("was killed by SIGKILL"),
+            std::string::npos)
+      << history.attempts(0).ended();
+  EXPECT_EQ(history.attempts(0).last_completed_step(), 3);
+  EXPECT_EQ(history.attempts(1).resumed_step(), 2);
+  EXPECT_EQ(history.steps_lost(), 1);
 }
 
 // Every refusal's wording is pipeline_config_test's; here each of the three
