@@ -572,26 +572,28 @@ TEST_F(PipelineTraining, ASameLayoutResumeIsBitForBitAndWithoutTheStepCountIsNot
   EXPECT_FALSE(at::equal(broken.parameters, reference_->parameters));
 }
 
-// A pp 2 x tp 2 checkpoint (sequence parallelism, 1F1B), each tp rank's
-// parts saved as the logical global tensors, resumed at pp 1 x tp 1 on one
-// rank: steps 3 and 4 and the final model within the bound of the
-// uninterrupted one-rank run (no dropout: as pp_tp_training_test's runs).
-TEST_F(PipelineTraining, APpTimesTpCheckpointResumesOnOneRank) {
-  TrainConfig base = PipelineTestConfig();
-  base.set_dropout(0);
-  const Trained one = TrainWithCheckpoints(base, 1, "", 0);
-  Trained reference = *reference_;  // the manifest
-  reference.steps = one.steps;
-  reference.parameters = one.parameters;
+// pp 2 x tp 2 (sequence parallelism, 1F1B) with dropout, each tp rank
+// drawing its part of one rank's counter-based masks (docs/tp.md
+// "Dropout"): equal to one rank within the bound over the clipped steps
+// (pp_tp_training_test's layouts run without dropout). Its step-2
+// checkpoint, each tp rank's parts saved as the logical global tensors,
+// resumed at pp 1 x tp 1 on one rank: steps 3 and 4 and the final model
+// within the bound of the uninterrupted one-rank run.
+TEST_F(PipelineTraining, PpTimesTpWithDropoutEqualsOneRankAndResumesOnOneRank) {
+  const TrainConfig base = PipelineTestConfig();
+  ASSERT_GT(base.dropout(), 0);
   TrainConfig pp_tp = Pipelined(base, 2, 1, "1f1b", 2);
   pp_tp.set_tp(2);
   pp_tp.set_sequence_parallel(true);
   const std::string dir = CheckpointDir("pp2_tp2");
-  TrainWithCheckpoints(pp_tp, 4, dir, 2);
+  const DdpComparison whole = CompareWithinTiers(
+      TrainWithCheckpoints(pp_tp, 4, dir, 2), *reference_);
+  EXPECT_TRUE(whole.ok()) << whole.Describe();
+  std::cout << "pp2 x tp2 (SP, dropout) vs one rank:\n" << whole.Describe() << "\n";
   const Trained resumed = TrainWithCheckpoints(
       base, 1, CheckpointDir("pp1_tp1"), 0, dir + "/step_00000002");
   ASSERT_EQ(resumed.steps.size(), 2u);
-  const DdpComparison comparison = CompareResumedWithinTiers(resumed, reference);
+  const DdpComparison comparison = CompareResumedWithinTiers(resumed, *reference_);
   EXPECT_TRUE(comparison.ok()) << comparison.Describe();
   std::cout << "pp2 x tp2 checkpoint at pp 1 x tp 1:\n"
             << comparison.Describe() << "\n";

@@ -12,14 +12,14 @@
 //    micro-batches in flight per stage, its activation bytes, the spans;
 //  - pp=2 x dp=2 under GPipe (zero1 over each stage's dp group, 2
 //    micro-batches per pipeline), with --metrics_jsonl;
-//  - pp=2 x tp=2 under 1F1B with sequence parallelism and dropout.
 //  - pp=2 under 1F1B at one micro-batch, a stage killed and restarted by
 //    --max_restarts: bit for bit with one rank.
 // So both schedules and both sizes run as processes.
 // Every pp x schedule x micro-batch combination, the bit-for-bit cases, the
 // unsummed tied embedding (the negative) and a pp=2 x dp=2 checkpoint
 // resumed at pp=1 and pp=4 are //trainer/pipeline:pipeline_training_test's
-// (rank threads, the same code and tiers).
+// (rank threads, the same code and tiers); pp x tp is on rank threads only
+// (pp_tp_training_test, and pipeline_training_test with dropout).
 // Bad --pp input is refused in one line, exit 2, before any rank starts: one
 // launcher invocation per refusal, none starts a rank.
 #include <algorithm>
@@ -196,14 +196,6 @@ TEST(Pipeline, TwoStagesTimesTwoReplicasUnderGpipeEqualOneRank) {
   absl::StatusOr<std::string> lines = ReadFileToString(metrics);
   ASSERT_TRUE(lines.ok()) << lines.status();
   EXPECT_EQ(std::count(lines->begin(), lines->end(), '\n'), 5) << *lines;
-}
-
-// pp=2 x tp=2 (docs/pipeline.md "With tensor parallelism"): each stage's
-// blocks split over its tp group, sequence parallelism, dropout (the
-// counter-based masks, each tp rank drawing its part of one rank's), 1F1B;
-// every rank's dump holds the logical global tensors.
-TEST(Pipeline, TwoStagesTimesTwoTensorParallelRanksEqualOneRank) {
-  ExpectEqualsOneRank(2, 1, 2, "1f1b", 2, {"--sequence_parallel"});
 }
 
 // Faults and restarts (docs/pipeline.md "Faults and restarts"): pp=2 at one

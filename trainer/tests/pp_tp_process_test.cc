@@ -3,14 +3,13 @@
 // pp x tp mesh is refused in one line before any rank starts (a launcher
 // invocation that starts no rank).
 //
-// Where the rest of pp x tp is proven, to keep rank launches few (each costs
-// about as much as the training it runs): pp=2 x tp=2 (SP, 1F1B, dropout)
-// equal to one rank with real processes is pp_process_test's (it shares
-// that test's one-rank reference); both schedules, pp x dp x tp under zero1
-// and zero2 and the planted faults are
-// //trainer/pipeline:pp_tp_training_test's, and a pp=2 x tp=2 checkpoint
-// resumed at pp=1 x tp=1 on one rank
-// //trainer/pipeline:pipeline_training_test's (rank threads).
+// The rest of pp x tp runs on rank threads, to keep rank launches few (a
+// 4-rank launch costs more than the training it runs, and no process-global
+// figure is checked): both schedules with and without sequence
+// parallelism, pp x dp x tp under zero1 and zero2 and the planted faults
+// (//trainer/pipeline:pp_tp_training_test); pp=2 x tp=2 with dropout equal
+// to one rank and its checkpoint resumed at pp=1 x tp=1 on one rank
+// (//trainer/pipeline:pipeline_training_test).
 #include <string>
 #include <vector>
 
