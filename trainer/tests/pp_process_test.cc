@@ -14,7 +14,8 @@
 //    micro-batches per pipeline), with --metrics_jsonl;
 //  - pp=2 under 1F1B at one micro-batch, a stage killed and restarted by
 //    --max_restarts: bit for bit with one rank.
-// So both schedules and both sizes run as processes.
+// So GPipe (pp=2 x dp=2) and 1F1B (pp=4, and pp=2 at one micro-batch) and
+// both sizes run as processes.
 // Every pp x schedule x micro-batch combination, the bit-for-bit cases, the
 // unsummed tied embedding (the negative) and a pp=2 x dp=2 checkpoint
 // resumed at pp=1 and pp=4 are //trainer/pipeline:pipeline_training_test's
