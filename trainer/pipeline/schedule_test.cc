@@ -63,6 +63,27 @@ TEST(Schedule, IdleSlotsEqualTheBubbleClosedFormAtTwoAndFourStages) {
   }
 }
 
+// The negative: the closed form is a property of the schedules' order, not
+// of any order. A first stage that runs its backwards last-first (legal:
+// no deadlock) waits for micro-batch 2's gradient, which the last stage
+// sends last: p = 2, m = 3, f = 1, b = 2 take 16 slots, not
+// (m + p - 1)(f + b) = 12, and each stage idles 7 of them, not 3 = 12 / 4.
+TEST(Schedule, AnOrderOtherThanTheSchedulesIdlesMoreThanTheClosedForm) {
+  const int p = 2;
+  const int m = 3;
+  Schedule schedule = MakeSchedule(ScheduleKind::kGpipe, p, m);
+  schedule.actions[0] = {{F, 0}, {F, 1}, {F, 2}, {B, 2}, {B, 1}, {B, 0}};
+  ASSERT_TRUE(CheckDeadlockFree(schedule, SendSemantics::kBuffered).ok());
+  const SlotTimeline timeline = RunSlotTimeline(schedule, 1, 2);
+  EXPECT_EQ(timeline.makespan, 16);
+  for (int s = 0; s < p; ++s) {
+    EXPECT_EQ(timeline.busy[s], m * 3) << "stage " << s;
+    EXPECT_EQ(timeline.idle[s], 7) << "stage " << s;
+    EXPECT_NE(timeline.idle[s] * (m + p - 1), (p - 1) * timeline.makespan)
+        << "stage " << s;
+  }
+}
+
 TEST(Schedule, ActivationsInFlightAreMForGpipeAndAtMostPMinusStageFor1f1b) {
   const int p = 4;
   const int m = 8;
