@@ -8,11 +8,11 @@
 // into the region what its peers need of its input and nothing else (never
 // its own slice or block), reduces only its own slice, reading its own part
 // from its private input, and copies out only what comes from its peers. No
-// waits, no checks, no phase ordering. Broadcast's copies overlap as the
-// transport's pipelined broadcast overlaps them: the root copies into one
-// slot of its ring while the readers copy the same bytes out of the other,
-// at once (docs/comm_bench.md, "Ceiling", says why this bounds). Every
-// correct shared-memory collective does at least
+// waits, no checks, no phase ordering, except broadcast's: there the readers
+// copy out only what the root has copied in, piece by piece in the
+// transport's piece size, overlapped with the root's copy in (what the
+// transport's pipelined broadcast does; docs/comm_bench.md, "Ceiling", says
+// why this bounds). Every correct shared-memory collective does at least
 // this work on every rank, so its time on a rank is at least that rank's
 // time here; the ceiling's time is the mean over ranks of each rank's best
 // run (the op's time is the mean over ranks of its loop mean; broadcast's:
@@ -42,6 +42,11 @@ struct ShmCeilingWork {
 
 int64_t ShmCeilingSharedBytes(int world_size, int64_t chunk_bytes);
 
+// The piece a broadcast's chunk is copied in and out by: 1/16 of the chunk,
+// a multiple of 64 bytes, at least 64 (as the transport's broadcast splits
+// its slot; 64 KiB of a 1 MiB chunk).
+int64_t ShmCeilingBroadcastPieceBytes(int64_t chunk_bytes);
+
 // One call: nccl-tests' size S and, for all_to_all(v), the bytes this rank
 // sends to and receives from each peer (packed in rank order).
 struct ShmCeilingCall {
@@ -63,8 +68,8 @@ void RunShmCeilingWork(const ShmCeilingWork& work, const ShmCeilingCall& call, c
 
 // The ceiling's time per call from each rank's best time (in rank order):
 // their mean, as the op's row is the mean over ranks of its loop; for
-// broadcast the slowest rank's (with the copies overlapped, the slower side
-// bounds: a reader cannot finish before the root has copied in). In the op the
+// broadcast the slowest rank's (a reader's, which copies out behind the
+// root: with the copies overlapped, the slower side bounds). In the op the
 // root, paced by its ring, runs at the readers' pace over a loop of calls;
 // in one measured call nothing paces it, so its time here would be its copy
 // in alone. 0 without ranks.
