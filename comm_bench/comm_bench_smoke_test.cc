@@ -47,12 +47,19 @@ TEST(CommBenchSmoke, TwoRankSweepWritesResultsThatReadBack) {
                    "--out=", dir, "/cb.json --markdown=", dir,
                    "/cb.md --plot=", dir, "/cb.svg"),
       log);
-  ASSERT_EQ(code, 0) << Log(log);
-
+  // The sweep measures its shared-memory ceiling beside each point: on a
+  // loaded machine an op may beat it, which says "ceiling invalid" and exits
+  // 1 with the results written all the same (a timing outcome this test does
+  // not judge; //comm_bench:ceiling_test does, with stubbed measurements).
   CommBenchResult result;
-  ASSERT_TRUE(ReadJsonFile(dir + "/cb.json", &result).ok());
+  ASSERT_TRUE(ReadJsonFile(dir + "/cb.json", &result).ok()) << Log(log);
+  if (code == 1) {
+    EXPECT_THAT(result.verdict(), HasSubstr("ceiling invalid")) << Log(log);
+  } else {
+    ASSERT_EQ(code, 0) << Log(log);
+    EXPECT_EQ(result.verdict(), "pass");
+  }
   EXPECT_EQ(result.schema_version(), 1);
-  EXPECT_EQ(result.verdict(), "pass");
   EXPECT_EQ(result.context().tool(), "comm_bench");
   EXPECT_EQ(result.context().world_size(), 2);
   EXPECT_EQ(result.context().backend(), "gloo");

@@ -135,7 +135,10 @@ absl::StatusOr<CommBenchResult> Run(const GlooWorkerOptions& options) {
 int RunGlooWorker(const GlooWorkerOptions& options) {
   absl::StatusOr<CommBenchResult> result = Run(options);
   if (!result.ok()) return ReportAndExitCode("comm_bench", result.status());
-  if (options.rank_env.rank != 0) return VerdictExitCode(*result);
+  // The verdict is rank 0's to report, once it has written the results: a
+  // peer exiting non-zero on its own copy of it first would make the
+  // launcher stop rank 0 before it writes them.
+  if (options.rank_env.rank != 0) return kExitOk;
 
   RunContext context = options.context;
   FillTorchInfo(&context);
