@@ -93,6 +93,12 @@
 #             (resume_cont) bit for bit (zero1 at world size 1 is single's
 #             arithmetic, sync1; its checkpoint is the zero1 format's rank 0
 #             holding every shard);
+#   gpu_smoke comm_bench's NCCL sweep at world size 1 (comm_bench/gpu_smoke.sh
+#             with tools/gpu/bin/comm_bench_nccl): every collective, float32
+#             and bfloat16, 1K..64M, results checked, and a bad flag refused;
+#             its tables and results in OUT_DIR/gpu_smoke/;
+#   doctor_gpu  doctor's GPU checks (tools/gpu/bin/doctor_gpu): exit 0 and
+#             its result in doctor_gpu.json;
 #   gpt2      GPT-2 124M shapes (V 50304, D 768, 12 layers, 12 heads, T 1024,
 #             B 4), fp32, 12 steps: finishes with a finite, falling loss;
 #             its tokens/s are recorded, not judged;
@@ -113,9 +119,9 @@
 # Then write_results.py writes gpu_train.json and gpu_train.md (the results
 # file for docs/figures/) into OUT_DIR.
 #
-# Each check prints its estimated GPU time first (H100); about 6 minutes
+# Each check prints its estimated GPU time first (H100); about 7 minutes
 # expected in all (perf about 3 of them, torch.compile's first compilation
-# the largest part), about 23 minutes if every check hits its timeout (a perf run
+# the largest part), about 28 minutes if every check hits its timeout (a perf run
 # that times out is not repeated in later rounds).
 set -u
 if [[ $# -ne 1 ]]; then
@@ -412,6 +418,37 @@ else:
     print("PASS zero1_resume", "steps 11..20 resumed from the zero1 checkpoint equal single's bit for bit")
 PY
 )
+fi
+
+# comm_bench's NCCL sweep and doctor's GPU checks: built here (prepare.sh),
+# neither has run on a GPU before.
+nccl_bench="${COMM_BENCH_NCCL:-$here/bin/comm_bench_nccl}"
+smoke="${GPU_SMOKE:-$here/../../comm_bench/gpu_smoke.sh}"
+estimate gpu_smoke 30 240
+if [[ ! -x "$nccl_bench" ]]; then
+  record FAIL gpu_smoke "no comm_bench_nccl at $nccl_bench (see the header)"
+else
+  code=0
+  OUT="$out/gpu_smoke" timeout 240 bash "$smoke" "$nccl_bench" > "$out/gpu_smoke.log" 2>&1 \
+    || code=$?
+  if [[ $code == 0 ]]; then
+    record PASS gpu_smoke "every collective at world size 1, float32 and bfloat16, 1K..64M, checked; a bad flag exits 2 (gpu_smoke/)"
+  else
+    record FAIL gpu_smoke "exit $code (gpu_smoke/exit_codes.txt, gpu_smoke.log)"
+  fi
+fi
+doctor="${DOCTOR_GPU:-$here/bin/doctor_gpu}"
+estimate doctor_gpu 5 60
+if [[ ! -x "$doctor" ]]; then
+  record FAIL doctor_gpu "no doctor_gpu at $doctor (see the header)"
+else
+  code=0
+  timeout 60 "$doctor" --out="$out/doctor_gpu.json" > "$out/doctor_gpu.txt" 2>&1 || code=$?
+  if [[ $code == 0 ]]; then
+    record PASS doctor_gpu "every GPU check passed (doctor_gpu.txt, doctor_gpu.json)"
+  else
+    record FAIL doctor_gpu "exit $code (doctor_gpu.txt)"
+  fi
 fi
 
 estimate gpt2 40 150

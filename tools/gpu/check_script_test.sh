@@ -170,7 +170,21 @@ echo "SKIP hf_gpt2 transformers does not import (ModuleNotFoundError)"
 echo "PASS torch_cuda max|trainer_cuda step 1 - torch fp32|=1e-07 bound 0.0001"
 [[ $state == PASS ]]
 EOF
-chmod +x "$stubs/trainer_cuda" "$stubs/kernel_check" "$stubs/nvidia-smi"
+# Stand-ins for comm_bench's GPU smoke script (its binary only has to
+# exist) and doctor's GPU checks: exit $STUB_SMOKE_EXIT / $STUB_DOCTOR_EXIT.
+printf '#!/usr/bin/env bash\nexit 0\n' > "$stubs/comm_bench_nccl"
+cat > "$stubs/gpu_smoke.sh" <<'EOF'
+mkdir -p "$OUT"
+echo "comm_bench_nccl --dtype=float32: exit ${STUB_SMOKE_EXIT:-0}" > "$OUT/exit_codes.txt"
+exit "${STUB_SMOKE_EXIT:-0}"
+EOF
+cat > "$stubs/doctor_gpu" <<'EOF'
+#!/usr/bin/env bash
+for a in "$@"; do [[ "$a" == --out=* ]] && echo '{"checks": []}' > "${a#--out=}"; done
+exit "${STUB_DOCTOR_EXIT:-0}"
+EOF
+chmod +x "$stubs/trainer_cuda" "$stubs/kernel_check" "$stubs/nvidia-smi" \
+  "$stubs/comm_bench_nccl" "$stubs/doctor_gpu"
 
 # Five shards (BUILD): case group K runs in shard K.
 [[ -n "${TEST_SHARD_STATUS_FILE:-}" ]] && touch "$TEST_SHARD_STATUS_FILE"
@@ -185,7 +199,9 @@ run() {
   env TRAINER_CUDA="$stubs/trainer_cuda" KERNEL_CHECK="$stubs/kernel_check" \
     KERNEL_REFS="$tmp/refs" CPU_LOSSES="$losses" CPU_LOSSES_BF16="$losses_bf16" \
     PYTHON=bash TORCH_PEER="$stubs/peer.sh" TORCH_CHECK="$stubs/torch_check.sh" \
-    TORCH_REF="$tmp/torch_ref" PERF_ROUNDS=1 PATH="$stubs:$PATH" "$@" \
+    TORCH_REF="$tmp/torch_ref" COMM_BENCH_NCCL="$stubs/comm_bench_nccl" \
+    GPU_SMOKE="$stubs/gpu_smoke.sh" DOCTOR_GPU="$stubs/doctor_gpu" PERF_ROUNDS=1 \
+    PATH="$stubs:$PATH" "$@" \
     bash "$script" "$tmp/$name" > "$tmp/$name.log" 2>&1 || code=$?
 }
 expect_line() {  # expect_line NAME REGEX
@@ -196,7 +212,7 @@ if mine 0; then
 run good PERF_ROUNDS=3
 [[ $code == 0 ]] || fail "good: exit $code, want 0: $(cat "$tmp/good.log")"
 for check in kernels kernels_bf16 planted refusal small small_bf16 torch_loss torch_grads \
-    torch_cuda resume ckpt sync1_ddp sync1_zero1 zero1_resume gpt2 perf; do
+    torch_cuda resume ckpt sync1_ddp sync1_zero1 zero1_resume gpu_smoke doctor_gpu gpt2 perf; do
   expect_line good "^PASS $check "
 done
 expect_line good "^SKIP nccl2 1 GPU\(s\) here, two needed \(NCCL does not run two ranks on one GPU\)"
@@ -208,10 +224,10 @@ expect_line good "^GOAL eager_ratio reported: ours/torch.eager=1.250x "
 expect_line good "^GOAL mfu missed: MFU 20.0% of the measured cuBLASLt bf16 peak \(500 TFLOP/s, median of 3 rounds\) goal >= 40%$"
 expect_line good "^GOAL alloc met: 0 bytes of device memory allocated after step 1 at most \(3 of 3 rounds read\) goal 0$"
 expect_line good "^SKIP hf_gpt2 transformers does not import"
-[[ $(wc -l < "$tmp/good/checks.txt") == 23 ]] || fail "good: want 23 lines: $(cat "$tmp/good/checks.txt")"
+[[ $(wc -l < "$tmp/good/checks.txt") == 25 ]] || fail "good: want 25 lines: $(cat "$tmp/good/checks.txt")"
 expect_line good "^PASS sync1_zero1 20 losses and gradient norms equal single's bit for bit"
 expect_line good "^PASS zero1_resume steps 11..20 resumed from the zero1 checkpoint equal single's bit for bit"
-for check in kernels kernels_bf16 refusal small small_bf16 torch_ref resume ckpt "sync1 ddp" "sync1 zero1" zero1_resume gpt2 perf; do
+for check in kernels kernels_bf16 refusal small small_bf16 torch_ref resume ckpt "sync1 ddp" "sync1 zero1" zero1_resume gpu_smoke doctor_gpu gpt2 perf; do
   grep -Eq "^check $check: estimate ~[0-9]+ s of GPU time \(at most [0-9]+ s\)" "$tmp/good.log" \
     || fail "good: no time estimate for $check"
 done
@@ -264,8 +280,10 @@ fi
 if mine 2; then
 # Three faults at once, each failing its own check.
 run bad STUB_SHIFT=1e-3 STUB_PLANT_PASSES=1 STUB_KERNEL_FAIL=1 STUB_BF16_SHIFT=1e-3 \
-  STUB_TORCH_GRADS_OFF=1
+  STUB_TORCH_GRADS_OFF=1 STUB_SMOKE_EXIT=1 STUB_DOCTOR_EXIT=3
 [[ $code == 1 ]] || fail "bad: exit $code, want 1"
+expect_line bad "^FAIL gpu_smoke exit 1 "
+expect_line bad "^FAIL doctor_gpu exit 3 "
 expect_line bad "^FAIL small_bf16 max\|gpu-cpu\|=0.001 .* bound 0.0005$"
 expect_line bad "^FAIL kernels_bf16 exit 1, 1 outputs failed, 1 passed"
 grep -q '"passed": false' "$tmp/bad/gpu_train.json" || fail "bad: gpu_train.json should say passed false"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepares tools/gpu/check.sh's inputs here (Bazel, LibTorch, CUDA toolkit; no
-# GPU needed): builds trainer_cuda and kernel_check with --config=cuda, copies
+# GPU needed): builds trainer_cuda, kernel_check, comm_bench_nccl and
+# doctor_gpu with --config=cuda, copies
 # them to tools/gpu/bin (with COMMIT, the commit they come from), and writes
 # the per-kernel reference folder to tools/gpu/refs and check.sh's torch_ref
 # reference folder to tools/gpu/torch_ref (torch_ref.sh: the CPU trainer's
@@ -10,9 +11,11 @@
 # Run from the repository root. Exit 0 when everything is in place.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-nice -n 10 ./bazelw build --config=cuda //trainer/cuda:trainer_cuda //trainer/cuda:kernel_check
+nice -n 10 ./bazelw build --config=cuda //trainer/cuda:trainer_cuda //trainer/cuda:kernel_check \
+  //comm_bench:comm_bench_nccl //doctor:doctor_gpu
 mkdir -p tools/gpu/bin
-cp -fL bazel-bin/trainer/cuda/trainer_cuda bazel-bin/trainer/cuda/kernel_check tools/gpu/bin/
+cp -fL bazel-bin/trainer/cuda/trainer_cuda bazel-bin/trainer/cuda/kernel_check \
+  bazel-bin/comm_bench/comm_bench_nccl bazel-bin/doctor/doctor_gpu tools/gpu/bin/
 chmod u+w tools/gpu/bin/*
 # The commit the binaries were built from (+dirty when the tree had changes),
 # for the results file.
