@@ -21,39 +21,24 @@
 namespace mtb {
 namespace cuda {
 
-std::vector<std::vector<double>> ThreadAverage::Gather(int rank, std::vector<double> mine) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  const int64_t index = rounds_[rank]++;
-  Round& round = open_[index];
-  round.values.resize(world_size_);
-  round.values[rank] = std::move(mine);
-  if (++round.arrived == world_size_) {
-    round.left = world_size_;
-    changed_.notify_all();
-  }
-  changed_.wait(lock, [&] { return round.arrived == world_size_; });
-  std::vector<std::vector<double>> all = round.values;
-  if (--round.left == 0) open_.erase(index);
-  return all;
-}
-
 void ThreadAverage::Average(int rank, float* values, int64_t n) {
+  const int world_size = rounds_.world_size();
   const std::vector<std::vector<double>> all =
-      Gather(rank, std::vector<double>(values, values + n));
+      rounds_.Gather(rank, std::vector<double>(values, values + n));
   for (int64_t i = 0; i < n; ++i) {
     float sum = 0;
-    for (int r = 0; r < world_size_; ++r) sum += static_cast<float>(all[r][i]);
-    values[i] = sum / static_cast<float>(world_size_);
+    for (int r = 0; r < world_size; ++r) sum += static_cast<float>(all[r][i]);
+    values[i] = sum / static_cast<float>(world_size);
   }
 }
 
 double ThreadAverage::Average(int rank, double value) {
-  return Sum(rank, value) / world_size_;
+  return Sum(rank, value) / rounds_.world_size();
 }
 
 double ThreadAverage::Sum(int rank, double value) {
   double sum = 0;
-  for (const std::vector<double>& one : Gather(rank, {value})) sum += one[0];
+  for (const std::vector<double>& one : rounds_.Gather(rank, {value})) sum += one[0];
   return sum;
 }
 
@@ -67,22 +52,6 @@ absl::StatusOr<CudaSync> CudaSyncOf(const TrainConfig& config) {
   }
   return entry->gather_bytes_label[0] == '\0' ? CudaSync::kAllReduce
                                                : CudaSync::kShardedUpdate;
-}
-
-std::vector<std::string> ThreadExchange::Exchange(int rank, std::string mine) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  const int64_t index = rounds_[rank]++;
-  Round& round = open_[index];
-  round.values.resize(world_size_);
-  round.values[rank] = std::move(mine);
-  if (++round.arrived == world_size_) {
-    round.left = world_size_;
-    changed_.notify_all();
-  }
-  changed_.wait(lock, [&] { return round.arrived == world_size_; });
-  std::vector<std::string> all = round.values;
-  if (--round.left == 0) open_.erase(index);
-  return all;
 }
 
 checkpoint::Exchange ThreadExchange::For(int rank) {

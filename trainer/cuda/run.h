@@ -80,36 +80,64 @@ struct CudaRanks {
   checkpoint::Exchange exchange;
 };
 
-// The checkpoint protocol's exchange between the rank threads of one
-// process: the k-th call of every rank meets the k-th call of the others and
-// each gets every rank's bytes in rank order. Thread-safe.
-class ThreadExchange {
+// The rendezvous of the rank threads of one process: the k-th call of every
+// rank meets the k-th call of the others and each gets every rank's value in
+// rank order. Thread-safe.
+template <typename T>
+class ThreadRounds {
  public:
-  explicit ThreadExchange(int world_size) : world_size_(world_size) {}
-  std::vector<std::string> Exchange(int rank, std::string mine);
-  // As a CudaRanks::exchange for `rank`.
-  checkpoint::Exchange For(int rank);
+  explicit ThreadRounds(int world_size) : world_size_(world_size) {}
+  int world_size() const { return world_size_; }
+  std::vector<T> Gather(int rank, T mine) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const int64_t index = rounds_[rank]++;
+    Round& round = open_[index];
+    round.values.resize(world_size_);
+    round.values[rank] = std::move(mine);
+    if (++round.arrived == world_size_) {
+      round.left = world_size_;
+      changed_.notify_all();
+    }
+    changed_.wait(lock, [&] { return round.arrived == world_size_; });
+    std::vector<T> all = round.values;
+    if (--round.left == 0) open_.erase(index);
+    return all;
+  }
 
  private:
   const int world_size_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::map<int, int64_t> rounds_;
+  std::map<int, int64_t> rounds_;  // per rank: its calls so far
   struct Round {
-    std::vector<std::string> values;
+    std::vector<T> values;  // per rank
     int arrived = 0;
-    int left = 0;
+    int left = 0;  // ranks that have not read the result yet
   };
   std::map<int64_t, Round> open_;
 };
 
+// The checkpoint protocol's exchange between the rank threads of one
+// process: every rank's bytes in rank order.
+class ThreadExchange {
+ public:
+  explicit ThreadExchange(int world_size) : rounds_(world_size) {}
+  std::vector<std::string> Exchange(int rank, std::string mine) {
+    return rounds_.Gather(rank, std::move(mine));
+  }
+  // As a CudaRanks::exchange for `rank`.
+  checkpoint::Exchange For(int rank);
+
+ private:
+  ThreadRounds<std::string> rounds_;
+};
+
 // Values averaged on the host between the rank threads of one process (a
-// run on several GPUs: each rank's loss; a test's stand-in collectives): the
-// k-th call of every rank meets the k-th call of the others and each gets the
-// ranks' sum in rank order over world_size. Thread-safe.
+// run on several GPUs: each rank's loss; a test's stand-in collectives):
+// each gets the ranks' sum in rank order over world_size.
 class ThreadAverage {
  public:
-  explicit ThreadAverage(int world_size) : world_size_(world_size) {}
+  explicit ThreadAverage(int world_size) : rounds_(world_size) {}
   // In place: values[0, n) of every rank averaged (summed in float).
   void Average(int rank, float* values, int64_t n);
   // Summed in double.
@@ -118,18 +146,7 @@ class ThreadAverage {
   double Sum(int rank, double value);
 
  private:
-  // Every rank's `mine`, in rank order.
-  std::vector<std::vector<double>> Gather(int rank, std::vector<double> mine);
-  const int world_size_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<int, int64_t> rounds_;  // per rank: its calls so far
-  struct Round {
-    std::vector<std::vector<double>> values;  // per rank
-    int arrived = 0;
-    int left = 0;  // ranks that have not read the result yet
-  };
-  std::map<int64_t, Round> open_;
+  ThreadRounds<std::vector<double>> rounds_;
 };
 
 // Trains config.steps() steps from the seeded initialisation on `samples`.
