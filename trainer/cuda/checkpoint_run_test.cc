@@ -19,6 +19,7 @@
 #include "trainer/checkpoint/plan.h"
 #include "trainer/cuda/checkpoint_state.h"
 #include "trainer/cuda/layout.h"
+#include "trainer/cuda/ranks_test_util.h"
 #include "trainer/cuda/run.h"
 #include "trainer/data/samples.h"
 #include "trainer/model/model_shape.h"
@@ -157,18 +158,6 @@ absl::StatusOr<TrainResult> RunStandIn(const TrainConfig& config,
       plan);
 }
 
-checkpoint::CheckpointPlan Plan(const std::string& dir, int64_t save_every,
-                                const std::string& resume, TrainConfig* config) {
-  checkpoint::CheckpointOptions options;
-  options.dir = dir;
-  options.save_every = save_every;
-  options.resume = resume;
-  absl::StatusOr<checkpoint::CheckpointPlan> plan = checkpoint::PlanCheckpoints(
-      options, config, 1, [](absl::string_view) { return false; });
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *plan : checkpoint::CheckpointPlan();
-}
-
 std::vector<double> Losses(const TrainResult& result) {
   std::vector<double> losses;
   for (const StepRecord& step : result.runs(0).steps()) losses.push_back(step.loss());
@@ -195,7 +184,7 @@ class CudaCheckpointTest : public ::testing::Test {
     whole_norms_ = GradNorms(*continuous);
     TrainConfig first = TinyConfig(3);
     absl::StatusOr<TrainResult> saved =
-        RunStandIn(first, Plan(dir_, 3, "", &first), &first_last_);
+        RunStandIn(first, CheckpointPlanFor(dir_, 3, "", 1, &first), &first_last_);
     ASSERT_TRUE(saved.ok()) << saved.status();
     ASSERT_EQ(saved->checkpoint().saves_size(), 1);
     EXPECT_EQ(saved->checkpoint().saves(0).step(), 3);
@@ -207,7 +196,7 @@ class CudaCheckpointTest : public ::testing::Test {
 
 TEST_F(CudaCheckpointTest, SaveThenResumeEqualsTheContinuousRunBitForBit) {
   TrainConfig rest = TinyConfig(6);
-  const checkpoint::CheckpointPlan plan = Plan(dir_, 0, "latest", &rest);
+  const checkpoint::CheckpointPlan plan = CheckpointPlanFor(dir_, 0, "latest", 1, &rest);
   ASSERT_TRUE(plan.resuming());
   EXPECT_EQ(plan.start_step, 3);
   EXPECT_TRUE(plan.resume_exact);
@@ -252,7 +241,7 @@ TEST_F(CudaCheckpointTest, TheCheckpointVerifiesWithTheCpuTrainersTensors) {
 
 TEST_F(CudaCheckpointTest, ADeviceModelThatDropsTheLoadedStateDiffers) {
   TrainConfig rest = TinyConfig(6);
-  const checkpoint::CheckpointPlan plan = Plan(dir_, 0, "latest", &rest);
+  const checkpoint::CheckpointPlan plan = CheckpointPlanFor(dir_, 0, "latest", 1, &rest);
   std::vector<float> last;
   absl::StatusOr<TrainResult> resumed =
       RunStandIn(rest, plan, &last, /*drop_loaded_state=*/true);

@@ -40,18 +40,6 @@ TrainConfig Steps(TrainConfig::Strategy strategy, int64_t steps) {
   return config;
 }
 
-checkpoint::CheckpointPlan Plan(const std::string& dir, int64_t save_every,
-                                const std::string& resume, TrainConfig* config) {
-  checkpoint::CheckpointOptions options;
-  options.dir = dir;
-  options.save_every = save_every;
-  options.resume = resume;
-  absl::StatusOr<checkpoint::CheckpointPlan> plan = checkpoint::PlanCheckpoints(
-      options, config, kWorld, [](absl::string_view) { return false; });
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *plan : checkpoint::CheckpointPlan();
-}
-
 template <typename T>
 std::vector<T> Tail(const std::vector<T>& all) {
   return std::vector<T>(all.begin() + 3, all.end());
@@ -71,7 +59,7 @@ class MultiRankCheckpoint : public ::testing::TestWithParam<TrainConfig::Strateg
     ASSERT_TRUE(CreateDirectories(dir_).ok());
     continuous_ = RunRanks(Steps(GetParam(), 6), kWorld);
     TrainConfig first = Steps(GetParam(), 3);
-    saved_ = RunRanks(first, kWorld, Plan(dir_, 3, "", &first));
+    saved_ = RunRanks(first, kWorld, CheckpointPlanFor(dir_, 3, "", kWorld, &first));
     for (int r = 0; r < kWorld; ++r) {
       ASSERT_TRUE(continuous_[r].result.ok()) << continuous_[r].result.status();
       ASSERT_TRUE(saved_[r].result.ok()) << saved_[r].result.status();
@@ -80,7 +68,7 @@ class MultiRankCheckpoint : public ::testing::TestWithParam<TrainConfig::Strateg
   }
   std::vector<RankOutcome> Resume(bool drop_loaded_state) {
     TrainConfig rest = Steps(GetParam(), 6);
-    const checkpoint::CheckpointPlan plan = Plan(dir_, 0, "latest", &rest);
+    const checkpoint::CheckpointPlan plan = CheckpointPlanFor(dir_, 0, "latest", kWorld, &rest);
     EXPECT_EQ(plan.start_step, 3);
     return RunRanks(rest, kWorld, plan, drop_loaded_state);
   }

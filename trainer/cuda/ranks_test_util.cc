@@ -311,5 +311,18 @@ SyncPlan PlanFor(const TrainConfig& config, int world) {
   return MakeSyncPlan(numels, world, kFirstBucketBytes, BucketCapBytes(config.bucket_cap_mb()));
 }
 
+checkpoint::CheckpointPlan CheckpointPlanFor(const std::string& dir, int64_t save_every,
+                                             const std::string& resume, int world,
+                                             TrainConfig* config) {
+  checkpoint::CheckpointOptions options;
+  options.dir = dir;
+  options.save_every = save_every;
+  options.resume = resume;
+  absl::StatusOr<checkpoint::CheckpointPlan> plan = checkpoint::PlanCheckpoints(
+      options, config, world, [](absl::string_view) { return false; });
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : checkpoint::CheckpointPlan();
+}
+
 }  // namespace cuda
 }  // namespace mtb

@@ -73,6 +73,13 @@ std::vector<bool> Clipped(const TrainResult& r);
 // The plan RunCudaTraining makes for `config` over `world` ranks.
 SyncPlan PlanFor(const TrainConfig& config, int world);
 
+// The checkpoint plan for `world` ranks saving every `save_every` steps in
+// `dir` (0: never), resuming from `resume` ("" or "latest"), as the trainer
+// plans it; a failed plan fails the calling test and is empty.
+checkpoint::CheckpointPlan CheckpointPlanFor(const std::string& dir, int64_t save_every,
+                                             const std::string& resume, int world,
+                                             TrainConfig* config);
+
 }  // namespace cuda
 }  // namespace mtb
 
