@@ -313,51 +313,35 @@ PY
 fi
 
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [[ $gpus -lt 2 ]]; then
-  record SKIP nccl2 "$gpus GPU(s) here, two needed (NCCL does not run two ranks on one GPU)"
-else
-  estimate nccl2 10 60
+# Two ranks over NCCL, ddp (nccl2) and zero1 (nccl2_zero1): the small run's
+# losses within 1e-4 of one rank's.
+for strategy in ddp zero1; do
+  name=nccl2
+  [[ $strategy == zero1 ]] && name=nccl2_zero1
+  if [[ $gpus -lt 2 ]]; then
+    record SKIP $name "$gpus GPU(s) here, two needed (NCCL does not run two ranks on one GPU)"
+    continue
+  fi
+  estimate $name 10 60
   code=0
-  timeout 60 "$bin" "${small[@]}" --nproc=2 --strategy=ddp --batch_size=2 --out="$out/nccl2.json" \
-    > "$out/nccl2.log" 2>&1 || code=$?
+  timeout 60 "$bin" "${small[@]}" --nproc=2 --strategy=$strategy --batch_size=2 \
+    --out="$out/$name.json" > "$out/$name.log" 2>&1 || code=$?
   if [[ $code != 0 ]]; then
-    record FAIL nccl2 "trainer_cuda --nproc=2 exited $code (nccl2.log)"
-  else
-    record $(python3 - "$out/nccl2.json" "$out/small.json" <<'PY'
+    record FAIL $name "trainer_cuda --nproc=2 --strategy=$strategy exited $code ($name.log)"
+    continue
+  fi
+  record $(python3 - "$name" "$out/$name.json" "$out/small.json" <<'PY'
 import json, sys
-two, one = ([s["loss"] for s in json.load(open(p))["runs"][0]["steps"]] for p in sys.argv[1:3])
+name = sys.argv[1]
+two, one = ([s["loss"] for s in json.load(open(p))["runs"][0]["steps"]] for p in sys.argv[2:4])
 bound = 1e-4
 if len(two) != len(one):
-    print("FAIL nccl2", f"{len(two)} losses, want {len(one)}"); sys.exit()
+    print("FAIL", name, f"{len(two)} losses, want {len(one)}"); sys.exit()
 err = max(abs(a - b) for a, b in zip(two, one))
-print("PASS" if err <= bound else "FAIL", "nccl2", f"max|2 ranks - 1 rank|={err:.3g} bound {bound}")
+print("PASS" if err <= bound else "FAIL", name, f"max|2 ranks - 1 rank|={err:.3g} bound {bound}")
 PY
 )
-  fi
-fi
-
-if [[ $gpus -lt 2 ]]; then
-  record SKIP nccl2_zero1 "$gpus GPU(s) here, two needed (NCCL does not run two ranks on one GPU)"
-else
-  estimate nccl2_zero1 10 60
-  code=0
-  timeout 60 "$bin" "${small[@]}" --nproc=2 --strategy=zero1 --batch_size=2 \
-    --out="$out/nccl2_zero1.json" > "$out/nccl2_zero1.log" 2>&1 || code=$?
-  if [[ $code != 0 ]]; then
-    record FAIL nccl2_zero1 "trainer_cuda --nproc=2 --strategy=zero1 exited $code (nccl2_zero1.log)"
-  else
-    record $(python3 - "$out/nccl2_zero1.json" "$out/small.json" <<'PY'
-import json, sys
-two, one = ([s["loss"] for s in json.load(open(p))["runs"][0]["steps"]] for p in sys.argv[1:3])
-bound = 1e-4
-if len(two) != len(one):
-    print("FAIL nccl2_zero1", f"{len(two)} losses, want {len(one)}"); sys.exit()
-err = max(abs(a - b) for a, b in zip(two, one))
-print("PASS" if err <= bound else "FAIL", "nccl2_zero1", f"max|2 ranks - 1 rank|={err:.3g} bound {bound}")
-PY
-)
-  fi
-fi
+done
 
 for strategy in ddp zero1; do
   estimate "sync1 $strategy" 10 60
