@@ -19,6 +19,8 @@ import os
 import re
 import sys
 
+from perf_summary import load  # a JSON file, or None when absent or unreadable
+
 OBSERVED = re.compile(r"max\|[^|]*\|=([-+0-9.eE]+|nan|inf)")
 BOUND = re.compile(r"\bbound ([-+0-9.eE]+)")
 
@@ -29,14 +31,6 @@ def read(path, default=""):
             return f.read()
     except OSError:
         return default
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def parse_checks(text):
