@@ -55,3 +55,12 @@ def provenance(started):
             f"{platform.node()}, command `{' '.join(shlex.quote(a) for a in sys.argv)}`, "
             f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started))} to "
             f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}.")
+
+
+def emit(lines, out):
+    """Prints the result's lines and, with `out`, writes them there too."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text)

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from bench_common import CHECKOUT, build, load_average, provenance
+from bench_common import CHECKOUT, build, emit, load_average, provenance
 
 
 def run(trainer, profiler_agg, pp, schedule, m, args, workdir):
@@ -97,11 +97,7 @@ def main():
         f"one rank process per stage, 1 intra-op thread, steps "
         f"{args.warmup + 1}-{args.steps} traced; load average {load_before} "
         f"before, {load_average()} after; {provenance(started)}")]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from bench_common import CHECKOUT, build, load_average, provenance
+from bench_common import CHECKOUT, build, emit, load_average, provenance
 
 TRANSPORTS = ("tcp", "shm")
 
@@ -107,11 +107,7 @@ def main():
         f"timed; medians over {args.rounds} alternating rounds of each run's mean "
         f"over its timed steps; load average {load_before} before, "
         f"{load_average()} after; {provenance(started)}")]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":
