@@ -63,7 +63,7 @@ def main():
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     if args.steps <= args.warmup:
-        sys.exit("--steps must exceed --warmup (the traced steps are after it)")
+        parser.error("--steps must exceed --warmup (the traced steps are after it)")
     started = time.time()
     trainer, profiler_agg = build(["//trainer", "//profiler_agg"])
     load_before = load_average()

@@ -67,7 +67,9 @@ def main():
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     if args.steps <= args.warmup:
-        sys.exit("--steps must exceed --warmup (the timed steps are after it)")
+        parser.error("--steps must exceed --warmup (the timed steps are after it)")
+    if args.rounds < 1 or args.nproc < 2:
+        parser.error("--rounds must be at least 1 and --nproc at least 2")
     started = time.time()
     (trainer,) = build(["//trainer"])
     load_before = load_average()
